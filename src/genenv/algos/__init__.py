@@ -1,0 +1,1 @@
+"""The two learning algorithms: GRPO for the agent, reward-weighted regression for the simulator."""

@@ -1,0 +1,119 @@
+"""Group Relative Policy Optimisation for the agent.
+
+Advantages are normalised within each group of rollouts of one task; the loss is the PPO clipped
+surrogate plus a k3 KL penalty to the frozen initial agent, averaged over response tokens (token-level
+mean, as DAPO). Groups whose rewards are all equal carry no signal: they get zero advantage and are
+reported through ``effective_fraction``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class PolicySample:
+    """One response to train on: tokens, the log-probs it was sampled with, and its advantage."""
+    prompt_ids: list[int]
+    response_ids: list[int]
+    old_logprobs: list[float]
+    advantage: float
+
+
+def group_advantages(rewards, eps: float = 1e-6) -> np.ndarray:
+    """(r_i - mean) / (std + eps) within one group (population std); all zeros when std == 0."""
+    rewards = np.asarray(rewards, dtype=float)
+    std = rewards.std()
+    if std == 0.0:
+        return np.zeros_like(rewards)
+    return (rewards - rewards.mean()) / (std + eps)
+
+
+def is_informative(rewards) -> bool:
+    """A group carries signal only when its rewards differ."""
+    rewards = np.asarray(rewards, dtype=float)
+    return rewards.size > 1 and float(rewards.max() - rewards.min()) > 0.0
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Low-variance KL(pi || ref) estimator per token: exp(ref - logp) - (ref - logp) - 1 >= 0."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def clipped_surrogate(logp, old_logp, advantages, clip_eps: float = 0.2):
+    """Per-token PPO loss -min(rho A, clip(rho, 1-eps, 1+eps) A) and a mask of tokens where clipping binds."""
+    ratio = torch.exp(logp - old_logp)
+    adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    clip_active = (clipped < unclipped).float()
+    return loss, clip_active, ratio
+
+
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, kl_coef=0.001, entropy=None,
+              entropy_coef=0.0):
+    """Token-level mean of the clipped surrogate + kl_coef * k3 KL - entropy_coef * entropy."""
+    surrogate, clip_active, ratio = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+    loss = masked_mean(surrogate, mask)
+    stats = {"clip_fraction": masked_mean(clip_active, mask).item(),
+             "ratio_mean": masked_mean(ratio.detach(), mask).item()}
+    if ref_logp is not None:
+        kl = masked_mean(k3_kl(logp, ref_logp), mask)
+        loss = loss + kl_coef * kl
+        stats["kl"] = kl.item()
+    if entropy is not None:
+        ent = masked_mean(entropy, mask)
+        loss = loss - entropy_coef * ent
+        stats["entropy"] = ent.item()
+    return loss, stats
+
+
+def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
+              entropy_coef=0.0, grad_clip=1.0, temperature=1.0) -> dict:
+    """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1)."""
+    policy.model.train()
+    batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
+    width = batch.response_ids.shape[1]
+    old = torch.zeros((len(samples), width))
+    for row, s in enumerate(samples):
+        old[row, :len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float32)
+    old = old.to(policy.device)
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
+    logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True)
+    ref_logp = None
+    if reference is not None and kl_coef > 0:
+        with torch.no_grad():
+            ref_logp, _ = reference.token_logprobs(batch, temperature=temperature)
+    loss, stats = grpo_loss(logp, old, ref_logp, advantages, batch.response_mask, clip_eps, kl_coef,
+                            entropy, entropy_coef)
+    stats["loss"] = loss.item()
+    stats["skipped"] = 0
+    stats.setdefault("kl", 0.0)
+    optimizer.zero_grad(set_to_none=True)
+    if not math.isfinite(stats["loss"]):
+        warnings.warn("GRPO: non-finite loss, step skipped", RuntimeWarning, stacklevel=2)
+        stats["skipped"] = 1
+        return stats
+    with policy.timed():
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), grad_clip if grad_clip > 0 else
+                                                   float("inf"))
+        if not torch.isfinite(grad_norm):
+            optimizer.zero_grad(set_to_none=True)
+            warnings.warn("GRPO: non-finite gradient, step skipped", RuntimeWarning, stacklevel=2)
+            stats["skipped"] = 1
+            return stats
+        optimizer.step()
+    stats["grad_norm"] = float(grad_norm)
+    return stats

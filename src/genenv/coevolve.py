@@ -1,0 +1,567 @@
+"""The GenEnv co-evolution loop (paper Algorithm 1), one named function per phase.
+
+Per epoch t:
+  1. generate_tasks    the simulator writes `variations` tasks for each of `seeds_per_epoch` seed tasks
+  2. validate_tasks    parse + ground each one; invalid ones are counted, get R_env = 0, never reach the agent
+  3. rollout_agent     `group_size` agent rollouts per valid task (plus replay tasks from the training pool)
+  4. score_batches     p_hat per seed batch (or per task) and R_env = exp(-beta (p_hat - alpha)^2)
+  5. update_agent      GRPO on informative groups (dynamic sampling buffer)
+  6. select_env_batch  keep in-band generations (|p_hat - alpha| <= k_min), weight exp(lam R_env)
+  7. update_simulator  reward-weighted regression with KL to the initial simulator and a max-KL cap
+  8. grow_pools        valid tasks join D_train with their p_hat; the weighted set joins D_env
+  9. evaluate          greedy held-out success, overall and per level, every `eval_every` epochs
+Every random stream is derived from (seed, epoch, phase), so a resumed run repeats exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from tqdm.auto import tqdm
+
+from genenv import curriculum as cur
+from genenv.algos.grpo import PolicySample, group_advantages, grpo_step, is_informative
+from genenv.algos.rwr import WeightedExample, rwr_update
+from genenv.config import RunConfig, from_dict, to_dict
+from genenv.domains import Invalid, Task, make_domain
+from genenv.domains.base import Domain
+from genenv.io import append_jsonl, atomic_replace_dir, atomic_write_json, atomic_write_jsonl, read_jsonl
+from genenv.models.policy import Policy
+from genenv.pool import EnvExample, EnvPool, TaskPool
+from genenv.rollout import Episode, rollout
+from genenv.warmstart import warm_start_agent, warm_start_simulator
+
+PHASES = ("seeds", "generate", "replay", "rollout", "agent_update", "env_update", "evaluate")
+TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction")
+
+
+def phase_seed(seed: int, epoch: int, phase: str) -> int:
+    digest = hashlib.sha256(f"{seed}/{epoch}/{phase}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def phase_rng(seed: int, epoch: int, phase: str) -> np.random.Generator:
+    return np.random.default_rng(phase_seed(seed, epoch, phase))
+
+
+# ============================================================================ state
+
+@dataclass
+class Players:
+    agent: Policy
+    agent_ref: Policy
+    env: Policy
+    env_ref: Policy
+    agent_opt: torch.optim.Optimizer
+    env_opt: torch.optim.Optimizer
+
+
+@dataclass
+class RunState:
+    epoch: int = 0                         # next epoch to run
+    task_pool: TaskPool = field(default_factory=TaskPool)
+    env_pool: EnvPool = field(default_factory=EnvPool)
+    grpo_buffer: list = field(default_factory=list)   # informative groups waiting for an update
+    last_p_hat_mean: float | None = None
+    total_rollouts: int = 0
+    total_agent_updates: int = 0
+    total_generated: int = 0
+    nonfinite_skips: int = 0
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "task_pool": self.task_pool.to_json(), "env_pool": self.env_pool.to_json(),
+                "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
+                "last_p_hat_mean": self.last_p_hat_mean, "total_rollouts": self.total_rollouts,
+                "total_agent_updates": self.total_agent_updates, "total_generated": self.total_generated,
+                "nonfinite_skips": self.nonfinite_skips}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunState":
+        state = cls(epoch=data["epoch"], task_pool=TaskPool.from_json(data["task_pool"]),
+                    env_pool=EnvPool.from_json(data["env_pool"]),
+                    grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
+        for key in ("last_p_hat_mean", "total_rollouts", "total_agent_updates", "total_generated",
+                    "nonfinite_skips"):
+            setattr(state, key, data[key])
+        return state
+
+
+@dataclass
+class Generated:
+    """One simulator output and everything learned about it during the epoch."""
+    batch: int                  # index of the seed it was written from
+    seed: Task
+    context: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    raw: str
+    parsed: Task | Invalid
+    episodes: list[Episode] = field(default_factory=list)
+    p_hat_task: float | None = None
+    p_hat: float | None = None   # the p_hat that sets R_env (batch or task level)
+    r_env: float = 0.0
+    in_band: bool = False
+
+    @property
+    def valid(self) -> bool:
+        return isinstance(self.parsed, Task)
+
+
+# ============================================================================ phases
+
+def sample_seeds(cfg: RunConfig, state: RunState, epoch: int) -> list[Task]:
+    return state.task_pool.sample(phase_rng(cfg.seed, epoch, "seeds"), cfg.seeds_per_epoch)
+
+
+def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, seeds: list[Task],
+                   epoch: int) -> list[Generated]:
+    """Phase 1: the simulator writes `variations` tasks per seed, conditioned on seed + success stats."""
+    contexts = []
+    for seed in seeds:
+        rate = state.task_pool.last_p_hat(seed)
+        contexts.append(domain.simulator_prompt(seed, {"success_rate": rate if rate is not None
+                                                       else state.last_p_hat_mean}))
+    gens = env.generate(contexts, n=cfg.env.variations, max_new_tokens=min(cfg.env.max_new_tokens,
+                                                                              domain.env_max_new_tokens),
+                        temperature=cfg.env.temperature, seed=phase_seed(cfg.seed, epoch, "generate"),
+                        batch_size=cfg.env.generation_batch)
+    out = []
+    for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)):
+        for g in samples:
+            out.append(Generated(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed")))
+    return out
+
+
+def validate_tasks(domain: Domain, generated: list[Generated]) -> None:
+    """Phase 2: parse and ground every generation. Never raises on arbitrary text."""
+    for item in generated:
+        item.parsed = domain.parse_and_validate(item.raw)
+
+
+def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], epoch: int,
+                  phase: str) -> list[list[Episode]]:
+    """Phase 3: `group_size` sampled rollouts per task."""
+    if not tasks:
+        return []
+    return rollout(domain, agent, tasks, group_size=cfg.agent.group_size,
+                   max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                   temperature=cfg.agent.temperature, seed=phase_seed(cfg.seed, epoch, phase),
+                   batch_size=cfg.agent.generation_batch)
+
+
+def score_batches(cfg: RunConfig, generated: list[Generated]) -> None:
+    """Phase 4: p_hat per task and per seed batch, then R_env and the in-band flag (invalid: R_env = 0)."""
+    cr = cfg.curriculum_reward
+    successes_by_batch: dict[int, list[float]] = {}
+    for item in generated:
+        if item.valid and item.episodes:
+            rewards = [e.reward for e in item.episodes]
+            item.p_hat_task = cur.success_rate(rewards, cr.success_threshold, cr.posterior)
+            successes_by_batch.setdefault(item.batch, []).extend(rewards)
+    for item in generated:
+        if item.p_hat_task is None:
+            continue
+        if cr.p_hat_level == "batch":
+            item.p_hat = cur.success_rate(successes_by_batch[item.batch], cr.success_threshold, cr.posterior)
+        else:
+            item.p_hat = item.p_hat_task
+        item.r_env = cur.alpha_reward(item.p_hat, cr.alpha, cr.beta)
+        item.in_band = cur.in_band(item.p_hat, cr.alpha, cr.k_min)
+
+
+def policy_samples(groups: list[list[Episode]]) -> tuple[list[list[PolicySample]], int]:
+    """GRPO samples of the informative groups (every turn of an episode shares its advantage)."""
+    informative = []
+    for group in groups:
+        rewards = [e.reward for e in group]
+        if not is_informative(rewards):
+            continue
+        advantages = group_advantages(rewards)
+        samples = [PolicySample(t.prompt_ids, t.response_ids, t.logprobs, float(a))
+                   for e, a in zip(group, advantages) for t in e.turns]
+        informative.append(samples)
+    return informative, len(groups)
+
+
+def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
+                 epoch: int) -> dict:
+    """Phase 5: GRPO. Informative groups are buffered; an update runs once enough are buffered."""
+    informative, total = policy_samples(groups)
+    state.grpo_buffer.extend(informative)
+    stats = {"effective_fraction": len(informative) / total if total else 0.0, "agent_updates": 0,
+             "agent_loss": None, "agent_kl": None, "clip_fraction": None, "entropy": None,
+             "buffered_groups": len(state.grpo_buffer)}
+    ac = cfg.agent
+    if len(state.grpo_buffer) < ac.min_informative_groups:
+        return stats
+    rng = phase_rng(cfg.seed, epoch, "agent_update")
+    steps = []
+    for _ in range(ac.update_epochs):
+        order = rng.permutation(len(state.grpo_buffer))
+        for start in range(0, len(order), ac.minibatch_groups):
+            chunk = [s for i in order[start:start + ac.minibatch_groups] for s in state.grpo_buffer[i]]
+            step = grpo_step(players.agent, players.agent_ref, players.agent_opt, chunk, clip_eps=ac.clip_eps,
+                             kl_coef=ac.kl_coef, entropy_coef=ac.entropy_coef, grad_clip=ac.grad_clip,
+                             temperature=ac.temperature)
+            state.nonfinite_skips += step["skipped"]
+            if not step["skipped"]:
+                steps.append(step)
+    state.grpo_buffer = []
+    state.total_agent_updates += len(steps)
+    if steps:
+        stats.update(agent_updates=len(steps), agent_loss=_mean(s["loss"] for s in steps),
+                     agent_kl=_mean(s["kl"] for s in steps), clip_fraction=_mean(s["clip_fraction"] for s in steps),
+                     entropy=_mean(s["entropy"] for s in steps))
+    return stats
+
+
+def select_env_batch(cfg: RunConfig, generated: list[Generated], epoch: int) -> list[EnvExample]:
+    """Phase 6: the in-band valid generations, each with its R_env (turned into exp(lam R_env) weights)."""
+    return [EnvExample(g.context, g.prompt_ids, g.token_ids, float(g.r_env), epoch)
+            for g in generated if g.valid and g.in_band and g.token_ids]
+
+
+def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected: list[EnvExample],
+                     epoch: int) -> dict:
+    """Phase 7: reward-weighted regression of the simulator toward in-band generations."""
+    stats = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_steps": 0, "env_kl_capped": 0}
+    if cfg.curriculum != "genenv" or not selected:
+        return stats
+    ec = cfg.env
+    rng = phase_rng(cfg.seed, epoch, "env_update")
+    examples = list(selected)
+    older = state.env_pool.before(epoch)
+    if ec.pool_replay > 0 and older:
+        extra = int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1 else len(older)
+        picks = rng.choice(len(older), size=min(extra, len(older)), replace=False)
+        examples += [older[i] for i in picks]
+    weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
+    weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
+    result = rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
+                        batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
+                        rng=rng)
+    state.nonfinite_skips += result["skipped"]
+    stats.update(env_loss=_finite_or_none(result["loss"]), env_kl=_finite_or_none(result["kl"]),
+                 env_update_kl=result["update_kl"], env_steps=result["steps"], env_kl_capped=result["kl_capped"])
+    return stats
+
+
+def grow_pools(state: RunState, generated: list[Generated], selected: list[EnvExample], epoch: int) -> None:
+    """Phases 8-9: D_train gets the valid tasks with their p_hat; D_env the weighted set."""
+    for item in generated:
+        if item.valid and item.p_hat_task is not None:
+            state.task_pool.add(item.parsed, "generated", epoch, item.p_hat_task)
+    state.env_pool.extend(selected)
+
+
+def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task]) -> dict:
+    """Greedy held-out success, overall and per level."""
+    groups = rollout(domain, agent, heldout, group_size=1, greedy=True,
+                     max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                     batch_size=cfg.agent.generation_batch)
+    threshold = cfg.curriculum_reward.success_threshold
+    by_level: dict[int, list[float]] = {}
+    for task, group in zip(heldout, groups):
+        by_level.setdefault(task.level, []).append(float(group[0].reward >= threshold))
+    return {"heldout_success": float(np.mean([v for vals in by_level.values() for v in vals])),
+            "heldout_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+
+
+# ============================================================================ the epoch
+
+def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState, heldout: list[Task],
+              epoch: int, phase_bar=None) -> tuple[dict, list[Generated]]:
+    timer = PhaseTimer(phase_bar)
+    model_seconds_before = _model_seconds(players)
+
+    with timer("generate"):
+        seeds = sample_seeds(cfg, state, epoch)
+        generated = generate_tasks(cfg, domain, players.env, state, seeds, epoch)
+    with timer("validate"):
+        validate_tasks(domain, generated)
+    valid = [g for g in generated if g.valid]
+    with timer("rollout"):
+        groups = rollout_agent(cfg, domain, players.agent, [g.parsed for g in valid], epoch, "rollout")
+        for item, group in zip(valid, groups):
+            item.episodes = group
+        n_replay = int(round(cfg.agent.replay_fraction * len(generated)))
+        replay_tasks = state.task_pool.sample(phase_rng(cfg.seed, epoch, "replay"), n_replay)
+        replay_groups = rollout_agent(cfg, domain, players.agent, replay_tasks, epoch, "replay")
+    with timer("score"):
+        score_batches(cfg, generated)
+    with timer("agent_update"):
+        agent_stats = update_agent(cfg, players, state, groups + replay_groups, epoch)
+    with timer("env_update"):
+        selected = select_env_batch(cfg, generated, epoch)
+        env_stats = update_simulator(cfg, players, state, selected, epoch)
+    with timer("pools"):
+        for task, group in zip(replay_tasks, replay_groups):
+            rewards = [e.reward for e in group]
+            state.task_pool.add(task, "generated", epoch, cur.success_rate(rewards, cfg.curriculum_reward
+                                                                           .success_threshold))
+        grow_pools(state, generated, selected, epoch)
+    eval_stats = {"heldout_success": None, "heldout_by_level": None}
+    if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
+        with timer("evaluate"):
+            eval_stats = evaluate(cfg, domain, players.agent, heldout)
+
+    all_groups = groups + replay_groups
+    state.total_rollouts += sum(len(g) for g in all_groups)
+    state.total_generated += len(generated)
+    metrics = epoch_metrics(cfg, domain, state, epoch, generated, all_groups, agent_stats, env_stats, eval_stats,
+                            timer, _model_seconds(players) - model_seconds_before)
+    state.last_p_hat_mean = metrics["p_hat_mean"] if metrics["p_hat_mean"] is not None else state.last_p_hat_mean
+    return metrics, generated
+
+
+def epoch_metrics(cfg, domain, state, epoch, generated, groups, agent_stats, env_stats, eval_stats, timer,
+                  model_seconds) -> dict:
+    valid = [g for g in generated if g.valid]
+    batches: dict[int, Generated] = {}
+    for g in valid:
+        if g.p_hat is not None:
+            batches.setdefault(g.batch if cfg.curriculum_reward.p_hat_level == "batch" else id(g), g)
+    batch_p = [g.p_hat for g in batches.values()]
+    tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
+                                                                      for e in grp)
+    fresh_episodes = [e for g in valid for e in g.episodes]
+    reasons = Counter(g.parsed.reason for g in generated if not g.valid)
+    total = timer.total
+    gen_seconds = timer.seconds.get("generate", 0.0) + timer.seconds.get("rollout", 0.0)
+    return {
+        "epoch": epoch,
+        "generated": len(generated),
+        "valid": len(valid),
+        "invalid_rate": 1.0 - len(valid) / len(generated) if generated else 0.0,
+        "invalid_reasons": dict(reasons),
+        "p_hat_mean": _mean(batch_p),
+        "band_hit_rate": _mean([float(cur.in_band(p, cfg.curriculum_reward.alpha, cfg.curriculum_reward.k_min))
+                                for p in batch_p]),
+        "r_env_mean": _mean([g.r_env for g in generated]),
+        "in_band_tasks": sum(1 for g in valid if g.in_band),
+        "difficulty_mean": _mean([domain.difficulty(g.parsed) for g in valid]),
+        "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in valid).items())),
+        "task_length_mean": _mean([len(g.token_ids) for g in generated]),
+        "rollout_success_mean": _mean([float(e.reward >= cfg.curriculum_reward.success_threshold)
+                                       for e in fresh_episodes]),
+        "response_length_mean": _mean([e.response_tokens for e in fresh_episodes]),
+        **eval_stats,
+        **agent_stats,
+        **env_stats,
+        "rollouts": state.total_rollouts,
+        "total_agent_updates": state.total_agent_updates,
+        "task_pool_size": len(state.task_pool),
+        "env_pool_size": len(state.env_pool),
+        "nonfinite_skips": state.nonfinite_skips,
+        "seconds_by_phase": {k: round(v, 4) for k, v in timer.seconds.items()},
+        "seconds_total": round(total, 4),
+        "generated_tokens_per_second": tokens_generated / gen_seconds if gen_seconds > 0 else None,
+        "model_time_fraction": model_seconds / total if total > 0 else None,
+    }
+
+
+# ============================================================================ the run
+
+def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False, log=None) -> Path:
+    """Run (or resume) a whole co-evolution; returns the run folder."""
+    run_dir = Path(run_dir) if run_dir else Path(cfg.out_dir) / cfg.name
+    log = log or (lambda msg: tqdm.write(msg))
+    torch.set_num_threads(cfg.threads)
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    heldout = domain.heldout_tasks(cfg.domain.heldout_per_level)
+    ckpt = run_dir / "checkpoints" / "latest"
+    if resume and not ckpt.exists() and (run_dir / "checkpoints" / "latest.old").exists():
+        ckpt = run_dir / "checkpoints" / "latest.old"  # killed between the two renames of a checkpoint swap
+    if resume and ckpt.exists():
+        players, state = load_checkpoint(cfg, ckpt, run_dir)
+        _truncate_metrics(run_dir / "metrics.jsonl", state.epoch)
+        log(f"resuming {run_dir} at epoch {state.epoch}")
+    else:
+        if run_dir.exists() and (run_dir / "metrics.jsonl").exists() and not resume:
+            raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text_yaml(run_dir / "config.yaml", to_dict(cfg))
+        players, state = initial_players(cfg, domain, run_dir, log)
+        (run_dir / "metrics.jsonl").write_text("")
+        warm = evaluate(cfg, domain, players.agent, heldout)
+        atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
+                                                        **warm})
+        log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
+            f"by level {_fmt_levels(warm['heldout_by_level'])}")
+        save_checkpoint(players, state, run_dir)
+
+    bar = tqdm(total=cfg.epochs, initial=state.epoch, desc="epochs", disable=not cfg.progress, dynamic_ncols=True)
+    for epoch in range(state.epoch, cfg.epochs):
+        metrics, generated = run_epoch(cfg, domain, players, state, heldout, epoch, phase_bar=bar)
+        state.epoch = epoch + 1
+        write_samples(cfg, run_dir, epoch, generated)
+        append_jsonl(run_dir / "metrics.jsonl", metrics)
+        save_checkpoint(players, state, run_dir)
+        bar.update(1)
+        log(summary_line(metrics))
+    bar.close()
+    return run_dir
+
+
+def initial_players(cfg: RunConfig, domain: Domain, run_dir: Path, log) -> tuple[Players, RunState]:
+    with tqdm(total=cfg.agent.warmstart.steps, desc="warm start: agent", disable=not cfg.progress,
+              dynamic_ncols=True, leave=False) as bar:
+        agent, agent_info = warm_start_agent(cfg, domain, progress=bar, log=log)
+    with tqdm(total=cfg.env.warmstart.steps, desc="warm start: simulator", disable=not cfg.progress,
+              dynamic_ncols=True, leave=False) as bar:
+        env, env_info = warm_start_simulator(cfg, domain, progress=bar, log=log)
+    atomic_write_json(run_dir / "warmstart_info.json", {"agent": agent_info, "env": env_info,
+                                                        "agent_parameters": agent.num_parameters(),
+                                                        "env_parameters": env.num_parameters()})
+    agent.save(run_dir / "checkpoints" / "initial" / "agent")
+    env.save(run_dir / "checkpoints" / "initial" / "env")
+    players = _make_players(cfg, agent, env)
+    state = RunState()
+    seeds = domain.seed_tasks(np.random.default_rng(_seed_tasks_seed(cfg)), cfg.domain.num_seed_tasks)
+    for task in seeds:
+        state.task_pool.add(task, "seed", -1)
+    return players, state
+
+
+def _seed_tasks_seed(cfg: RunConfig) -> int:
+    from genenv.warmstart import _seed
+    return _seed(cfg.seed, "seed_tasks")
+
+
+def _make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
+    agent_opt = torch.optim.AdamW(agent.model.parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
+    env_opt = torch.optim.AdamW(env.model.parameters(), lr=cfg.env.lr)
+    return Players(agent, agent.frozen_copy(), env, env.frozen_copy(), agent_opt, env_opt)
+
+
+# ============================================================================ persistence
+
+def save_checkpoint(players: Players, state: RunState, run_dir: Path) -> None:
+    """Write checkpoints/latest atomically: build a new folder, then swap it in."""
+    root = run_dir / "checkpoints"
+    build = root / f".build-{state.epoch}"
+    if build.exists():
+        import shutil
+        shutil.rmtree(build)
+    build.mkdir(parents=True)
+    players.agent.save(build / "agent")
+    players.env.save(build / "env")
+    torch.save({"agent": players.agent_opt.state_dict(), "env": players.env_opt.state_dict(),
+                "torch_rng": torch.get_rng_state()}, build / "optimizers.pt")
+    (build / "state.json").write_text(json.dumps(state.to_json()))
+    atomic_replace_dir(build, root / "latest")
+
+
+def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
+    agent = Policy.load(ckpt / "agent", device=cfg.device)
+    env = Policy.load(ckpt / "env", device=cfg.device)
+    initial = run_dir / "checkpoints" / "initial"
+    agent_ref = Policy.load(initial / "agent", device=cfg.device).frozen_copy()
+    env_ref = Policy.load(initial / "env", device=cfg.device).frozen_copy()
+    players = _make_players(cfg, agent, env)
+    players.agent_ref, players.env_ref = agent_ref, env_ref
+    saved = torch.load(ckpt / "optimizers.pt", weights_only=False)
+    players.agent_opt.load_state_dict(saved["agent"])
+    players.env_opt.load_state_dict(saved["env"])
+    torch.set_rng_state(saved["torch_rng"])
+    state = RunState.from_json(json.loads((ckpt / "state.json").read_text()))
+    return players, state
+
+
+def load_run_config(run_dir: str | Path, overrides=()) -> RunConfig:
+    from genenv.config import _deep_merge, parse_override, read_yaml
+    data = read_yaml(Path(run_dir) / "config.yaml")
+    for item in overrides:
+        data = _deep_merge(data, parse_override(item))
+    return from_dict(RunConfig, data)
+
+
+def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, generated: list[Generated]) -> None:
+    rows = []
+    for g in generated:
+        row = {"batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw, "valid": g.valid,
+               "reason": None if g.valid else g.parsed.reason}
+        if g.valid:
+            row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
+                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
+                       rollouts=[{"response": e.final_action, "reward": e.reward,
+                                  "terminated": e.terminated, "truncated": e.truncated}
+                                 for e in g.episodes[:cfg.samples_rollouts_shown]])
+        else:
+            row.update(r_env=0.0, in_band=False)
+        rows.append(row)
+    atomic_write_jsonl(run_dir / "samples" / f"epoch_{epoch}.jsonl", rows)
+
+
+def atomic_write_text_yaml(path: Path, data: dict) -> None:
+    from genenv.io import atomic_write_text
+    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def _truncate_metrics(path: Path, epochs_done: int) -> None:
+    rows = [r for r in read_jsonl(path) if r.get("epoch", 1 << 30) < epochs_done]
+    atomic_write_jsonl(path, rows)
+
+
+# ============================================================================ helpers
+
+class PhaseTimer:
+    def __init__(self, bar=None):
+        self.seconds: dict[str, float] = {}
+        self.bar = bar
+        self._start = time.perf_counter()
+
+    def __call__(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self_inner):
+                if timer.bar is not None:
+                    timer.bar.set_postfix_str(name, refresh=True)
+                self_inner.t0 = time.perf_counter()
+
+            def __exit__(self_inner, *exc):
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self_inner.t0
+                return False
+        return _Phase()
+
+    @property
+    def total(self) -> float:
+        return time.perf_counter() - self._start
+
+
+def _model_seconds(players: Players) -> float:
+    return sum(p.model_seconds for p in (players.agent, players.agent_ref, players.env, players.env_ref))
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _finite_or_none(value):
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
+def _fmt(value, spec=".3f"):
+    return "  -  " if value is None else format(value, spec)
+
+
+def _fmt_levels(levels: dict | None) -> str:
+    return " ".join(f"{v:.2f}" for v in levels.values()) if levels else "-"
+
+
+def summary_line(m: dict) -> str:
+    return (f"epoch {m['epoch']:3d} | valid {m['valid']:3d}/{m['generated']:3d} | p_hat {_fmt(m['p_hat_mean'])} "
+            f"| band {_fmt(m['band_hit_rate'], '.2f')} | R_env {_fmt(m['r_env_mean'])} "
+            f"| level {_fmt(m['difficulty_mean'], '.2f')} | eff {_fmt(m['effective_fraction'], '.2f')} "
+            f"| upd {m['agent_updates']} | env steps {m['env_steps']} "
+            f"| held-out {_fmt(m['heldout_success'])} | {m['seconds_total']:.1f}s")

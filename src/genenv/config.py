@@ -1,0 +1,302 @@
+"""Every knob of a run, as dataclasses with documented defaults.
+
+Configs come from YAML files (``configs/*.yaml``) plus dotted command-line overrides
+(``agent.lr=1e-4 epochs=3``). Anything wrong raises :class:`ConfigError` with one line that names the
+field and what is allowed; the CLI turns it into exit status 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad config value or key; the message names the field."""
+
+
+def knob(default: Any, help: str, *, choices: tuple | None = None, lo: float | None = None,
+         hi: float | None = None):
+    """A dataclass field with its documentation and allowed values."""
+    meta = {"help": help, "choices": choices, "lo": lo, "hi": hi}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TinyModelConfig:
+    """Llama-architecture model built from scratch (the embedded default; no download)."""
+    hidden_size: int = knob(128, "width of the residual stream", lo=8)
+    intermediate_size: int = knob(512, "MLP width", lo=8)
+    num_layers: int = knob(2, "transformer blocks", lo=1)
+    num_heads: int = knob(4, "attention heads (must divide hidden_size)", lo=1)
+    max_positions: int = knob(64, "longest prompt + response in tokens", lo=8)
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm start before co-evolution, so that neither player starts from noise."""
+    steps: int = knob(1000, "SFT steps per round", lo=0)
+    batch_size: int = knob(64, "sequences per SFT step", lo=1)
+    lr: float = knob(2e-3, "AdamW learning rate", lo=0.0)
+    corpus_size: int = knob(20000, "examples written for the warm-start corpus", lo=1)
+    min_success: float = knob(0.9, "agent only: required greedy success on fresh seed-distribution tasks "
+                              "(never the held-out set); below it another round is trained", lo=0.0, hi=1.0)
+    max_rounds: int = knob(3, "agent only: most SFT rounds before giving up with a warning", lo=1)
+
+
+@dataclass
+class AgentConfig:
+    """The agent policy, trained with GRPO."""
+    model: str = knob("tiny", "'tiny' (built from `tiny`) or a local Hugging Face model folder")
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    lr: float = knob(1e-3, "AdamW learning rate for GRPO", lo=0.0)
+    weight_decay: float = knob(0.0, "AdamW weight decay", lo=0.0)
+    group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
+    temperature: float = knob(1.0, "sampling temperature for rollouts", lo=0.0)
+    max_new_tokens: int = knob(16, "longest response per turn", lo=1)
+    clip_eps: float = knob(0.2, "PPO/GRPO ratio clip", lo=0.0, hi=1.0)
+    kl_coef: float = knob(0.001, "k3 KL penalty to the frozen initial agent", lo=0.0)
+    entropy_coef: float = knob(0.0, "entropy bonus (logged either way)", lo=0.0)
+    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
+    replay_fraction: float = knob(0.5, "extra tasks re-rolled from the training pool, as a fraction of the "
+                                  "fresh generated tasks", lo=0.0)
+    min_informative_groups: int = knob(16, "dynamic sampling: update only once this many non-zero-variance "
+                                       "groups are buffered (1 = update every epoch)", lo=1)
+    minibatch_groups: int = knob(32, "groups per gradient step", lo=1)
+    update_epochs: int = knob(1, "passes over the buffered groups per update", lo=1)
+    generation_batch: int = knob(512, "sequences per generate() call", lo=1)
+
+
+@dataclass
+class EnvConfig:
+    """The environment simulator, trained with reward-weighted regression (RWR)."""
+    model: str = knob("tiny", "'tiny' (built from `tiny`) or a local Hugging Face model folder")
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
+    temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
+    max_new_tokens: int = knob(32, "longest generated task", lo=1)
+    lr: float = knob(1e-3, "AdamW learning rate for RWR", lo=0.0)
+    rwr_steps: int = knob(4, "RWR gradient steps per epoch (at most)", lo=0)
+    rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
+    kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
+    max_kl: float = knob(0.5, "cap on the KL of one epoch's update; steps stop once it is passed", lo=0.0)
+    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
+    pool_replay: float = knob(0.0, "share of each RWR batch drawn from earlier epochs' weighted sets", lo=0.0,
+                              hi=1.0)
+    generation_batch: int = knob(512, "sequences per generate() call", lo=1)
+
+
+@dataclass
+class CurriculumConfig:
+    """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) and its filter."""
+    alpha: float = knob(0.5, "target success rate", lo=0.0, hi=1.0)
+    beta: float = knob(2.0, "sharpness of the reward (paper's config: 2.0)", lo=0.0)
+    k_min: float = knob(0.1, "batches with |p_hat - alpha| > k_min are kept out of the simulator update", lo=0.0)
+    lam: float = knob(1.0, "RWR temperature: weight = exp(lam * R_env)", lo=0.0)
+    success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
+    p_hat_level: str = knob("batch", "p_hat over a seed's variations (batch, as the paper) or per task",
+                            choices=("batch", "task"))
+    posterior: bool = knob(False, "use the Beta(1,1) posterior mean (k+1)/(n+2) instead of k/n")
+
+
+@dataclass
+class DomainConfig:
+    name: str = knob("addition", "registered domain (see `genenv domains`)")
+    num_seed_tasks: int = knob(4000, "size of the base training set", lo=1)
+    heldout_per_level: int = knob(100, "held-out tasks per difficulty level", lo=1)
+    options: dict = knob({}, "domain-specific options passed to the domain's constructor")
+
+
+@dataclass
+class RunConfig:
+    """A whole run. Defaults follow DESIGN.md."""
+    name: str = knob("default", "run folder name under out_dir")
+    out_dir: str = knob("runs", "parent folder of run folders")
+    seed: int = knob(0, "fixes every random stream", lo=0)
+    epochs: int = knob(60, "co-evolution epochs", lo=0)
+    seeds_per_epoch: int = knob(16, "seed tasks given to the simulator each epoch", lo=1)
+    curriculum: str = knob("genenv", "genenv: full method; random: simulator never trained",
+                           choices=("genenv", "random"))
+    eval_every: int = knob(5, "held-out evaluation every N epochs (and after the last)", lo=1)
+    threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
+    device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
+    samples_rollouts_shown: int = knob(2, "agent responses kept per task in samples/epoch_N.jsonl", lo=0)
+    progress: bool = knob(True, "show progress bars")
+    domain: DomainConfig = field(default_factory=DomainConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    curriculum_reward: CurriculumConfig = field(default_factory=CurriculumConfig)
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+def _is_dataclass_type(tp) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _coerce(path: str, value: Any, tp: Any, meta: dict) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{path}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    elif tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "1e-4" (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        value = float(value)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
+    elif tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+    elif tp is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+    choices, lo, hi = meta.get("choices"), meta.get("lo"), meta.get("hi")
+    if choices and value not in choices:
+        raise ConfigError(f"{path}: {value!r} is not allowed; choose one of {', '.join(map(str, choices))}")
+    if lo is not None and value < lo:
+        raise ConfigError(f"{path}: {value!r} is below the minimum {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{path}: {value!r} is above the maximum {hi}")
+    return value
+
+
+def from_dict(cls, data: dict | None, prefix: str = ""):
+    """Build dataclass ``cls`` from a (possibly partial) mapping, validating every field."""
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            allowed = ", ".join(sorted(names))
+            raise ConfigError(f"{prefix}{key}: unknown field; allowed here: {allowed}")
+    kwargs = {}
+    for name, f in names.items():
+        if name not in data:
+            continue
+        tp = hints[name]
+        if _is_dataclass_type(tp):
+            kwargs[name] = from_dict(tp, data[name], f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(f"{prefix}{name}", data[name], tp, dict(f.metadata))
+    obj = cls(**kwargs)
+    if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
+        raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
+    return obj
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """``agent.lr=1e-4`` -> ``{"agent": {"lr": 1e-4}}`` (the value is read as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"{text}: an override must look like field.path=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"{text}: an override must look like field.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and raw.strip().lower() in (".nan", "nan"):
+        value = float("nan")
+    node: dict = {}
+    cursor = node
+    parts = key.split(".")
+    for part in parts[:-1]:
+        cursor[part] = {}
+        cursor = cursor[part]
+    cursor[parts[-1]] = value
+    return node
+
+
+def presets_dir() -> Path:
+    """configs/ next to the package source (repository layout) or in the working directory."""
+    here = Path(__file__).resolve().parents[2] / "configs"
+    return here if here.is_dir() else Path.cwd() / "configs"
+
+
+def read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of fields")
+    return data
+
+
+def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
+                config_file: str | Path | None = None) -> RunConfig:
+    """Defaults < preset (configs/NAME.yaml) < config file < dotted overrides."""
+    data: dict = {}
+    if preset:
+        path = presets_dir() / f"{preset}.yaml"
+        if not path.exists():
+            names = sorted(p.stem for p in presets_dir().glob("*.yaml"))
+            raise ConfigError(f"preset: no preset named {preset!r}; available: {', '.join(names)}")
+        data = _deep_merge(data, read_yaml(path))
+    if config_file:
+        data = _deep_merge(data, read_yaml(Path(config_file)))
+    for item in overrides:
+        data = _deep_merge(data, parse_override(item))
+    return from_dict(RunConfig, data)
+
+
+def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted name, default, help) for every knob: used by the README and `genenv run --help-config`."""
+    rows = []
+    default = cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            rows.extend(describe(type(value), f"{prefix}{f.name}."))
+        else:
+            rows.append((f"{prefix}{f.name}", value, f.metadata.get("help", "")))
+    return rows
+
+
+__all__ = ["ConfigError", "RunConfig", "AgentConfig", "EnvConfig", "CurriculumConfig", "DomainConfig",
+           "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict", "parse_override",
+           "describe"]

@@ -1,0 +1,56 @@
+"""The curriculum math of GenEnv: pure numpy functions, unit-tested against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def success_rate(rewards, success_threshold: float = 1.0, posterior: bool = False) -> float:
+    """Empirical success p_hat = k / n of a group of rollout rewards (paper Eq. 2).
+
+    A rollout succeeds when its reward is >= ``success_threshold``. With ``posterior`` the Beta(1,1)
+    posterior mean (k + 1) / (n + 2) is returned instead, which never sits exactly at 0 or 1.
+    """
+    rewards = np.asarray(rewards, dtype=float).ravel()
+    if rewards.size == 0:
+        raise ValueError("success_rate needs at least one reward")
+    successes = float(np.sum(rewards >= success_threshold))
+    if posterior:
+        return (successes + 1.0) / (rewards.size + 2.0)
+    return successes / rewards.size
+
+
+def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
+    """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (paper Eq. 3). Vectorised."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    reward = np.exp(-beta * (p_hat - alpha) ** 2)
+    return float(reward) if reward.ndim == 0 else reward
+
+
+def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
+    """True where |p_hat - alpha| <= k_min: the batches the simulator may learn from."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    inside = np.abs(p_hat - alpha) <= k_min + 1e-12
+    return bool(inside) if inside.ndim == 0 else inside
+
+
+def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True):
+    """Reward-weighted-regression weights exp(lam * R_env), normalised to sum to one by default.
+
+    Computed with the maximum subtracted first so that large ``lam`` never overflows.
+    """
+    r_env = np.asarray(r_env, dtype=float).ravel()
+    if r_env.size == 0:
+        return r_env
+    logits = lam * r_env
+    weights = np.exp(logits - logits.max())
+    if normalize:
+        return weights / weights.sum()
+    return weights * np.exp(logits.max())
+
+
+def learning_signal(p_hat):
+    """p (1 - p): the variance of a Bernoulli reward, proportional to the REINFORCE signal (Prop. 1)."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    value = p_hat * (1.0 - p_hat)
+    return float(value) if value.ndim == 0 else value

@@ -1,0 +1,124 @@
+"""Fixed-width addition, least-significant digit first: the embedded default domain.
+
+A task is two ``width``-digit numbers written LSD-first and zero-padded, e.g. ``21000000+53000000`` is
+12 + 35. The agent answers with the ``width + 1``-digit sum, also LSD-first (``74000000`` + a final 0).
+The level of a task is the number of significant digits of its longer operand (1..width): harder levels
+need the carry skill of the easier ones. Seed tasks cover only levels 1-2; the held-out set covers all.
+
+Why this format: with variable-length, most-significant-first numbers a tiny model warm-started on 1-2
+digits scores exactly 0 on 3 digits, so RL gets no signal and no curriculum can matter. Fixed width and
+LSD-first order leave a small non-zero success on the next level, which GRPO can climb (DESIGN.md).
+
+The simulator is prompted with a seed task and the agent's recent success, ``s5|21000000+53000000>``
+(``s5`` = success about 0.5; ``s?`` unknown) and writes a task in the same form. ``validate`` recomputes
+the answer, so a simulator cannot teach a wrong sum.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from genenv.domains.base import Domain, Invalid, Task, register
+
+HELDOUT_SEED = 20251222
+
+
+@register("addition")
+class AdditionDomain(Domain):
+    alphabet = "0123456789+=|>s? "
+
+    def __init__(self, width: int = 8, seed_levels: list[int] | None = None):
+        if not isinstance(width, int) or not 2 <= width <= 20:
+            raise TypeError(f"width must be an integer in [2, 20], got {width!r}")
+        self.width = width
+        self.seed_levels = list(seed_levels or [1, 2])
+        if any(not isinstance(lv, int) or not 1 <= lv <= width for lv in self.seed_levels):
+            raise TypeError(f"seed_levels must be integers in [1, {width}], got {self.seed_levels!r}")
+        self.agent_max_new_tokens = width + 2
+        self.env_max_new_tokens = 2 * width + 2
+        self._pattern = re.compile(rf"^([0-9]{{{width}}})\+([0-9]{{{width}}})$")
+
+    # -------------------------------------------------------------- helpers
+    def levels(self) -> list[int]:
+        return list(range(1, self.width + 1))
+
+    def _encode(self, value: int, width: int) -> str:
+        return str(value).zfill(width)[::-1]
+
+    def make_task(self, a: int, b: int) -> Task:
+        text = f"{self._encode(a, self.width)}+{self._encode(b, self.width)}"
+        level = max(len(str(a)) if a else 1, len(str(b)) if b else 1)
+        return Task(text=text, prompt=text + "=", answer=self._encode(a + b, self.width + 1), level=level,
+                    meta={"a": a, "b": b})
+
+    def random_task(self, rng: np.random.Generator, level: int) -> Task:
+        """Both operands have at most ``level`` digits and at least one has exactly ``level``."""
+        low = 10 ** (level - 1) if level > 1 else 0
+        high = 10 ** level
+        a = int(rng.integers(low, high))
+        b = int(rng.integers(0, high))
+        if rng.random() < 0.5:
+            a, b = b, a
+        return self.make_task(a, b)
+
+    # -------------------------------------------------------------- data
+    def seed_tasks(self, rng, n):
+        heldout = {t.text for t in self.heldout_tasks(100)}
+        tasks, seen, tries = [], set(), 0
+        while len(tasks) < n and tries < 50 * n:
+            tries += 1
+            task = self.random_task(rng, int(rng.choice(self.seed_levels)))
+            # Level 1 has only ~100 tasks, so it may overlap the held-out set; higher levels never do.
+            if task.text in seen or (task.level > 1 and task.text in heldout):
+                continue
+            seen.add(task.text)
+            tasks.append(task)
+        return tasks
+
+    def heldout_tasks(self, per_level):
+        rng = np.random.default_rng(HELDOUT_SEED)
+        return [self.random_task(rng, level) for level in self.levels() for _ in range(per_level)]
+
+    def simulator_corpus(self, rng, n):
+        corpus = []
+        for _ in range(n):
+            seed = self.random_task(rng, int(rng.integers(1, self.width + 1)))
+            stats = {"success_rate": None if rng.random() < 0.1 else float(rng.random())}
+            task = self.random_task(rng, int(rng.integers(1, self.width + 1)))
+            corpus.append((seed, stats, task))
+        return corpus
+
+    # -------------------------------------------------------------- simulator side
+    def simulator_prompt(self, seed, stats):
+        rate = stats.get("success_rate")
+        bucket = "?" if rate is None else str(min(9, int(rate * 10)))
+        return f"s{bucket}|{seed.text}>"
+
+    def parse_task(self, text):
+        if not isinstance(text, str):
+            return Invalid("not text", repr(text))
+        body = text.strip()
+        match = self._pattern.match(body)
+        if not match:
+            if "+" not in body:
+                return Invalid("no '+' between operands", text)
+            left, _, right = body.partition("+")
+            if not (left.isdigit() and right.isdigit() and left.isascii() and right.isascii()):
+                return Invalid("non-digit characters", text)
+            return Invalid(f"operands must have exactly {self.width} digits", text)
+        a = int(match.group(1)[::-1])
+        b = int(match.group(2)[::-1])
+        return self.make_task(a, b)
+
+    def validate(self, task):
+        a, b = task.meta.get("a"), task.meta.get("b")
+        if a is None or b is None:
+            return Invalid("missing operands", task.text)
+        # Ground the task: the reference answer is recomputed here, never taken from the simulator.
+        return self.make_task(int(a), int(b))
+
+    # -------------------------------------------------------------- agent side
+    def score(self, task, response):
+        return 1.0 if response.strip() == task.answer else 0.0

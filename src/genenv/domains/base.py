@@ -1,0 +1,154 @@
+"""The Domain protocol: the one thing a user writes to add a task family.
+
+A domain says what a task is (``Task``), how the simulator is prompted and how its text is parsed
+(``simulator_prompt``, ``parse_task``), how a task is grounded (``validate``: the simulator proposes, the
+domain decides what is true), and how an agent is scored: ``score`` for single-turn domains, or
+``reset``/``step`` for multi-turn ones (Gymnasium-style: terminated and truncated are distinct).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task the agent can attempt.
+
+    ``text`` is the canonical serialisation (what the simulator writes and what pools store);
+    ``prompt`` is the agent's first observation; ``answer`` the grounded reference; ``level`` an integer
+    difficulty bucket used for per-level evaluation.
+    """
+    text: str
+    prompt: str
+    answer: str | None = None
+    level: int = 0
+    meta: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Task":
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A rejected simulator output, with the reason (counted and written to the samples file)."""
+    reason: str
+    text: str = ""
+
+
+@dataclass
+class StepResult:
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    state: Any = None
+
+
+class Domain:
+    """Base class. Single-turn domains implement ``score``; multi-turn ones override ``reset``/``step``.
+
+    Subclasses set ``name`` and ``alphabet`` (characters the tiny tokenizer must cover; ``None`` for a
+    domain meant for real tokenizers) and implement the methods below that raise.
+    """
+
+    name: str = "base"
+    alphabet: str | None = None
+    multi_turn: bool = False
+    max_turns: int = 1
+    agent_max_new_tokens: int = 16
+    env_max_new_tokens: int = 32
+
+    # -------------------------------------------------------------- data
+    def seed_tasks(self, rng: np.random.Generator, n: int) -> list[Task]:
+        """Base training data: the paper's original training samples (easy levels)."""
+        raise NotImplementedError
+
+    def heldout_tasks(self, per_level: int) -> list[Task]:
+        """Fixed evaluation set over every level. Deterministic; never trained on."""
+        raise NotImplementedError
+
+    def simulator_corpus(self, rng: np.random.Generator, n: int) -> list[tuple[Task, dict, Task]]:
+        """(seed, stats, task) triples of every difficulty: the simulator's warm-start 'world knowledge'."""
+        raise NotImplementedError
+
+    def levels(self) -> list[int]:
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- simulator side
+    def simulator_prompt(self, seed: Task, stats: dict) -> str:
+        raise NotImplementedError
+
+    def parse_task(self, text: str) -> Task | Invalid:
+        """Parse untrusted simulator text. Must never raise."""
+        raise NotImplementedError
+
+    def validate(self, task: Task) -> Task | Invalid:
+        """Ground a parsed task (recompute its answer, check feasibility). Default: accept."""
+        return task
+
+    def difficulty(self, task: Task) -> float:
+        """An interpretable difficulty for plots only (never seen by training)."""
+        return float(task.level)
+
+    # -------------------------------------------------------------- agent side
+    def score(self, task: Task, response: str) -> float:
+        """Reward in [0, 1] of a single-turn response."""
+        raise NotImplementedError
+
+    def reset(self, task: Task, seed: int = 0) -> tuple[Any, str]:
+        """Start an episode: (state, first observation)."""
+        return {"task": task}, task.prompt
+
+    def step(self, state: Any, action: str) -> StepResult:
+        """Apply the agent's action. Single-turn default: score it and terminate."""
+        reward = float(self.score(state["task"], action))
+        return StepResult("", reward, True, False, state)
+
+    def agent_context(self, history: list[tuple[str, str]], observation: str) -> str:
+        """The agent's prompt at a turn: earlier (observation, action) pairs then the new observation."""
+        return "".join(obs + act + "\n" for obs, act in history) + observation
+
+    # -------------------------------------------------------------- conveniences
+    def parse_and_validate(self, text: str) -> Task | Invalid:
+        try:
+            parsed = self.parse_task(text)
+            if isinstance(parsed, Invalid):
+                return parsed
+            return self.validate(parsed)
+        except Exception as err:  # the simulator's text is untrusted: a parser bug must not end the run
+            return Invalid(f"parser error: {type(err).__name__}", text)
+
+
+_REGISTRY: dict[str, Callable[..., Domain]] = {}
+
+
+def register(name: str):
+    """Class decorator: ``@register("addition")`` makes the domain available as ``domain.name``."""
+    def wrap(cls):
+        _REGISTRY[name] = cls
+        cls.name = name
+        return cls
+    return wrap
+
+
+def make_domain(name: str, **options) -> Domain:
+    if name not in _REGISTRY:
+        from genenv.config import ConfigError
+        raise ConfigError(f"domain.name: unknown domain {name!r}; registered: {', '.join(sorted(_REGISTRY))}")
+    try:
+        return _REGISTRY[name](**options)
+    except TypeError as err:
+        from genenv.config import ConfigError
+        raise ConfigError(f"domain.options: {err}") from None
+
+
+def registered_domains() -> dict[str, Callable[..., Domain]]:
+    return dict(_REGISTRY)

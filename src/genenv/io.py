@@ -1,0 +1,80 @@
+"""Atomic file writes (temp file + rename) and small JSON helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | Path, data) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, default=_jsonable))
+
+
+def atomic_write_jsonl(path: str | Path, rows) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, default=_jsonable) + "\n" for r in rows))
+
+
+def append_jsonl(path: str | Path, row: dict) -> None:
+    with open(path, "a") as handle:
+        handle.write(json.dumps(row, default=_jsonable) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line from a killed process: everything before it is intact
+    return rows
+
+
+def atomic_replace_dir(build: Path, target: Path) -> None:
+    """Swap a fully written folder ``build`` in as ``target``; a crash leaves target or target.old intact."""
+    old = target.with_name(target.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(build, target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _jsonable(value):
+    try:
+        import numpy as np
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

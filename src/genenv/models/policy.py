@@ -1,0 +1,210 @@
+"""One policy class for both players: a transformers causal LM with batched sampling and log-probs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers.utils import logging as hf_logging
+
+META_FILE = "genenv_policy.json"
+
+
+@dataclass
+class Generation:
+    """One sampled response: its text, its tokens (EOS included when produced) and their log-probs."""
+    prompt_ids: list[int]
+    token_ids: list[int]
+    text: str
+    logprobs: list[float] = field(default_factory=list)
+    finished: bool = True
+
+
+@dataclass
+class SequenceBatch:
+    """Prompts left-padded, responses right-padded, with explicit position ids."""
+    input_ids: torch.Tensor        # [B, P + R]
+    attention_mask: torch.Tensor   # [B, P + R]
+    position_ids: torch.Tensor     # [B, P + R]
+    response_ids: torch.Tensor     # [B, R]
+    response_mask: torch.Tensor    # [B, R] float, 1 on real response tokens
+    prompt_width: int
+
+
+class Policy:
+    """A causal LM behind the interface the co-evolution loop needs.
+
+    ``generate`` samples ``n`` responses per prompt with the KV cache and returns per-token log-probs;
+    ``token_logprobs`` recomputes them with gradients for training. ``model_seconds`` accumulates the
+    wall time spent inside the model (generation, forward, backward, optimiser step) for profiling.
+    """
+
+    def __init__(self, model, tokenizer, device: str = "cpu", use_chat_template: bool = False):
+        self.model = model.to(device)
+        self.tokenizer = tokenizer
+        self.device = device
+        self.use_chat_template = bool(use_chat_template and getattr(tokenizer, "chat_template", None))
+        self.model_seconds = 0.0
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"
+
+    # ------------------------------------------------------------------ bookkeeping
+    @contextmanager
+    def timed(self):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.model_seconds += time.perf_counter() - start
+
+    @property
+    def eos_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def frozen_copy(self) -> "Policy":
+        """A deep copy with gradients off: the reference policy for KL penalties."""
+        ref = Policy(copy.deepcopy(self.model), self.tokenizer, self.device, self.use_chat_template)
+        ref.model.eval()
+        for param in ref.model.parameters():
+            param.requires_grad_(False)
+        return ref
+
+    # ------------------------------------------------------------------ text <-> tokens
+    def encode_prompt(self, text: str) -> list[int]:
+        if self.use_chat_template:
+            messages = [{"role": "user", "content": text}]
+            rendered = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer(rendered, add_special_tokens=False).input_ids
+        return self.tokenizer(text).input_ids
+
+    def encode_target(self, text: str) -> list[int]:
+        """Response tokens for supervised targets, ending with EOS."""
+        return self.tokenizer(text, add_special_tokens=False).input_ids + [self.eos_token_id]
+
+    def decode(self, token_ids: list[int]) -> str:
+        ids = [t for t in token_ids if t != self.eos_token_id]
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ sampling
+    @torch.no_grad()
+    def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
+                 greedy: bool = False, seed: int = 0, batch_size: int = 512,
+                 prompt_ids: list[list[int]] | None = None) -> list[list[Generation]]:
+        """Sample ``n`` responses for every prompt. Returns one list of ``n`` generations per prompt.
+
+        Sampling is from the full distribution at ``temperature`` (no top-k/top-p), so the returned
+        log-probs are exactly the policy's, as GRPO's importance ratio needs. ``seed`` fixes the draw.
+        """
+        if prompt_ids is None:
+            prompt_ids = [self.encode_prompt(p) for p in prompts]
+        flat = [ids for ids in prompt_ids for _ in range(n)]
+        greedy = greedy or temperature == 0.0
+        gen_config = GenerationConfig(
+            do_sample=not greedy, temperature=None if greedy else float(temperature), top_k=None, top_p=None,
+            max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.eos_token_id, bos_token_id=self.tokenizer.bos_token_id,
+            return_dict_in_generate=True, output_logits=not greedy)
+        self.model.eval()
+        torch.manual_seed(seed)
+        out: list[Generation] = []
+        with self.timed():
+            for start in range(0, len(flat), batch_size):
+                chunk = flat[start:start + batch_size]
+                out.extend(self._generate_chunk(chunk, gen_config, greedy, temperature))
+        return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
+
+    def _generate_chunk(self, chunk, gen_config, greedy, temperature) -> list[Generation]:
+        width = max(len(ids) for ids in chunk)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, ids in enumerate(chunk):
+            input_ids[row, width - len(ids):] = torch.tensor(ids)
+            attention[row, width - len(ids):] = 1
+        result = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                                     generation_config=gen_config)
+        new_tokens = result.sequences[:, width:].cpu()
+        if not greedy:
+            logits = torch.stack(result.logits, dim=1).float().cpu() / float(temperature)
+            token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        gens = []
+        eos = self.eos_token_id
+        for row, ids in enumerate(chunk):
+            tokens = new_tokens[row].tolist()
+            finished = eos in tokens
+            length = tokens.index(eos) + 1 if finished else len(tokens)
+            tokens = tokens[:length]
+            logprobs = token_logprobs[row, :length].tolist() if not greedy else []
+            gens.append(Generation(list(ids), tokens, self.decode(tokens), logprobs, finished))
+        return gens
+
+    # ------------------------------------------------------------------ training forward
+    def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompt_ids)
+        resp_width = max(1, max(len(r) for r in response_ids))
+        batch = len(prompt_ids)
+        input_ids = torch.full((batch, width + resp_width), pad, dtype=torch.long)
+        attention = torch.zeros_like(input_ids)
+        response = torch.full((batch, resp_width), pad, dtype=torch.long)
+        response_mask = torch.zeros((batch, resp_width), dtype=torch.float32)
+        for row, (prompt, resp) in enumerate(zip(prompt_ids, response_ids)):
+            input_ids[row, width - len(prompt):width] = torch.tensor(prompt)
+            attention[row, width - len(prompt):width] = 1
+            if resp:
+                input_ids[row, width:width + len(resp)] = torch.tensor(resp)
+                attention[row, width:width + len(resp)] = 1
+                response[row, :len(resp)] = torch.tensor(resp)
+                response_mask[row, :len(resp)] = 1.0
+        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        dev = self.device
+        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev), response.to(dev),
+                             response_mask.to(dev), width)
+
+    def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False):
+        """Log-probs of the response tokens ([B, R]) and optionally the per-token entropy."""
+        width, resp_width = batch.prompt_width, batch.response_ids.shape[1]
+        with self.timed():
+            logits = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                position_ids=batch.position_ids).logits
+        logits = logits[:, width - 1:width - 1 + resp_width].float()
+        if temperature and temperature != 1.0:
+            logits = logits / temperature
+        logp_all = F.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+        entropy = None
+        if with_entropy:
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        hf_logging.disable_progress_bar()
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+        (path / META_FILE).write_text(json.dumps({"use_chat_template": self.use_chat_template}))
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu", use_chat_template: bool | None = None) -> "Policy":
+        path = Path(path)
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path}: not a Hugging Face model folder (no config.json)")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        if use_chat_template is None:
+            meta = path / META_FILE
+            use_chat_template = json.loads(meta.read_text())["use_chat_template"] if meta.exists() else True
+        return cls(model, tokenizer, device, use_chat_template)

@@ -1,0 +1,101 @@
+"""The evolving pools of Algorithm 1, persisted in the run's checkpoint.
+
+- ``TaskPool`` (D_train): base seed tasks plus every valid generated task, each with its p_hat history.
+  Seeds for the simulator and replay tasks for the agent are drawn from it.
+- ``EnvPool`` (D_env): the weighted (context -> generated task) sets of the simulator updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from genenv.domains.base import Task
+
+
+@dataclass
+class PoolEntry:
+    task: Task
+    source: str                 # "seed" or "generated"
+    epoch: int                  # epoch it joined (-1 for seed tasks)
+    p_hat_history: list[float] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"task": self.task.to_json(), "source": self.source, "epoch": self.epoch,
+                "p_hat_history": self.p_hat_history}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PoolEntry":
+        return cls(Task.from_json(data["task"]), data["source"], data["epoch"], list(data["p_hat_history"]))
+
+
+class TaskPool:
+    def __init__(self, entries: list[PoolEntry] | None = None):
+        self.entries: list[PoolEntry] = list(entries or [])
+        self._index = {e.task.text: i for i, e in enumerate(self.entries)}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, task: Task, source: str, epoch: int, p_hat: float | None = None) -> None:
+        """Add a task, or record a new p_hat for one already in the pool."""
+        index = self._index.get(task.text)
+        if index is None:
+            self._index[task.text] = len(self.entries)
+            self.entries.append(PoolEntry(task, source, epoch))
+            index = len(self.entries) - 1
+        if p_hat is not None:
+            self.entries[index].p_hat_history.append(float(p_hat))
+
+    def last_p_hat(self, task: Task) -> float | None:
+        index = self._index.get(task.text)
+        if index is None or not self.entries[index].p_hat_history:
+            return None
+        return self.entries[index].p_hat_history[-1]
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[Task]:
+        if not self.entries or n <= 0:
+            return []
+        picks = rng.choice(len(self.entries), size=n, replace=n > len(self.entries))
+        return [self.entries[i].task for i in picks]
+
+    def count(self, source: str) -> int:
+        return sum(1 for e in self.entries if e.source == source)
+
+    def to_json(self) -> list[dict]:
+        return [e.to_json() for e in self.entries]
+
+    @classmethod
+    def from_json(cls, data: list[dict]) -> "TaskPool":
+        return cls([PoolEntry.from_json(d) for d in data])
+
+
+@dataclass
+class EnvExample:
+    context: str
+    prompt_ids: list[int]
+    target_ids: list[int]
+    r_env: float
+    epoch: int
+
+
+class EnvPool:
+    def __init__(self, examples: list[EnvExample] | None = None):
+        self.examples: list[EnvExample] = list(examples or [])
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def extend(self, examples: list[EnvExample]) -> None:
+        self.examples.extend(examples)
+
+    def before(self, epoch: int) -> list[EnvExample]:
+        return [e for e in self.examples if e.epoch < epoch]
+
+    def to_json(self) -> list[dict]:
+        return [e.__dict__ for e in self.examples]
+
+    @classmethod
+    def from_json(cls, data: list[dict]) -> "EnvPool":
+        return cls([EnvExample(**d) for d in data])

@@ -1,0 +1,129 @@
+"""Warm start of both players before co-evolution, cached under ``~/.cache/genenv`` (or $GENENV_CACHE).
+
+The agent is fine-tuned on the domain's seed tasks until its greedy success on fresh seed-distribution
+tasks reaches ``agent.warmstart.min_success`` (never measured on the held-out set). The simulator is
+fine-tuned on a broad corpus of tasks of every difficulty the domain can write. The cache key covers
+everything that determines the weights, so runs with the same seed and settings share one checkpoint
+(paired comparisons across curricula).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from genenv.algos.rwr import WeightedExample, supervised_finetune
+from genenv.config import RunConfig, to_dict
+from genenv.domains.base import Domain
+from genenv.models.policy import Policy
+from genenv.models.tiny import build_tiny_policy
+from genenv.rollout import rollout
+
+CACHE_VERSION = 1
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
+
+
+def _cache_key(role: str, cfg: RunConfig, player_cfg) -> str:
+    payload = {"v": CACHE_VERSION, "role": role, "seed": cfg.seed, "domain": to_dict(cfg.domain),
+               "model": player_cfg.model, "tiny": to_dict(player_cfg.tiny),
+               "warmstart": to_dict(player_cfg.warmstart)}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{cfg.domain.name}-{role}-{digest}"
+
+
+def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy:
+    if player_cfg.model == "tiny":
+        if domain.alphabet is None:
+            raise ValueError(f"{role}.model: domain {domain.name!r} has no alphabet for a tiny model; "
+                             "give a model folder path")
+        return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=_seed(cfg.seed, role, "init"),
+                                 device=cfg.device)
+    return Policy.load(player_cfg.model, device=cfg.device)
+
+
+def _seed(seed: int, *names: str) -> int:
+    digest = hashlib.sha256(("/".join(names) + f"/{seed}").encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -> float:
+    """Greedy success on fresh tasks from the seed distribution (a check set, not the held-out set)."""
+    rng = np.random.default_rng(_seed(cfg.seed, "agent", "check"))
+    tasks = domain.seed_tasks(rng, n)
+    groups = rollout(domain, policy, tasks, group_size=1, max_new_tokens=domain.agent_max_new_tokens,
+                     greedy=True, batch_size=cfg.agent.generation_batch)
+    return float(np.mean([g[0].reward >= cfg.curriculum_reward.success_threshold for g in groups]))
+
+
+def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
+    key = _cache_key("agent", cfg, cfg.agent)
+    folder = cache_root() / "models" / key
+    if (folder / "config.json").exists():
+        policy = Policy.load(folder, device=cfg.device)
+        return policy, json.loads((folder / "warmstart.json").read_text())
+    policy = _base_policy("agent", cfg, cfg.agent, domain)
+    ws = cfg.agent.warmstart
+    rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
+    seeds = domain.seed_tasks(np.random.default_rng(_seed(cfg.seed, "seed_tasks")), cfg.domain.num_seed_tasks)
+    examples = [WeightedExample(policy.encode_prompt(t.prompt), policy.encode_target(t.answer)) for t in seeds]
+    info = {"rounds": 0, "seed_success": None, "loss": None}
+    for round_index in range(ws.max_rounds):
+        if ws.steps == 0:
+            break
+        curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
+                                    progress=progress)
+        info.update(rounds=round_index + 1, loss=float(np.mean(curve[-20:])))
+        info["seed_success"] = seed_success(domain, policy, cfg)
+        log(f"agent warm start round {round_index + 1}: loss {info['loss']:.4f}, "
+            f"seed-distribution success {info['seed_success']:.3f}")
+        if info["seed_success"] >= ws.min_success:
+            break
+    else:
+        warnings.warn(f"agent warm start ended below agent.warmstart.min_success ({info['seed_success']:.3f} < "
+                      f"{ws.min_success}); raise agent.warmstart.steps or max_rounds", RuntimeWarning, stacklevel=2)
+    _save_cached(policy, folder, info)
+    return policy, info
+
+
+def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
+    key = _cache_key("env", cfg, cfg.env)
+    folder = cache_root() / "models" / key
+    if (folder / "config.json").exists():
+        policy = Policy.load(folder, device=cfg.device)
+        return policy, json.loads((folder / "warmstart.json").read_text())
+    policy = _base_policy("env", cfg, cfg.env, domain)
+    ws = cfg.env.warmstart
+    rng = np.random.default_rng(_seed(cfg.seed, "env", "warmstart"))
+    corpus = domain.simulator_corpus(np.random.default_rng(_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
+    examples = [WeightedExample(policy.encode_prompt(domain.simulator_prompt(seed, stats)),
+                                policy.encode_target(task.text)) for seed, stats, task in corpus]
+    info = {"rounds": 0, "loss": None}
+    if ws.steps > 0:
+        curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
+                                    progress=progress)
+        info.update(rounds=1, loss=float(np.mean(curve[-20:])))
+        log(f"simulator warm start: loss {info['loss']:.4f}")
+    _save_cached(policy, folder, info)
+    return policy, info
+
+
+def _save_cached(policy: Policy, folder: Path, info: dict) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    build = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    if build.exists():
+        shutil.rmtree(build)
+    policy.save(build)
+    (build / "warmstart.json").write_text(json.dumps(info))
+    if folder.exists():  # another process finished first; keep theirs
+        shutil.rmtree(build)
+        return
+    os.replace(build, folder)

@@ -1,0 +1,63 @@
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from genenv.domains import Invalid, Task, make_domain
+
+
+def test_task_format_lsd_first():
+    domain = make_domain("addition", width=4)
+    task = domain.make_task(12, 995)
+    assert task.text == "2100+5990"
+    assert task.answer == "70010"  # 1007 LSD-first in 5 digits
+    assert task.level == 3
+    assert domain.score(task, "70010") == 1.0 and domain.score(task, "70011") == 0.0
+
+
+def test_parse_grounds_answer_and_rejects_with_reasons():
+    domain = make_domain("addition", width=4)
+    parsed = domain.parse_and_validate("2100+5990")
+    assert isinstance(parsed, Task) and parsed.answer == "70010"
+    for text, reason in [("2100-5990", "'+'"), ("21x0+5990", "non-digit"), ("210+5990", "exactly 4"),
+                         ("", "'+'")]:
+        result = domain.parse_and_validate(text)
+        assert isinstance(result, Invalid) and reason in result.reason, (text, result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parse_never_raises_on_arbitrary_text(text):
+    domain = make_domain("addition", width=4)
+    result = domain.parse_and_validate(text)
+    assert isinstance(result, (Task, Invalid))
+    if isinstance(result, Task):
+        a, b = result.meta["a"], result.meta["b"]
+        assert result.answer == str(a + b).zfill(5)[::-1]
+
+
+def test_seed_and_heldout_sets():
+    domain = make_domain("addition")
+    seeds = domain.seed_tasks(np.random.default_rng(0), 500)
+    assert {t.level for t in seeds} == {1, 2}
+    heldout = domain.heldout_tasks(10)
+    assert sorted({t.level for t in heldout}) == list(range(1, 9))
+    assert [t.text for t in heldout] == [t.text for t in domain.heldout_tasks(10)]  # fixed
+    # nothing above level 1 is shared between training seeds and held-out tasks
+    assert not {t.text for t in seeds if t.level > 1} & {t.text for t in domain.heldout_tasks(100)}
+
+
+def test_simulator_prompt_and_corpus_cover_all_levels():
+    domain = make_domain("addition")
+    seed = domain.make_task(3, 4)
+    assert domain.simulator_prompt(seed, {"success_rate": 0.55}) == "s5|30000000+40000000>"
+    assert domain.simulator_prompt(seed, {"success_rate": None}).startswith("s?|")
+    corpus = domain.simulator_corpus(np.random.default_rng(0), 400)
+    assert {task.level for _, _, task in corpus} == set(range(1, 9))
+
+
+def test_bad_domain_options_are_config_errors():
+    import pytest
+    from genenv.config import ConfigError
+    with pytest.raises(ConfigError, match="domain"):
+        make_domain("addition", width=99)
+    with pytest.raises(ConfigError, match="domain.name"):
+        make_domain("nope")

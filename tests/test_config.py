@@ -1,0 +1,58 @@
+import pytest
+
+from genenv.cli import main
+from genenv.config import ConfigError, RunConfig, describe, load_config, parse_override
+
+
+def test_defaults_follow_design():
+    cfg = RunConfig()
+    assert cfg.curriculum_reward.alpha == 0.5 and cfg.curriculum_reward.beta == 2.0
+    assert cfg.curriculum_reward.k_min == 0.1 and cfg.curriculum_reward.lam == 1.0
+    assert cfg.seeds_per_epoch == 16 and cfg.env.variations == 4 and cfg.agent.group_size == 8
+    assert cfg.agent.clip_eps == 0.2 and cfg.agent.kl_coef == 0.001 and cfg.env.kl_coef == 0.05
+    assert cfg.env.max_kl == 0.5 and cfg.agent.replay_fraction == 0.5 and cfg.agent.min_informative_groups == 16
+
+
+def test_dotted_overrides_and_presets():
+    cfg = load_config("smoke", ["agent.lr=1e-4", "epochs=7", "curriculum=random"])
+    assert cfg.agent.lr == 1e-4 and cfg.epochs == 7 and cfg.curriculum == "random"
+    assert cfg.domain.options == {"width": 4}
+    assert parse_override("a.b.c=3") == {"a": {"b": {"c": 3}}}
+
+
+@pytest.mark.parametrize("override, field", [
+    ("agent.lr=abc", "agent.lr"),
+    ("agent.nope=1", "agent.nope"),
+    ("curriculum=banana", "curriculum"),
+    ("curriculum_reward.alpha=1.5", "curriculum_reward.alpha"),
+    ("epochs=2.5", "epochs"),
+    ("agent.tiny.num_heads=3", "num_heads"),
+])
+def test_bad_values_name_the_field(override, field):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_config("default", [override])
+
+
+def test_cli_exits_2_with_one_line(capsys):
+    assert main(["run", "agent.lr=oops"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "agent.lr" in err[0]
+    assert main(["run", "--preset", "nosuch"]) == 2
+    assert "nosuch" in capsys.readouterr().err
+
+
+def test_bad_yaml_file_names_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_config(None, [], bad)
+    bad.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(None, [], bad)
+
+
+def test_describe_lists_every_knob_with_help():
+    rows = describe()
+    names = {name for name, _, _ in rows}
+    assert {"agent.lr", "env.max_kl", "curriculum_reward.beta", "agent.min_informative_groups"} <= names
+    assert all(help_text for _, _, help_text in rows)

@@ -1,0 +1,55 @@
+import math
+
+import numpy as np
+import pytest
+
+from genenv.curriculum import alpha_reward, in_band, learning_signal, rwr_weights, success_rate
+
+
+def test_success_rate_counts_threshold():
+    assert success_rate([1, 0, 1, 1]) == 0.75
+    assert success_rate([0.9, 0.5, 1.0], success_threshold=0.8) == pytest.approx(2 / 3)
+    assert success_rate([0, 0, 0, 0]) == 0.0
+
+
+def test_success_rate_posterior_is_beta_mean():
+    # k = 3 of n = 4 -> (3 + 1) / (4 + 2)
+    assert success_rate([1, 1, 1, 0], posterior=True) == pytest.approx(4 / 6)
+    assert success_rate([0, 0], posterior=True) == pytest.approx(1 / 4)
+
+
+def test_success_rate_rejects_empty():
+    with pytest.raises(ValueError):
+        success_rate([])
+
+
+def test_alpha_reward_hand_values():
+    assert alpha_reward(0.5) == 1.0
+    # exp(-2 * 0.25) = exp(-0.5)
+    assert alpha_reward(0.0) == pytest.approx(math.exp(-0.5))
+    assert alpha_reward(1.0) == pytest.approx(0.6065306597)
+    assert alpha_reward(0.7, alpha=0.5, beta=10.0) == pytest.approx(math.exp(-0.4))
+    vec = alpha_reward(np.array([0.25, 0.5, 0.75]), beta=4.0)
+    np.testing.assert_allclose(vec, [math.exp(-0.25), 1.0, math.exp(-0.25)])
+
+
+def test_in_band_edges():
+    assert in_band(0.4) and in_band(0.6) and in_band(0.5)
+    assert not in_band(0.39) and not in_band(0.61)
+    np.testing.assert_array_equal(in_band(np.array([0.0, 0.45, 0.9])), [False, True, False])
+
+
+def test_rwr_weights_hand_values():
+    weights = rwr_weights([0.0, 1.0], lam=1.0)
+    # exp(0) : exp(1) normalised
+    np.testing.assert_allclose(weights, [1 / (1 + math.e), math.e / (1 + math.e)])
+    raw = rwr_weights([0.0, 1.0], lam=2.0, normalize=False)
+    np.testing.assert_allclose(raw, [1.0, math.exp(2.0)])
+    # large lambda does not overflow
+    big = rwr_weights([0.0, 1.0], lam=1000.0)
+    assert np.all(np.isfinite(big)) and big[1] == pytest.approx(1.0)
+
+
+def test_learning_signal_peaks_at_half():
+    assert learning_signal(0.5) == 0.25
+    assert learning_signal(0.1) == pytest.approx(0.09)

@@ -1,0 +1,89 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from genenv.algos.grpo import (PolicySample, clipped_surrogate, group_advantages, grpo_loss, grpo_step,
+                               is_informative, k3_kl)
+
+
+def test_group_advantages_hand_values():
+    # rewards 1,0,0,1: mean 0.5, population std 0.5 -> +-1
+    np.testing.assert_allclose(group_advantages([1, 0, 0, 1]), [1, -1, -1, 1], atol=1e-5)
+    # 1,0,0,0: mean .25, std sqrt(3)/4
+    std = math.sqrt(3) / 4
+    np.testing.assert_allclose(group_advantages([1, 0, 0, 0]), [0.75 / std, -0.25 / std, -0.25 / std,
+                                                                -0.25 / std], rtol=1e-5)
+
+
+def test_zero_variance_group_has_zero_advantage():
+    np.testing.assert_array_equal(group_advantages([1, 1, 1]), [0, 0, 0])
+    assert not is_informative([1, 1, 1]) and not is_informative([0.0, 0.0])
+    assert is_informative([0, 1])
+
+
+def test_k3_kl_zero_at_equality_and_positive():
+    logp = torch.tensor([-1.0, -2.0])
+    assert torch.allclose(k3_kl(logp, logp), torch.zeros(2))
+    value = k3_kl(torch.tensor([-1.0]), torch.tensor([-2.0]))
+    # exp(-1) - (-1) - 1 = exp(-1)
+    assert value.item() == pytest.approx(math.exp(-1))
+
+
+def test_clipped_surrogate_hand_values():
+    logp = torch.log(torch.tensor([[1.5, 0.5]]))
+    old = torch.zeros((1, 2))
+    loss, clip_active, _ = clipped_surrogate(logp, old, torch.tensor([1.0]), clip_eps=0.2)
+    # positive advantage: min(1.5, 1.2) = 1.2 (clipped); min(0.5, 0.8) = 0.5 (unclipped)
+    np.testing.assert_allclose(loss.numpy(), [[-1.2, -0.5]], rtol=1e-6)
+    np.testing.assert_array_equal(clip_active.numpy(), [[1.0, 0.0]])
+    loss, clip_active, _ = clipped_surrogate(logp, old, torch.tensor([-1.0]), clip_eps=0.2)
+    # negative advantage: min(-1.5, -1.2) = -1.5 ; min(-0.5, -0.8) = -0.8 (clipped)
+    np.testing.assert_allclose(loss.numpy(), [[1.5, 0.8]], rtol=1e-6)
+    np.testing.assert_array_equal(clip_active.numpy(), [[0.0, 1.0]])
+
+
+def test_grpo_loss_is_token_level_mean_over_mask():
+    logp = torch.zeros((2, 3))
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    loss, stats = grpo_loss(logp, logp, None, torch.tensor([1.0, -3.0]), mask, kl_coef=0.0)
+    # ratio 1 everywhere: token losses -1,-1,-1 and +3 -> mean over 4 tokens = 0
+    assert loss.item() == pytest.approx(0.0)
+    assert stats["clip_fraction"] == 0.0
+
+
+def _sample(policy, prompt, response, advantage):
+    prompt_ids = policy.encode_prompt(prompt)
+    response_ids = policy.encode_target(response)
+    batch = policy.build_batch([prompt_ids], [response_ids])
+    with torch.no_grad():
+        logp, _ = policy.token_logprobs(batch)
+    return PolicySample(prompt_ids, response_ids, logp[0].tolist(), advantage), batch
+
+
+def test_grpo_step_raises_logprob_of_positive_advantage(tiny_policy):
+    good, good_batch = _sample(tiny_policy, "12+34=", "46", 1.0)
+    bad, bad_batch = _sample(tiny_policy, "12+34=", "99", -1.0)
+    before_good = sum(good.old_logprobs)
+    before_bad = sum(bad.old_logprobs)
+    ref = tiny_policy.frozen_copy()
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+    stats = grpo_step(tiny_policy, ref, opt, [good, bad])
+    assert stats["skipped"] == 0 and stats["clip_fraction"] == 0.0
+    with torch.no_grad():
+        after_good = tiny_policy.token_logprobs(good_batch)[0].sum().item()
+        after_bad = tiny_policy.token_logprobs(bad_batch)[0].sum().item()
+    assert after_good > before_good
+    assert after_bad < before_bad
+
+
+def test_grpo_step_skips_nonfinite_loss(tiny_policy):
+    sample, _ = _sample(tiny_policy, "1+1=", "2", float("nan"))
+    weights = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+    with pytest.warns(RuntimeWarning):
+        stats = grpo_step(tiny_policy, None, opt, [sample])
+    assert stats["skipped"] == 1
+    for before, after in zip(weights, tiny_policy.model.parameters()):
+        assert torch.equal(before, after)

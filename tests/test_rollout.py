@@ -1,0 +1,72 @@
+"""Multi-turn rollouts through the Domain protocol, with a small multi-turn test domain."""
+
+from genenv.domains.base import Domain, StepResult, Task
+from genenv.models.policy import Generation
+from genenv.rollout import rollout
+
+
+class CountdownDomain(Domain):
+    """The agent must say the counter's value each turn; the counter then drops. Zero ends the episode."""
+    multi_turn = True
+    max_turns = 4
+
+    def reset(self, task, seed=0):
+        start = int(task.text)
+        return {"left": start, "correct": 0, "start": start}, f"n={start}>"
+
+    def step(self, state, action):
+        if action.strip() == str(state["left"]):
+            state["correct"] += 1
+            state["left"] -= 1
+        if state["left"] == 0:
+            return StepResult("", state["correct"] / state["start"], True, False, state)
+        return StepResult(f"n={state['left']}>", 0.0, False, False, state)
+
+
+class ScriptedPolicy:
+    """Answers the counter correctly except when the task says otherwise; records every prompt."""
+
+    def __init__(self, wrong_on=()):
+        self.prompts = []
+        self.wrong_on = set(wrong_on)
+
+    def generate(self, prompts, n=1, **kwargs):
+        self.prompts.append(list(prompts))
+        out = []
+        for prompt in prompts:
+            value = prompt.rsplit("n=", 1)[1].rstrip(">")
+            text = "x" if prompt.startswith("n=" + str(max(self.wrong_on, default=-1))) else value
+            out.append([Generation([1], [5, 2], text, [-0.1, -0.1], True)])
+        return out
+
+
+def test_multi_turn_episodes_terminate_and_truncate():
+    domain = CountdownDomain()
+    tasks = [Task("1", "n=1>"), Task("3", "n=3>"), Task("9", "n=9>")]
+    policy = ScriptedPolicy()
+    groups = rollout(domain, policy, tasks, group_size=2)
+    assert [len(g) for g in groups] == [2, 2, 2]
+    one, three, nine = (g[0] for g in groups)
+    assert one.terminated and not one.truncated and len(one.turns) == 1 and one.reward == 1.0
+    assert three.terminated and len(three.turns) == 3 and three.reward == 1.0
+    # the step limit ends the long episode as truncated, never terminated
+    assert nine.truncated and not nine.terminated and len(nine.turns) == 4 and nine.reward == 0.0
+    # batched: one generate call per turn across all active episodes, shrinking as episodes end
+    assert [len(p) for p in policy.prompts] == [6, 4, 4, 2]
+    # history is in the prompt
+    assert policy.prompts[2][0] == "n=3>3\nn=2>2\nn=1>"
+
+
+def test_wrong_action_keeps_episode_going():
+    domain = CountdownDomain()
+    groups = rollout(domain, ScriptedPolicy(wrong_on=[2]), [Task("2", "n=2>")], group_size=1)
+    episode = groups[0][0]
+    assert episode.truncated and episode.reward == 0.0 and len(episode.turns) == 4
+
+
+def test_real_tiny_policy_runs_multi_turn(tiny_policy):
+    domain = CountdownDomain()
+    groups = rollout(domain, tiny_policy, [Task("2", "n=2>")], group_size=3, max_new_tokens=3, seed=0)
+    for episode in groups[0]:
+        assert episode.terminated or episode.truncated
+        assert all(len(t.logprobs) == len(t.response_ids) for t in episode.turns)
