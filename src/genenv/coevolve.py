@@ -262,8 +262,8 @@ def grow_pools(state: RunState, generated: list[Generated], selected: list[EnvEx
     state.env_pool.extend(selected)
 
 
-def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task]) -> dict:
-    """Greedy held-out success, overall and per level."""
+def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task], prefix: str = "heldout") -> dict:
+    """Greedy success on a fixed set, overall and per level."""
     groups = rollout(domain, agent, heldout, group_size=1, greedy=True,
                      max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                      batch_size=cfg.agent.generation_batch)
@@ -271,14 +271,21 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task])
     by_level: dict[int, list[float]] = {}
     for task, group in zip(heldout, groups):
         by_level.setdefault(task.level, []).append(float(group[0].reward >= threshold))
-    return {"heldout_success": float(np.mean([v for vals in by_level.values() for v in vals])),
-            "heldout_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+    if not by_level:
+        return {f"{prefix}_success": None, f"{prefix}_by_level": None}
+    return {f"{prefix}_success": float(np.mean([v for vals in by_level.values() for v in vals])),
+            f"{prefix}_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+
+
+def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task], dev: list[Task]) -> dict:
+    """Held-out (report only) and dev (for tuning) success."""
+    return {**evaluate(cfg, domain, agent, dev, "dev"), **evaluate(cfg, domain, agent, heldout, "heldout")}
 
 
 # ============================================================================ the epoch
 
 def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState, heldout: list[Task],
-              epoch: int, phase_bar=None) -> tuple[dict, list[Generated]]:
+              dev: list[Task], epoch: int, phase_bar=None) -> tuple[dict, list[Generated]]:
     timer = PhaseTimer(phase_bar)
     model_seconds_before = _model_seconds(players)
 
@@ -308,10 +315,10 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
             state.task_pool.add(task, "generated", epoch, cur.success_rate(rewards, cfg.curriculum_reward
                                                                            .success_threshold))
         grow_pools(state, generated, selected, epoch)
-    eval_stats = {"heldout_success": None, "heldout_by_level": None}
+    eval_stats = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
     if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
         with timer("evaluate"):
-            eval_stats = evaluate(cfg, domain, players.agent, heldout)
+            eval_stats = evaluate_all(cfg, domain, players.agent, heldout, dev)
 
     all_groups = groups + replay_groups
     state.total_rollouts += sum(len(g) for g in all_groups)
@@ -377,6 +384,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     torch.set_num_threads(cfg.threads)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     heldout = domain.heldout_tasks(cfg.domain.heldout_per_level)
+    dev = domain.dev_tasks(cfg.domain.heldout_per_level)
     ckpt = run_dir / "checkpoints" / "latest"
     if resume and not ckpt.exists() and (run_dir / "checkpoints" / "latest.old").exists():
         ckpt = run_dir / "checkpoints" / "latest.old"  # killed between the two renames of a checkpoint swap
@@ -391,7 +399,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         atomic_write_text_yaml(run_dir / "config.yaml", to_dict(cfg))
         players, state = initial_players(cfg, domain, run_dir, log)
         (run_dir / "metrics.jsonl").write_text("")
-        warm = evaluate(cfg, domain, players.agent, heldout)
+        warm = evaluate_all(cfg, domain, players.agent, heldout, dev)
         atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
                                                         **warm})
         log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
@@ -400,7 +408,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
 
     bar = tqdm(total=cfg.epochs, initial=state.epoch, desc="epochs", disable=not cfg.progress, dynamic_ncols=True)
     for epoch in range(state.epoch, cfg.epochs):
-        metrics, generated = run_epoch(cfg, domain, players, state, heldout, epoch, phase_bar=bar)
+        metrics, generated = run_epoch(cfg, domain, players, state, heldout, dev, epoch, phase_bar=bar)
         state.epoch = epoch + 1
         write_samples(cfg, run_dir, epoch, generated)
         append_jsonl(run_dir / "metrics.jsonl", metrics)
@@ -564,4 +572,4 @@ def summary_line(m: dict) -> str:
             f"| band {_fmt(m['band_hit_rate'], '.2f')} | R_env {_fmt(m['r_env_mean'])} "
             f"| level {_fmt(m['difficulty_mean'], '.2f')} | eff {_fmt(m['effective_fraction'], '.2f')} "
             f"| upd {m['agent_updates']} | env steps {m['env_steps']} "
-            f"| held-out {_fmt(m['heldout_success'])} | {m['seconds_total']:.1f}s")
+            f"| dev {_fmt(m['dev_success'])} | held-out {_fmt(m['heldout_success'])} | {m['seconds_total']:.1f}s")

@@ -23,6 +23,7 @@ import numpy as np
 from genenv.domains.base import Domain, Invalid, Task, register
 
 HELDOUT_SEED = 20251222
+DEV_SEED = 777
 
 
 @register("addition")
@@ -78,7 +79,13 @@ class AdditionDomain(Domain):
         return tasks
 
     def heldout_tasks(self, per_level):
-        rng = np.random.default_rng(HELDOUT_SEED)
+        return self._level_set(HELDOUT_SEED, per_level)
+
+    def dev_tasks(self, per_level):
+        return self._level_set(DEV_SEED, per_level)
+
+    def _level_set(self, seed, per_level):
+        rng = np.random.default_rng(seed)
         return [self.random_task(rng, level) for level in self.levels() for _ in range(per_level)]
 
     def simulator_corpus(self, rng, n):

@@ -75,6 +75,10 @@ class Domain:
         """Fixed evaluation set over every level. Deterministic; never trained on."""
         raise NotImplementedError
 
+    def dev_tasks(self, per_level: int) -> list[Task]:
+        """A fixed development set, disjoint in sampling from the held-out set: tune hyperparameters here."""
+        return []
+
     def simulator_corpus(self, rng: np.random.Generator, n: int) -> list[tuple[Task, dict, Task]]:
         """(seed, stats, task) triples of every difficulty: the simulator's warm-start 'world knowledge'."""
         raise NotImplementedError

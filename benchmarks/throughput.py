@@ -1,0 +1,93 @@
+"""Throughput of genenv's generation and the loop's overhead, measured side by side in one run.
+
+1. Generated tokens per second of ``Policy.generate`` (which also returns per-token log-probs) against a
+   bare ``model.generate`` on the same batch with the same sampling settings. Target ratio >= 0.9.
+2. The share of an epoch's wall time spent outside model forward/backward passes, generation and optimiser
+   steps (parsing, scoring, pools, checkpoints, logging). Target <= 10%.
+
+Usage: python benchmarks/throughput.py [--repeats 5] [--batch 512] [--epochs 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import torch
+from transformers import GenerationConfig
+
+
+def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float]:
+    from genenv.config import TinyModelConfig
+    from genenv.domains import make_domain
+    from genenv.models.tiny import build_tiny_policy
+
+    torch.set_num_threads(threads)
+    domain = make_domain("addition")
+    policy = build_tiny_policy(TinyModelConfig(), domain.alphabet, seed=0)
+    tasks = domain.seed_tasks(np.random.default_rng(0), batch)
+    prompts = [t.prompt for t in tasks]
+    new_tokens = domain.agent_max_new_tokens
+    enc = policy.tokenizer(prompts, padding=True, return_tensors="pt")
+    bare_config = GenerationConfig(do_sample=True, temperature=1.0, top_k=None, top_p=None, max_new_tokens=new_tokens,
+                                   pad_token_id=policy.tokenizer.pad_token_id, eos_token_id=policy.eos_token_id,
+                                   return_dict_in_generate=True)
+
+    def run_bare() -> int:
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = policy.model.generate(**enc, generation_config=bare_config)
+        new = out.sequences[:, enc.input_ids.shape[1]:]
+        # count tokens up to and including EOS, as Policy.generate does
+        eos = (new == policy.eos_token_id).int()
+        lengths = torch.where(eos.any(1), eos.argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
+        return int(lengths.sum())
+
+    def run_policy() -> int:
+        out = policy.generate(prompts, n=1, max_new_tokens=new_tokens, temperature=1.0, seed=0, batch_size=batch)
+        return sum(len(g[0].token_ids) for g in out)
+
+    run_bare(), run_policy()  # warm-up
+    bare, ours = [], []
+    for _ in range(repeats):  # interleaved, so drift in machine load hits both alike
+        t = time.perf_counter(); n = run_bare(); bare.append(n / (time.perf_counter() - t))
+        t = time.perf_counter(); n = run_policy(); ours.append(n / (time.perf_counter() - t))
+    return statistics.median(ours), statistics.median(bare)
+
+
+def bench_overhead(epochs: int, threads: int) -> list[float]:
+    from genenv.coevolve import run
+    from genenv.config import load_config
+    from genenv.io import read_jsonl
+
+    overrides = [f"epochs={epochs}", "eval_every=2", f"threads={threads}", "progress=false",
+                 "agent.warmstart.steps=100", "agent.warmstart.max_rounds=1", "env.warmstart.steps=100"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = run(load_config("default", overrides), run_dir=f"{tmp}/run", log=lambda m: None)
+        rows = read_jsonl(f"{out}/metrics.jsonl")
+    return [1.0 - r["model_time_fraction"] for r in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    ours, bare = bench_generate(args.batch, args.repeats, args.threads)
+    print(f"{'generation (tokens/s)':34s} {'Policy.generate':>16s} {'model.generate':>16s} {'ratio':>7s}")
+    print(f"{'tiny default, batch ' + str(args.batch):34s} {ours:16.0f} {bare:16.0f} {ours / bare:7.3f}"
+          f"   target >= 0.9: {'ok' if ours / bare >= 0.9 else 'MISSED'}")
+    outside = bench_overhead(args.epochs, args.threads)
+    share = float(np.mean(outside))
+    print(f"epoch time outside model passes: {share:.1%} (per epoch: "
+          f"{', '.join(f'{x:.1%}' for x in outside)})   target <= 10%: {'ok' if share <= 0.10 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Tiny end-to-end runs: the run folder, logged metrics, determinism, resume after SIGKILL, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from genenv.coevolve import TIMING_KEYS, run
+from genenv.config import load_config
+from genenv.io import read_jsonl
+
+REQUIRED_KEYS = {"epoch", "generated", "valid", "invalid_rate", "p_hat_mean", "band_hit_rate", "r_env_mean",
+                 "difficulty_mean", "heldout_success", "heldout_by_level", "agent_loss", "agent_kl",
+                 "clip_fraction", "effective_fraction", "env_loss", "env_kl", "response_length_mean",
+                 "seconds_by_phase", "generated_tokens_per_second"}
+
+
+def _stable(rows):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "smoke"
+    run(load_config("smoke", ["threads=1"]), run_dir=out, log=lambda m: None)
+    return out
+
+
+def test_run_folder_contents(smoke_run):
+    assert (smoke_run / "config.yaml").exists()
+    rows = read_jsonl(smoke_run / "metrics.jsonl")
+    assert [r["epoch"] for r in rows] == [0, 1, 2]
+    for row in rows:
+        assert REQUIRED_KEYS <= row.keys()
+        assert row["generated"] == 8 and 0.0 <= row["invalid_rate"] <= 1.0
+    assert rows[-1]["heldout_by_level"] is not None and set(rows[-1]["heldout_by_level"]) == {"1", "2", "3", "4"}
+    assert rows[-1]["rollouts"] > rows[0]["rollouts"] > 0
+    # the smoke preset's wide band lets the simulator update: RWR and GRPO both ran and logged
+    assert any(r["env_steps"] > 0 and r["env_loss"] is not None for r in rows)
+    assert any(r["agent_updates"] > 0 and r["agent_loss"] is not None for r in rows)
+    for epoch in range(3):
+        samples = read_jsonl(smoke_run / "samples" / f"epoch_{epoch}.jsonl")
+        assert len(samples) == 8
+        for s in samples:
+            assert s["valid"] or s["reason"]
+            if s["valid"]:
+                assert {"task", "answer", "p_hat", "r_env", "in_band", "rollouts"} <= s.keys()
+    ckpt = smoke_run / "checkpoints" / "latest"
+    assert json.loads((ckpt / "state.json").read_text())["epoch"] == 3
+    assert (ckpt / "agent" / "model.safetensors").exists() and (ckpt / "env" / "model.safetensors").exists()
+    assert (ckpt / "optimizers.pt").exists()
+    warm = json.loads((smoke_run / "warmstart.json").read_text())
+    assert "heldout_success" in warm
+
+
+def test_same_seed_same_metrics(smoke_run, tmp_path):
+    again = run(load_config("smoke", ["threads=1"]), run_dir=tmp_path / "again", log=lambda m: None)
+    assert _stable(read_jsonl(again / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
+
+
+def test_random_curriculum_never_updates_simulator(tmp_path):
+    out = run(load_config("smoke", ["threads=1", "curriculum=random", "epochs=2"]), run_dir=tmp_path / "r",
+              log=lambda m: None)
+    assert all(r["env_steps"] == 0 for r in read_jsonl(out / "metrics.jsonl"))
+
+
+def test_epoch_with_nothing_valid_completes(tmp_path):
+    # two tokens can never form a 4+4 digit task: every generation is rejected with a reason
+    out = run(load_config("smoke", ["threads=1", "epochs=2", "env.max_new_tokens=2"]), run_dir=tmp_path / "bad",
+              log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r["valid"] for r in rows] == [0, 0]
+    assert all(r["invalid_rate"] == 1.0 and r["p_hat_mean"] is None and r["invalid_reasons"] for r in rows)
+    assert all(not s["valid"] and s["reason"] for s in read_jsonl(out / "samples" / "epoch_1.jsonl"))
+
+
+def _cli(*args):
+    return [sys.executable, "-m", "genenv.cli", *args]
+
+
+def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
+    epochs = "epochs=8"
+    reference = tmp_path / "reference"
+    subprocess.run(_cli("run", "--preset", "smoke", "--out", str(reference), epochs, "threads=1"), check=True,
+                   capture_output=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cli("run", "--preset", "smoke", "--out", str(killed), epochs, "threads=1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state_file = killed / "checkpoints" / "latest" / "state.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if json.loads(state_file.read_text())["epoch"] >= 2:
+                break
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    done_before = json.loads(state_file.read_text())["epoch"] if state_file.exists() else json.loads(
+        (killed / "checkpoints" / "latest.old" / "state.json").read_text())["epoch"]
+    assert done_before < 8, "the run finished before it could be killed"
+    subprocess.run(_cli("run", "--resume", str(killed)), check=True, capture_output=True)
+    assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
+
+
+def test_existing_run_is_not_overwritten(smoke_run):
+    result = subprocess.run(_cli("run", "--preset", "smoke", "--out", str(smoke_run)), capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and "--resume" in result.stderr
