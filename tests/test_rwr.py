@@ -40,15 +40,29 @@ def test_weighted_step_moves_toward_heavier_sample(tiny_policy):
     light, heavy = _examples(tiny_policy, [0.1, 0.9])
     margin_before = _logp(tiny_policy, heavy) - _logp(tiny_policy, light)
     opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=5e-3)
-    stats = rwr_update(tiny_policy, tiny_policy.frozen_copy(), opt, [light, heavy], steps=5, batch_size=2,
-                       kl_coef=0.0, max_kl=100.0, rng=np.random.default_rng(0))
-    assert stats["steps"] == 5
-    margin_after = _logp(tiny_policy, heavy) - _logp(tiny_policy, light)
-    assert margin_after > margin_before + 0.1
+    margins = [margin_before]
+    for call in range(5):  # each call is one pass over the set: here one step on both examples
+        stats = rwr_update(tiny_policy, tiny_policy.frozen_copy(), opt, [light, heavy], steps=5, batch_size=2,
+                           kl_coef=0.0, max_kl=100.0, rng=np.random.default_rng(call))
+        assert stats["steps"] == 1
+        margins.append(_logp(tiny_policy, heavy) - _logp(tiny_policy, light))
+    assert margins[1] > margins[0]
+    assert margins[-1] > margin_before + 0.1
+
+
+def test_update_is_one_pass_over_the_set(tiny_policy):
+    examples = _examples(tiny_policy, [0.5, 0.5]) * 3
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-3)
+    stats = rwr_update(tiny_policy, None, opt, examples, steps=10, batch_size=4, kl_coef=0.0, max_kl=100.0,
+                       rng=np.random.default_rng(0))
+    assert stats["steps"] == 2  # ceil(6 / 4): never more than one pass
+    stats = rwr_update(tiny_policy, None, opt, examples, steps=1, batch_size=2, kl_coef=0.0, max_kl=100.0,
+                       rng=np.random.default_rng(0))
+    assert stats["steps"] == 1  # and never more than `steps`
 
 
 def test_kl_cap_stops_update(tiny_policy):
-    examples = _examples(tiny_policy, [0.0, 1.0])
+    examples = _examples(tiny_policy, [0.0, 1.0]) * 25
     opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=0.1)
     stats = rwr_update(tiny_policy, tiny_policy.frozen_copy(), opt, examples, steps=50, batch_size=2,
                        kl_coef=0.0, max_kl=0.05, rng=np.random.default_rng(0))
@@ -58,7 +72,7 @@ def test_kl_cap_stops_update(tiny_policy):
 
 
 def test_kl_penalty_is_reported_against_reference(tiny_policy):
-    examples = _examples(tiny_policy, [0.5, 0.5])
+    examples = _examples(tiny_policy, [0.5, 0.5]) * 3
     ref = tiny_policy.frozen_copy()
     opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
     first = rwr_update(tiny_policy, ref, opt, examples, steps=1, batch_size=2, kl_coef=0.05, max_kl=10,
@@ -67,3 +81,11 @@ def test_kl_penalty_is_reported_against_reference(tiny_policy):
     later = rwr_update(tiny_policy, ref, opt, examples, steps=3, batch_size=2, kl_coef=0.05, max_kl=10,
                        rng=np.random.default_rng(1))
     assert later["kl"] > 0.0
+
+
+def test_update_kl_is_measured_after_a_single_step(tiny_policy):
+    examples = _examples(tiny_policy, [0.5, 0.5])
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+    stats = rwr_update(tiny_policy, None, opt, examples, steps=1, batch_size=2, kl_coef=0.0, max_kl=100.0,
+                       rng=np.random.default_rng(0))
+    assert stats["steps"] == 1 and stats["update_kl"] > 0.0

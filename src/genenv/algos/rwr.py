@@ -62,7 +62,7 @@ def _batch(policy, examples: list[WeightedExample]):
 def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *, steps: int, batch_size: int,
                kl_coef: float = 0.05, max_kl: float = 0.5, grad_clip: float = 1.0,
                rng: np.random.Generator) -> dict:
-    """Up to ``steps`` weighted-regression steps on minibatches drawn from ``examples``.
+    """Weighted-regression steps over one shuffled pass of ``examples`` (at most ``steps`` minibatches).
 
     Returns the mean loss / NLL / KL-to-initial over the steps taken, the update's KL to the start of the
     update (``update_kl``), how many steps ran and whether the KL cap stopped the update.
@@ -75,8 +75,11 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     if max_kl > 0:
         start_policy = policy.frozen_copy()
     losses, nlls, kls = [], [], []
-    for step in range(steps):
-        picks = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=len(examples) < batch_size)
+    # One pass over the weighted set at most: re-fitting the same few strings many times collapsed the
+    # simulator into degenerate text (measured on the default domain).
+    order = rng.permutation(len(examples))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)][:steps]
+    for step, picks in enumerate(batches):
         chosen = [examples[i] for i in picks]
         batch, weights = _batch(policy, chosen)
         policy.model.train()
@@ -113,6 +116,12 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
         nlls.append(parts["nll"])
         kls.append(parts["kl"])
         stats["steps"] += 1
+    if start_policy is not None and stats["steps"] and not stats["kl_capped"]:
+        # the size of the whole update, measured on the last batch after its step
+        with torch.no_grad():
+            now, _ = policy.token_logprobs(batch)
+            start_logp, _ = start_policy.token_logprobs(batch)
+            stats["update_kl"] = sequence_kl(now, start_logp, batch.response_mask).mean().item()
     if losses:
         stats.update(loss=float(np.mean(losses)), nll=float(np.mean(nlls)), kl=float(np.mean(kls)))
     return stats
