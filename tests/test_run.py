@@ -114,3 +114,14 @@ def test_existing_run_is_not_overwritten(smoke_run):
     result = subprocess.run(_cli("run", "--preset", "smoke", "--out", str(smoke_run)), capture_output=True,
                             text=True)
     assert result.returncode == 2 and "--resume" in result.stderr
+
+
+def test_resume_restores_metrics_row_lost_after_checkpoint(smoke_run, tmp_path):
+    """A kill between the checkpoint swap and the metrics append loses no row."""
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(smoke_run, copy)
+    lines = (copy / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (copy / "metrics.jsonl").write_text("".join(lines[:-1]) + lines[-1][:10])  # last row lost, torn tail
+    run(load_config("smoke", ["threads=1"]), run_dir=copy, resume=True, log=lambda m: None)
+    assert _stable(read_jsonl(copy / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,17 +78,15 @@ class RunState:
     nonfinite_skips: int = 0
 
     def to_json(self) -> dict:
-        return {"epoch": self.epoch, "task_pool": self.task_pool.to_json(), "env_pool": self.env_pool.to_json(),
-                "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
+        """Everything but the pools, which live in append-only logs next to the checkpoint."""
+        return {"epoch": self.epoch, "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
                 "last_p_hat_mean": self.last_p_hat_mean, "total_rollouts": self.total_rollouts,
                 "total_agent_updates": self.total_agent_updates, "total_generated": self.total_generated,
                 "nonfinite_skips": self.nonfinite_skips}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunState":
-        state = cls(epoch=data["epoch"], task_pool=TaskPool.from_json(data["task_pool"]),
-                    env_pool=EnvPool.from_json(data["env_pool"]),
-                    grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
+        state = cls(epoch=data["epoch"], grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
         for key in ("last_p_hat_mean", "total_rollouts", "total_agent_updates", "total_generated",
                     "nonfinite_skips"):
             setattr(state, key, data[key])
@@ -390,7 +389,6 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         ckpt = run_dir / "checkpoints" / "latest.old"  # killed between the two renames of a checkpoint swap
     if resume and ckpt.exists():
         players, state = load_checkpoint(cfg, ckpt, run_dir)
-        _truncate_metrics(run_dir / "metrics.jsonl", state.epoch)
         log(f"resuming {run_dir} at epoch {state.epoch}")
     else:
         if run_dir.exists() and (run_dir / "metrics.jsonl").exists() and not resume:
@@ -410,9 +408,11 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     for epoch in range(state.epoch, cfg.epochs):
         metrics, generated = run_epoch(cfg, domain, players, state, heldout, dev, epoch, phase_bar=bar)
         state.epoch = epoch + 1
+        start = time.perf_counter()
         write_samples(cfg, run_dir, epoch, generated)
+        save_checkpoint(players, state, run_dir, last_metrics=metrics)
+        _add_phase(metrics, "checkpoint", time.perf_counter() - start)
         append_jsonl(run_dir / "metrics.jsonl", metrics)
-        save_checkpoint(players, state, run_dir)
         bar.update(1)
         log(summary_line(metrics))
     bar.close()
@@ -452,8 +452,19 @@ def _make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
 
 # ============================================================================ persistence
 
-def save_checkpoint(players: Players, state: RunState, run_dir: Path) -> None:
-    """Write checkpoints/latest atomically: build a new folder, then swap it in."""
+def _add_phase(metrics: dict, name: str, seconds: float) -> None:
+    """Fold a phase timed outside run_epoch into the epoch's timings."""
+    model_seconds = (metrics["model_time_fraction"] or 0.0) * metrics["seconds_total"]
+    metrics["seconds_by_phase"][name] = round(seconds, 4)
+    metrics["seconds_total"] = round(metrics["seconds_total"] + seconds, 4)
+    metrics["model_time_fraction"] = model_seconds / metrics["seconds_total"] if metrics["seconds_total"] else None
+
+
+def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metrics: dict | None = None) -> None:
+    """Write checkpoints/latest atomically: build a new folder, then swap it in.
+
+    The epoch's metrics row travels with the checkpoint, so a run killed between the checkpoint and the
+    metrics append gets the row back on resume."""
     root = run_dir / "checkpoints"
     build = root / f".build-{state.epoch}"
     if build.exists():
@@ -464,8 +475,43 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path) -> None:
     players.env.save(build / "env")
     torch.save({"agent": players.agent_opt.state_dict(), "env": players.env_opt.state_dict(),
                 "torch_rng": torch.get_rng_state()}, build / "optimizers.pt")
-    (build / "state.json").write_text(json.dumps(state.to_json()))
+    # Pools: append this epoch's events to the logs first; the checkpoint records how many lines are its own,
+    # so bytes appended by a run killed before the swap below are dropped on resume.
+    log_lengths = {}
+    for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
+        log_lengths[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
+                                            _log_length(root / "latest", name))
+        pool.pending = []
+    (build / "state.json").write_text(json.dumps({**state.to_json(), "pool_log_bytes": log_lengths,
+                                                  "last_metrics": last_metrics}))
     atomic_replace_dir(build, root / "latest")
+
+
+def _log_length(ckpt: Path, name: str) -> int:
+    """Bytes of the pool log that belong to the checkpoint in ``ckpt`` (0 before the first one)."""
+    state_file = ckpt / "state.json"
+    if not state_file.exists():
+        return 0
+    return json.loads(state_file.read_text())["pool_log_bytes"][name]
+
+
+def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
+    """Cut the log back to ``keep_bytes`` (what the last checkpoint owns), append ``events``; return its size."""
+    with open(path, "ab") as handle:
+        handle.truncate(keep_bytes)
+        handle.seek(keep_bytes)
+        handle.write("".join(json.dumps(e) + "\n" for e in events).encode())
+        handle.flush()
+        os.fsync(handle.fileno())
+        return handle.tell()
+
+
+def read_pool_log(path: Path, size: int) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, "rb") as handle:
+        data = handle.read(size)
+    return [json.loads(line) for line in data.decode().splitlines() if line]
 
 
 def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
@@ -480,7 +526,13 @@ def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players,
     players.agent_opt.load_state_dict(saved["agent"])
     players.env_opt.load_state_dict(saved["env"])
     torch.set_rng_state(saved["torch_rng"])
-    state = RunState.from_json(json.loads((ckpt / "state.json").read_text()))
+    saved_state = json.loads((ckpt / "state.json").read_text())
+    state = RunState.from_json(saved_state)
+    root = run_dir / "checkpoints"
+    for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
+        for event in read_pool_log(root / f"{name}.log.jsonl", saved_state["pool_log_bytes"][name]):
+            pool.apply(event)
+    _restore_metrics(run_dir / "metrics.jsonl", state.epoch, saved_state.get("last_metrics"))
     return players, state
 
 
@@ -514,8 +566,12 @@ def atomic_write_text_yaml(path: Path, data: dict) -> None:
     atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
 
 
-def _truncate_metrics(path: Path, epochs_done: int) -> None:
+def _restore_metrics(path: Path, epochs_done: int, last_metrics: dict | None) -> None:
+    """Keep the metrics of checkpointed epochs only; put back the last one if the kill came before it."""
     rows = [r for r in read_jsonl(path) if r.get("epoch", 1 << 30) < epochs_done]
+    if last_metrics is not None and last_metrics["epoch"] == epochs_done - 1 and (
+            not rows or rows[-1]["epoch"] != last_metrics["epoch"]):
+        rows.append(last_metrics)
     atomic_write_jsonl(path, rows)
 
 

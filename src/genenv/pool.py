@@ -31,9 +31,12 @@ class PoolEntry:
 
 
 class TaskPool:
+    """Every change is also recorded as an event (``pending``), so checkpoints append only what is new."""
+
     def __init__(self, entries: list[PoolEntry] | None = None):
         self.entries: list[PoolEntry] = list(entries or [])
         self._index = {e.task.text: i for i, e in enumerate(self.entries)}
+        self.pending: list[dict] = []
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -45,8 +48,19 @@ class TaskPool:
             self._index[task.text] = len(self.entries)
             self.entries.append(PoolEntry(task, source, epoch))
             index = len(self.entries) - 1
+            self.pending.append({"add": task.to_json(), "source": source, "epoch": epoch})
         if p_hat is not None:
             self.entries[index].p_hat_history.append(float(p_hat))
+            self.pending.append({"p_hat": float(p_hat), "index": index})
+
+    def apply(self, event: dict) -> None:
+        """Replay one recorded event (resume)."""
+        if "add" in event:
+            task = Task.from_json(event["add"])
+            self._index[task.text] = len(self.entries)
+            self.entries.append(PoolEntry(task, event["source"], event["epoch"]))
+        else:
+            self.entries[event["index"]].p_hat_history.append(event["p_hat"])
 
     def last_p_hat(self, task: Task) -> float | None:
         index = self._index.get(task.text)
@@ -83,12 +97,17 @@ class EnvExample:
 class EnvPool:
     def __init__(self, examples: list[EnvExample] | None = None):
         self.examples: list[EnvExample] = list(examples or [])
+        self.pending: list[dict] = []
 
     def __len__(self) -> int:
         return len(self.examples)
 
     def extend(self, examples: list[EnvExample]) -> None:
         self.examples.extend(examples)
+        self.pending.extend(dict(e.__dict__) for e in examples)
+
+    def apply(self, event: dict) -> None:
+        self.examples.append(EnvExample(**event))
 
     def before(self, epoch: int) -> list[EnvExample]:
         return [e for e in self.examples if e.epoch < epoch]

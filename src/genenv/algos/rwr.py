@@ -71,23 +71,26 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
              "kl_capped": 0, "skipped": 0}
     if not examples or steps <= 0:
         return stats
-    start_policy = None
-    if max_kl > 0:
-        start_policy = policy.frozen_copy()
     losses, nlls, kls = [], [], []
     # One pass over the weighted set at most: re-fitting the same few strings many times collapsed the
     # simulator into degenerate text (measured on the default domain).
     order = rng.permutation(len(examples))
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)][:steps]
-    for step, picks in enumerate(batches):
-        chosen = [examples[i] for i in picks]
-        batch, weights = _batch(policy, chosen)
+    batches = []
+    for i in range(0, len(order), batch_size):
+        batches.append(_batch(policy, [examples[j] for j in order[i:i + batch_size]]))
+    batches = batches[:steps]
+    # log-probs of the simulator as it was before this update, for the max-KL cap (no model copy needed)
+    start_logps = []
+    if max_kl > 0:
+        policy.model.eval()
+        with torch.no_grad():
+            start_logps = [policy.token_logprobs(b)[0] for b, _ in batches]
+    for step, (batch, weights) in enumerate(batches):
         policy.model.train()
         logp, _ = policy.token_logprobs(batch)
-        if start_policy is not None and step > 0:
+        if start_logps and step > 0:
             with torch.no_grad():
-                start_logp, _ = start_policy.token_logprobs(batch)
-                update_kl = sequence_kl(logp.detach(), start_logp, batch.response_mask).mean().item()
+                update_kl = sequence_kl(logp.detach(), start_logps[step], batch.response_mask).mean().item()
             stats["update_kl"] = update_kl
             if update_kl > max_kl:
                 stats["kl_capped"] = 1
@@ -116,12 +119,11 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
         nlls.append(parts["nll"])
         kls.append(parts["kl"])
         stats["steps"] += 1
-    if start_policy is not None and stats["steps"] and not stats["kl_capped"]:
+    if start_logps and stats["steps"] and not stats["kl_capped"]:
         # the size of the whole update, measured on the last batch after its step
         with torch.no_grad():
             now, _ = policy.token_logprobs(batch)
-            start_logp, _ = start_policy.token_logprobs(batch)
-            stats["update_kl"] = sequence_kl(now, start_logp, batch.response_mask).mean().item()
+            stats["update_kl"] = sequence_kl(now, start_logps[step], batch.response_mask).mean().item()
     if losses:
         stats.update(loss=float(np.mean(losses)), nll=float(np.mean(nlls)), kl=float(np.mean(kls)))
     return stats

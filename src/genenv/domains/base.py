@@ -8,7 +8,7 @@ domain decides what is true), and how an agent is scored: ``score`` for single-t
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -29,7 +29,8 @@ class Task:
     meta: dict = field(default_factory=dict, hash=False, compare=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {"text": self.text, "prompt": self.prompt, "answer": self.answer, "level": self.level,
+                "meta": dict(self.meta)}
 
     @classmethod
     def from_json(cls, data: dict) -> "Task":

@@ -82,19 +82,29 @@ class Policy:
 
     # ------------------------------------------------------------------ text <-> tokens
     def encode_prompt(self, text: str) -> list[int]:
+        return self.encode_prompts([text])[0]
+
+    def encode_prompts(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of many prompts in one tokenizer call (chat template applied when enabled)."""
+        if not texts:
+            return []
         if self.use_chat_template:
-            messages = [{"role": "user", "content": text}]
-            rendered = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            rendered = [self.tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                                           add_generation_prompt=True) for t in texts]
             return self.tokenizer(rendered, add_special_tokens=False).input_ids
-        return self.tokenizer(text).input_ids
+        return self.tokenizer(list(texts)).input_ids
 
     def encode_target(self, text: str) -> list[int]:
         """Response tokens for supervised targets, ending with EOS."""
         return self.tokenizer(text, add_special_tokens=False).input_ids + [self.eos_token_id]
 
     def decode(self, token_ids: list[int]) -> str:
-        ids = [t for t in token_ids if t != self.eos_token_id]
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.decode_many([token_ids])[0]
+
+    def decode_many(self, sequences: list[list[int]]) -> list[str]:
+        eos = self.eos_token_id
+        return self.tokenizer.batch_decode([[t for t in ids if t != eos] for ids in sequences],
+                                           skip_special_tokens=True)
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -107,7 +117,7 @@ class Policy:
         log-probs are exactly the policy's, as GRPO's importance ratio needs. ``seed`` fixes the draw.
         """
         if prompt_ids is None:
-            prompt_ids = [self.encode_prompt(p) for p in prompts]
+            prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
         gen_config = GenerationConfig(
@@ -138,16 +148,17 @@ class Policy:
         if not greedy:
             logits = torch.stack(result.logits, dim=1).float().cpu() / float(temperature)
             token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        gens = []
         eos = self.eos_token_id
-        for row, ids in enumerate(chunk):
-            tokens = new_tokens[row].tolist()
-            finished = eos in tokens
-            length = tokens.index(eos) + 1 if finished else len(tokens)
-            tokens = tokens[:length]
-            logprobs = token_logprobs[row, :length].tolist() if not greedy else []
-            gens.append(Generation(list(ids), tokens, self.decode(tokens), logprobs, finished))
-        return gens
+        rows = new_tokens.tolist()
+        all_logprobs = token_logprobs.tolist() if not greedy else None
+        kept, finished = [], []
+        for tokens in rows:
+            done = eos in tokens
+            kept.append(tokens[:tokens.index(eos) + 1] if done else tokens)
+            finished.append(done)
+        texts = self.decode_many(kept)
+        return [Generation(list(ids), tokens, text, all_logprobs[row][:len(tokens)] if all_logprobs else [], done)
+                for row, (ids, tokens, text, done) in enumerate(zip(chunk, kept, texts, finished))]
 
     # ------------------------------------------------------------------ training forward
     def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
