@@ -65,11 +65,9 @@ def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -
 
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    key = _cache_key("agent", cfg, cfg.agent)
-    folder = cache_root() / "models" / key
+    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent)
     if (folder / "config.json").exists():
-        policy = Policy.load(folder, device=cfg.device)
-        return policy, json.loads((folder / "warmstart.json").read_text())
+        return _load_cached(folder, cfg)
     policy = _base_policy("agent", cfg, cfg.agent, domain)
     ws = cfg.agent.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
@@ -95,11 +93,9 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    key = _cache_key("env", cfg, cfg.env)
-    folder = cache_root() / "models" / key
+    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env)
     if (folder / "config.json").exists():
-        policy = Policy.load(folder, device=cfg.device)
-        return policy, json.loads((folder / "warmstart.json").read_text())
+        return _load_cached(folder, cfg)
     policy = _base_policy("env", cfg, cfg.env, domain)
     ws = cfg.env.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "env", "warmstart"))
@@ -114,6 +110,10 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         log(f"simulator warm start: loss {info['loss']:.4f}")
     _save_cached(policy, folder, info)
     return policy, info
+
+
+def _load_cached(folder: Path, cfg: RunConfig) -> tuple[Policy, dict]:
+    return Policy.load(folder, device=cfg.device), json.loads((folder / "warmstart.json").read_text())
 
 
 def _save_cached(policy: Policy, folder: Path, info: dict) -> None:
