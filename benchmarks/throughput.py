@@ -32,7 +32,7 @@ def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float
     prompts = [t.prompt for t in tasks]
     new_tokens = domain.agent_max_new_tokens
     enc = policy.tokenizer(prompts, padding=True, return_tensors="pt")
-    bare_config = GenerationConfig(do_sample=True, temperature=1.0, top_k=None, top_p=None, max_new_tokens=new_tokens,
+    bare_config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
                                    pad_token_id=policy.tokenizer.pad_token_id, eos_token_id=policy.eos_token_id,
                                    return_dict_in_generate=True)
 

@@ -54,3 +54,16 @@ def test_frozen_copy_is_independent(tiny_policy):
         next(tiny_policy.model.parameters()).add_(1.0)
     assert not torch.equal(next(ref.model.parameters()), next(tiny_policy.model.parameters()))
     assert all(not p.requires_grad for p in ref.model.parameters())
+
+
+def test_sampling_uses_the_full_distribution(tiny_policy, monkeypatch):
+    """No top-k / top-p truncation: GRPO's ratio needs samples from exactly the distribution it scores."""
+    from transformers.generation import logits_process
+
+    def forbidden(self, *args, **kwargs):
+        raise AssertionError(f"{type(self).__name__} must not be applied")
+
+    monkeypatch.setattr(logits_process.TopKLogitsWarper, "__call__", forbidden)
+    monkeypatch.setattr(logits_process.TopPLogitsWarper, "__call__", forbidden)
+    out = tiny_policy.generate(["1+2="], n=4, max_new_tokens=4, seed=0)
+    assert len(out[0]) == 4

@@ -121,7 +121,7 @@ class Policy:
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
         gen_config = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else float(temperature), top_k=None, top_p=None,
+            do_sample=not greedy, temperature=None if greedy else float(temperature), top_k=0, top_p=1.0,
             max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.eos_token_id, bos_token_id=self.tokenizer.bos_token_id,
             return_dict_in_generate=True, output_logits=not greedy)
