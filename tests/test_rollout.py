@@ -70,3 +70,21 @@ def test_real_tiny_policy_runs_multi_turn(tiny_policy):
     for episode in groups[0]:
         assert episode.terminated or episode.truncated
         assert all(len(t.logprobs) == len(t.response_ids) for t in episode.turns)
+
+
+def test_single_turn_fast_path_matches_general_loop(tiny_policy):
+    from genenv.domains.addition import AdditionDomain
+
+    class LoopedAddition(AdditionDomain):
+        multi_turn = True  # forces the general multi-turn loop; max_turns stays 1
+
+    fast, looped = AdditionDomain(width=4), LoopedAddition(width=4)
+    tasks = [fast.make_task(12, 34), fast.make_task(5, 999), fast.make_task(0, 7)]
+    a = rollout(fast, tiny_policy, tasks, group_size=4, max_new_tokens=6, seed=5)
+    b = rollout(looped, tiny_policy, tasks, group_size=4, max_new_tokens=6, seed=5)
+    for group_a, group_b in zip(a, b):
+        for ea, eb in zip(group_a, group_b):
+            assert ea.final_action == eb.final_action and ea.reward == eb.reward
+            assert ea.turns[0].response_ids == eb.turns[0].response_ids
+            assert ea.turns[0].logprobs == eb.turns[0].logprobs
+            assert (ea.terminated, ea.truncated) == (eb.terminated, eb.truncated) == (True, False)

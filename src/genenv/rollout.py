@@ -8,6 +8,7 @@ taken.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from genenv.domains.base import Domain, Task
@@ -43,6 +44,9 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
             temperature: float = 1.0, greedy: bool = False, seed: int = 0,
             batch_size: int = 512) -> list[list[Episode]]:
     """Run ``group_size`` episodes per task; returns one list of episodes per task (the GRPO groups)."""
+    if not domain.multi_turn:
+        return _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature, greedy, seed,
+                            batch_size)
     episodes = [Episode(task) for task in tasks for _ in range(group_size)]
     states, observations, histories = [], [], []
     for index, episode in enumerate(episodes):
@@ -75,3 +79,24 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
         active = still_active
         turn += 1
     return [episodes[k * group_size:(k + 1) * group_size] for k in range(len(tasks))]
+
+
+def _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature, greedy, seed, batch_size):
+    """Fast path with the same results as the loop above: each prompt is encoded once for its whole group."""
+    prompts = []
+    states = []
+    for index, task in enumerate(tasks):
+        state, observation = domain.reset(task, seed=seed + index * group_size)
+        states.append(state)
+        prompts.append(domain.agent_context([], observation))
+    generations = policy.generate(prompts, n=group_size, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  greedy=greedy, seed=seed * 1000, batch_size=batch_size)
+    groups = []
+    for task, state, gens in zip(tasks, states, generations):
+        group = []
+        for gen in gens:
+            result = domain.step(copy.copy(state), gen.text)
+            group.append(Episode(task, [Turn(gen.prompt_ids, gen.token_ids, gen.logprobs, gen.text, result.reward)],
+                                 result.reward, terminated=True, truncated=False))
+        groups.append(group)
+    return groups

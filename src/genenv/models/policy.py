@@ -137,11 +137,10 @@ class Policy:
     def _generate_chunk(self, chunk, gen_config, greedy, temperature) -> list[Generation]:
         width = max(len(ids) for ids in chunk)
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, ids in enumerate(chunk):
-            input_ids[row, width - len(ids):] = torch.tensor(ids)
-            attention[row, width - len(ids):] = 1
+        input_ids = torch.nn.utils.rnn.pad_sequence([torch.tensor(ids) for ids in chunk], batch_first=True,
+                                                    padding_value=pad, padding_side="left")
+        lengths = torch.tensor([len(ids) for ids in chunk])
+        attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
         result = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                                      generation_config=gen_config)
         new_tokens = result.sequences[:, width:].cpu()
