@@ -63,8 +63,9 @@ def bench_overhead(epochs: int, threads: int) -> list[float]:
     from genenv.config import load_config
     from genenv.io import read_jsonl
 
-    overrides = [f"epochs={epochs}", "eval_every=2", f"threads={threads}", "progress=false",
-                 "agent.warmstart.steps=100", "agent.warmstart.max_rounds=1", "env.warmstart.steps=100"]
+    # default eval cadence (every 10 epochs, and after the last), so the share is the real loop's
+    # the default run itself (its warm start is cached under ~/.cache/genenv after the first time)
+    overrides = [f"epochs={epochs}", f"threads={threads}", "progress=false"]
     with tempfile.TemporaryDirectory() as tmp:
         out = run(load_config("default", overrides), run_dir=f"{tmp}/run", log=lambda m: None)
         rows = read_jsonl(f"{out}/metrics.jsonl")
@@ -73,9 +74,9 @@ def bench_overhead(epochs: int, threads: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
@@ -85,8 +86,9 @@ def main() -> None:
           f"   target >= 0.9: {'ok' if ours / bare >= 0.9 else 'MISSED'}")
     outside = bench_overhead(args.epochs, args.threads)
     share = float(np.mean(outside))
-    print(f"epoch time outside model passes: {share:.1%} (per epoch: "
-          f"{', '.join(f'{x:.1%}' for x in outside)})   target <= 10%: {'ok' if share <= 0.10 else 'MISSED'}")
+    median = float(np.median(outside))
+    print(f"epoch time outside model passes: mean {share:.1%}, median {median:.1%}, max {max(outside):.1%} over "
+          f"{len(outside)} epochs   target <= 10% (mean): {'ok' if share <= 0.10 else 'MISSED'}")
 
 
 if __name__ == "__main__":

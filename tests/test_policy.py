@@ -67,3 +67,23 @@ def test_sampling_uses_the_full_distribution(tiny_policy, monkeypatch):
     monkeypatch.setattr(logits_process.TopPLogitsWarper, "__call__", forbidden)
     out = tiny_policy.generate(["1+2="], n=4, max_new_tokens=4, seed=0)
     assert len(out[0]) == 4
+
+
+def test_prompt_encoding_matches_the_tokenizer(tiny_policy):
+    texts = ["12+3=", "s5|1200+3400>", "12+3="]
+    assert tiny_policy.encode_prompts(texts) == tiny_policy.tokenizer(texts).input_ids
+    assert tiny_policy.encode_prompts(texts) == tiny_policy.tokenizer(texts).input_ids  # from the cache
+    ids = tiny_policy.encode_prompts(["9="])[0]
+    ids.append(999)  # callers may mutate what they get without corrupting the cache
+    assert tiny_policy.encode_prompts(["9="])[0] == tiny_policy.tokenizer("9=").input_ids
+
+
+def test_build_batch_layout(tiny_policy):
+    batch = tiny_policy.build_batch([[1, 5, 6], [1, 7]], [[8, 2], [9, 10, 2]])
+    pad = tiny_policy.tokenizer.pad_token_id
+    assert batch.input_ids.tolist() == [[1, 5, 6, 8, 2, pad], [pad, 1, 7, 9, 10, 2]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 3, 4, 4], [0, 0, 1, 2, 3, 4]]
+    assert batch.response_ids.tolist() == [[8, 2, pad], [9, 10, 2]]
+    assert batch.response_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert batch.prompt_width == 3

@@ -52,7 +52,13 @@ def test_run_folder_contents(smoke_run):
                 assert {"task", "answer", "p_hat", "r_env", "in_band", "rollouts"} <= s.keys()
     ckpt = smoke_run / "checkpoints" / "latest"
     assert json.loads((ckpt / "state.json").read_text())["epoch"] == 3
-    assert (ckpt / "agent" / "model.safetensors").exists() and (ckpt / "env" / "model.safetensors").exists()
+    assert (ckpt / "agent.safetensors").exists() and (ckpt / "env.safetensors").exists()
+    from genenv.models.policy import Policy
+    final = Policy.load(smoke_run / "final" / "agent")  # an ordinary HF folder with the trained weights
+    trained = Policy.load(smoke_run / "checkpoints" / "initial" / "agent")
+    trained.load_weights(ckpt / "agent.safetensors")
+    for a, b in zip(final.model.state_dict().values(), trained.model.state_dict().values()):
+        assert a.equal(b)
     assert (ckpt / "optimizers.pt").exists()
     warm = json.loads((smoke_run / "warmstart.json").read_text())
     assert "heldout_success" in warm

@@ -416,7 +416,19 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         bar.update(1)
         log(summary_line(metrics))
     bar.close()
+    export_final(players, run_dir)
     return run_dir
+
+
+def export_final(players: Players, run_dir: Path) -> None:
+    """The trained players as ordinary Hugging Face folders: runs/<name>/final/{agent,env}."""
+    for name, policy in (("agent", players.agent), ("env", players.env)):
+        build = run_dir / "final" / f".{name}.build"
+        if build.exists():
+            import shutil
+            shutil.rmtree(build)
+        policy.save(build)
+        atomic_replace_dir(build, run_dir / "final" / name)
 
 
 def initial_players(cfg: RunConfig, domain: Domain, run_dir: Path, log) -> tuple[Players, RunState]:
@@ -471,8 +483,9 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
         import shutil
         shutil.rmtree(build)
     build.mkdir(parents=True)
-    players.agent.save(build / "agent")
-    players.env.save(build / "env")
+    # weights only: config and tokenizer never change and live in checkpoints/initial/
+    players.agent.save_weights(build / "agent.safetensors")
+    players.env.save_weights(build / "env.safetensors")
     torch.save({"agent": players.agent_opt.state_dict(), "env": players.env_opt.state_dict(),
                 "torch_rng": torch.get_rng_state()}, build / "optimizers.pt")
     # Pools: append this epoch's events to the logs first; the checkpoint records how many lines are its own,
@@ -515,11 +528,12 @@ def read_pool_log(path: Path, size: int) -> list[dict]:
 
 
 def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
-    agent = Policy.load(ckpt / "agent", device=cfg.device)
-    env = Policy.load(ckpt / "env", device=cfg.device)
     initial = run_dir / "checkpoints" / "initial"
-    agent_ref = Policy.load(initial / "agent", device=cfg.device).frozen_copy()
-    env_ref = Policy.load(initial / "env", device=cfg.device).frozen_copy()
+    agent = Policy.load(initial / "agent", device=cfg.device)
+    env = Policy.load(initial / "env", device=cfg.device)
+    agent_ref, env_ref = agent.frozen_copy(), env.frozen_copy()
+    agent.load_weights(ckpt / "agent.safetensors")
+    env.load_weights(ckpt / "env.safetensors")
     players = _make_players(cfg, agent, env)
     players.agent_ref, players.env_ref = agent_ref, env_ref
     saved = torch.load(ckpt / "optimizers.pt", weights_only=False)

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_model, save_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from transformers.utils import logging as hf_logging
 
 META_FILE = "genenv_policy.json"
+PROMPT_CACHE_SIZE = 200_000
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Policy:
         self.device = device
         self.use_chat_template = bool(use_chat_template and getattr(tokenizer, "chat_template", None))
         self.model_seconds = 0.0
+        self._prompt_cache: dict[str, list[int]] = {}
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -85,14 +88,24 @@ class Policy:
         return self.encode_prompts([text])[0]
 
     def encode_prompts(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of many prompts in one tokenizer call (chat template applied when enabled)."""
-        if not texts:
-            return []
-        if self.use_chat_template:
-            rendered = [self.tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                                           add_generation_prompt=True) for t in texts]
-            return self.tokenizer(rendered, add_special_tokens=False).input_ids
-        return self.tokenizer(list(texts)).input_ids
+        """Token ids of many prompts (chat template applied when enabled).
+
+        Prompts seen before (evaluation sets, seed tasks) come from a bounded cache; new ones are encoded
+        in one call to the Rust tokenizer, skipping the Python wrapper's per-item conversion.
+        """
+        missing = list(dict.fromkeys(t for t in texts if t not in self._prompt_cache))
+        if missing:
+            if self.use_chat_template:
+                rendered = [self.tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                                               add_generation_prompt=True) for t in missing]
+                encodings = self.tokenizer.backend_tokenizer.encode_batch(rendered, add_special_tokens=False)
+            else:
+                encodings = self.tokenizer.backend_tokenizer.encode_batch(missing, add_special_tokens=True)
+            if len(self._prompt_cache) + len(missing) > PROMPT_CACHE_SIZE:
+                self._prompt_cache.clear()
+            for text, encoding in zip(missing, encodings):
+                self._prompt_cache[text] = encoding.ids
+        return [list(self._prompt_cache[t]) for t in texts]
 
     def encode_target(self, text: str) -> list[int]:
         """Response tokens for supervised targets, ending with EOS."""
@@ -162,25 +175,22 @@ class Policy:
     # ------------------------------------------------------------------ training forward
     def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompt_ids)
-        resp_width = max(1, max(len(r) for r in response_ids))
-        batch = len(prompt_ids)
-        input_ids = torch.full((batch, width + resp_width), pad, dtype=torch.long)
-        attention = torch.zeros_like(input_ids)
-        response = torch.full((batch, resp_width), pad, dtype=torch.long)
-        response_mask = torch.zeros((batch, resp_width), dtype=torch.float32)
-        for row, (prompt, resp) in enumerate(zip(prompt_ids, response_ids)):
-            input_ids[row, width - len(prompt):width] = torch.tensor(prompt)
-            attention[row, width - len(prompt):width] = 1
-            if resp:
-                input_ids[row, width:width + len(resp)] = torch.tensor(resp)
-                attention[row, width:width + len(resp)] = 1
-                response[row, :len(resp)] = torch.tensor(resp)
-                response_mask[row, :len(resp)] = 1.0
+        prompts = torch.nn.utils.rnn.pad_sequence([torch.tensor(p, dtype=torch.long) for p in prompt_ids],
+                                                  batch_first=True, padding_value=pad, padding_side="left")
+        responses = torch.nn.utils.rnn.pad_sequence([torch.tensor(r or [pad], dtype=torch.long)
+                                                     for r in response_ids], batch_first=True, padding_value=pad)
+        width = prompts.shape[1]
+        prompt_len = torch.tensor([len(p) for p in prompt_ids])
+        resp_len = torch.tensor([len(r) for r in response_ids])
+        prompt_mask = torch.arange(width).unsqueeze(0) >= (width - prompt_len).unsqueeze(1)
+        response_mask = torch.arange(responses.shape[1]).unsqueeze(0) < resp_len.unsqueeze(1)
+        responses = responses.masked_fill(~response_mask, pad)
+        input_ids = torch.cat([prompts, responses], dim=1)
+        attention = torch.cat([prompt_mask, response_mask], dim=1).long()
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
         dev = self.device
-        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev), response.to(dev),
-                             response_mask.to(dev), width)
+        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev), responses.to(dev),
+                             response_mask.float().to(dev), width)
 
     def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False):
         """Log-probs of the response tokens ([B, R]) and optionally the per-token entropy."""
@@ -206,6 +216,13 @@ class Policy:
         self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / META_FILE).write_text(json.dumps({"use_chat_template": self.use_chat_template}))
+
+    def save_weights(self, file: str | Path) -> None:
+        """Only the weights (safetensors; tied embeddings handled): cheap per-epoch checkpoints."""
+        save_model(self.model, str(file))
+
+    def load_weights(self, file: str | Path) -> None:
+        load_model(self.model, str(file), device=str(self.device))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", use_chat_template: bool | None = None) -> "Policy":
