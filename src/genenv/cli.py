@@ -1,4 +1,4 @@
-"""Command line: ``genenv run | domains | config``.
+"""Command line: ``genenv run | compare | report | domains | config``.
 
 Exit status 2 and one line naming the field for any bad config value, unknown key or bad argument.
 """
@@ -30,6 +30,49 @@ def _run(args) -> int:
         return 2
     out = run(cfg, run_dir=run_dir)
     print(f"run folder: {out}")
+    return 0
+
+
+def _compare(args) -> int:
+    from genenv.compare import compare
+    from genenv.config import CURRICULA
+    summary = compare(args.out, preset=args.preset, curricula=args.curricula or ",".join(CURRICULA),
+                      seeds=args.seeds, overrides=args.overrides, config_file=args.config,
+                      offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target)
+    print(summary_table(summary))
+    print(f"summary: {Path(args.out) / 'summary.json'}\nreport:  {Path(args.out) / 'report.html'}")
+    return 1 if summary.get("failed_runs") else 0
+
+
+def summary_table(summary: dict) -> str:
+    """The comparison as a plain-text table (the same numbers as the HTML report)."""
+    def fmt(value, spec=".3f"):
+        return "-" if value is None else format(value, spec)
+    lines = [f"{'curriculum':16s} {'seeds':>5s} {'held-out final':>16s} {'AUC':>7s} {'train tasks':>11s} "
+             f"{'rollouts':>10s} {'updates':>8s} {'to reach ' + fmt(summary['target_success']):>16s}"]
+    for label, s in summary["curricula"].items():
+        final, reach = s["heldout_final"], s["rollouts_to_target"]
+        reach_text = (f"{fmt(reach['mean_where_reached'], ',.0f')} {reach['reached']}/{reach['of']}"
+                      if reach["reached"] else f"never 0/{reach['of']}")
+        lines.append(f"{label:16s} {len(s['seeds']):5d} {fmt(final['mean']):>8s} +- {fmt(final['std']):5s} "
+                     f"{fmt(s['auc']['mean']):>7s} {fmt(s['samples_used']['mean'], ',.0f'):>11s} "
+                     f"{fmt(s['rollouts']['mean'], ',.0f'):>10s} {fmt(s['agent_updates']['mean'], '.0f'):>8s} "
+                     f"{reach_text:>16s}")
+    return "\n".join(lines)
+
+
+def _report(args) -> int:
+    path = Path(args.path)
+    if (path / "compare.json").exists():
+        from genenv.compare import report_comparison
+        print(f"report: {report_comparison(path)}")
+        return 0
+    if not (path / "config.yaml").exists():
+        print(f"genenv: report {path}: neither a run folder (config.yaml) nor a comparison (compare.json)",
+              file=sys.stderr)
+        return 2
+    from genenv.report import report_run
+    print(f"report: {report_run(path)}")
     return 0
 
 
@@ -65,6 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     run_p.add_argument("--out", help="run folder (default: out_dir/name)")
     run_p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     run_p.set_defaults(func=_run)
+    cmp_p = sub.add_parser("compare", help="run curricula x seeds side by side, then summary.json + report.html",
+                           description="Runs every (curriculum, seed) pair as its own run folder under "
+                           "OUT/runs/; finished pairs are skipped and unfinished ones resumed on a re-run.")
+    cmp_p.add_argument("overrides", nargs="*", help="dotted overrides applied to every run, e.g. epochs=50")
+    cmp_p.add_argument("--preset", default="default")
+    cmp_p.add_argument("--config", help="a YAML file applied after the preset")
+    cmp_p.add_argument("--curricula", default=None, help="comma-separated: genenv,random,static,offline,learnability")
+    cmp_p.add_argument("--seeds", default="3", help="a count (3 -> seeds 0,1,2) or a list (0,4,7)")
+    cmp_p.add_argument("--offline-multipliers", default="1.8,3.3", help="one offline arm per multiplier")
+    cmp_p.add_argument("--workers", type=int, default=1, help="runs at a time (each single-threaded when > 1)")
+    cmp_p.add_argument("--target", type=float, default=None,
+                       help="held-out success for rollouts-to-target (default: genenv's mean final success)")
+    cmp_p.add_argument("--out", required=True, help="comparison folder")
+    cmp_p.set_defaults(func=_compare)
+    rep_p = sub.add_parser("report", help="plots + a self-contained report.html of a run or a comparison")
+    rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
+    rep_p.set_defaults(func=_report)
     dom_p = sub.add_parser("domains", help="list registered domains")
     dom_p.set_defaults(func=_domains)
     cfg_p = sub.add_parser("config", help="print the resolved config (or --describe every field)")

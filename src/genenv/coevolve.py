@@ -15,6 +15,7 @@ Every random stream is derived from (seed, epoch, phase), so a resumed run repea
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ from tqdm.auto import tqdm
 from genenv import curriculum as cur
 from genenv.algos.grpo import PolicySample, group_advantages, grpo_step, is_informative
 from genenv.algos.rwr import WeightedExample, rwr_update
-from genenv.config import RunConfig, from_dict, to_dict
+from genenv.config import GENERATIVE_CURRICULA, RunConfig, from_dict, to_dict
 from genenv.domains import Invalid, Task, make_domain
 from genenv.domains.base import Domain
 from genenv.io import append_jsonl, atomic_replace_dir, atomic_write_json, atomic_write_jsonl, read_jsonl
@@ -108,6 +109,7 @@ class Generated:
     p_hat: float | None = None   # the p_hat that sets R_env (batch or task level)
     r_env: float = 0.0
     in_band: bool = False
+    source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
 
     @property
     def valid(self) -> bool:
@@ -118,6 +120,29 @@ class Generated:
 
 def sample_seeds(cfg: RunConfig, state: RunState, epoch: int) -> list[Task]:
     return state.task_pool.sample(phase_rng(cfg.seed, epoch, "seeds"), cfg.seeds_per_epoch)
+
+
+def rollout_budget(cfg: RunConfig) -> tuple[int, int]:
+    """(fresh task slots, replay task slots) per epoch: the same for every curriculum, so comparisons are fair.
+
+    Fresh slots are the simulator's ``seeds_per_epoch * variations`` generations; replay slots are
+    ``replay_fraction`` of that. Agent rollouts per epoch = (fresh + replay) * group_size, always."""
+    fresh = cfg.seeds_per_epoch * cfg.env.variations
+    return fresh, int(round(cfg.agent.replay_fraction * fresh))
+
+
+def draw_training_tasks(cfg: RunConfig, state: RunState, epoch: int, fresh_valid: int) -> list[Task]:
+    """Tasks from the training pool that fill the epoch's rollout budget.
+
+    Generative curricula: the replay slots plus one task per invalid generation (an invalid task never
+    reaches the agent, but its rollouts are not lost to the budget). Fixed-data curricula: every slot,
+    uniformly (static, offline) or by learnability p (1 - p) (learnability)."""
+    fresh, replay = rollout_budget(cfg)
+    n = fresh + replay - fresh_valid
+    rng = phase_rng(cfg.seed, epoch, "replay")
+    if cfg.curriculum == "learnability":
+        return state.task_pool.sample_by_learnability(rng, n, cfg.baseline.learnability_floor)
+    return state.task_pool.sample(rng, n)
 
 
 def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, seeds: list[Task],
@@ -289,8 +314,10 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
     model_seconds_before = _model_seconds(players)
 
     with timer("generate"):
-        seeds = sample_seeds(cfg, state, epoch)
-        generated = generate_tasks(cfg, domain, players.env, state, seeds, epoch)
+        generated = []
+        if cfg.curriculum in GENERATIVE_CURRICULA:
+            seeds = sample_seeds(cfg, state, epoch)
+            generated = generate_tasks(cfg, domain, players.env, state, seeds, epoch)
     with timer("validate"):
         validate_tasks(domain, generated)
     valid = [g for g in generated if g.valid]
@@ -298,18 +325,17 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
         groups = rollout_agent(cfg, domain, players.agent, [g.parsed for g in valid], epoch, "rollout")
         for item, group in zip(valid, groups):
             item.episodes = group
-        n_replay = int(round(cfg.agent.replay_fraction * len(generated)))
-        replay_tasks = state.task_pool.sample(phase_rng(cfg.seed, epoch, "replay"), n_replay)
-        replay_groups = rollout_agent(cfg, domain, players.agent, replay_tasks, epoch, "replay")
+        drawn_tasks = draw_training_tasks(cfg, state, epoch, len(valid))
+        drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay")
     with timer("score"):
         score_batches(cfg, generated)
     with timer("agent_update"):
-        agent_stats = update_agent(cfg, players, state, groups + replay_groups, epoch)
+        agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
     with timer("env_update"):
         selected = select_env_batch(cfg, generated, epoch)
         env_stats = update_simulator(cfg, players, state, selected, epoch)
     with timer("pools"):
-        for task, group in zip(replay_tasks, replay_groups):
+        for task, group in zip(drawn_tasks, drawn_groups):
             rewards = [e.reward for e in group]
             state.task_pool.add(task, "generated", epoch, cur.success_rate(rewards, cfg.curriculum_reward
                                                                            .success_threshold))
@@ -319,46 +345,74 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
         with timer("evaluate"):
             eval_stats = evaluate_all(cfg, domain, players.agent, heldout, dev)
 
-    all_groups = groups + replay_groups
+    all_groups = groups + drawn_groups
     state.total_rollouts += sum(len(g) for g in all_groups)
     state.total_generated += len(generated)
-    metrics = epoch_metrics(cfg, domain, state, epoch, generated, all_groups, agent_stats, env_stats, eval_stats,
-                            timer, _model_seconds(players) - model_seconds_before)
+    drawn = _drawn_records(drawn_tasks, drawn_groups, cfg)
+    metrics = epoch_metrics(cfg, domain, state, epoch, generated, all_groups, drawn, agent_stats, env_stats,
+                            eval_stats, timer, _model_seconds(players) - model_seconds_before)
     state.last_p_hat_mean = metrics["p_hat_mean"] if metrics["p_hat_mean"] is not None else state.last_p_hat_mean
+    if cfg.curriculum not in GENERATIVE_CURRICULA:
+        generated = drawn  # the samples file then shows what the fixed-data curriculum drew
     return metrics, generated
 
 
-def epoch_metrics(cfg, domain, state, epoch, generated, groups, agent_stats, env_stats, eval_stats, timer,
-                  model_seconds) -> dict:
-    valid = [g for g in generated if g.valid]
+def _drawn_records(tasks: list[Task], groups: list[list[Episode]], cfg: RunConfig) -> list[Generated]:
+    """The tasks a fixed-data curriculum drew this epoch, in the shape of the samples file's rows."""
+    out = []
+    for task, group in zip(tasks, groups):
+        p_hat = cur.success_rate([e.reward for e in group], cfg.curriculum_reward.success_threshold)
+        out.append(Generated(-1, task, "", [], [], task.text, task, group, p_hat, p_hat,
+                             cur.alpha_reward(p_hat, cfg.curriculum_reward.alpha, cfg.curriculum_reward.beta),
+                             cur.in_band(p_hat, cfg.curriculum_reward.alpha, cfg.curriculum_reward.k_min),
+                             source="drawn"))
+    return out
+
+
+def epoch_metrics(cfg, domain, state, epoch, generated, groups, drawn, agent_stats, env_stats, eval_stats,
+                  timer, model_seconds) -> dict:
+    """One row of metrics.jsonl.
+
+    The curriculum's own statistics (p_hat, band hit rate, R_env, difficulty, levels) describe the tasks the
+    curriculum chose this epoch: the simulator's valid generations for generative curricula (p_hat per seed
+    batch or per task, as configured), the drawn tasks for fixed-data curricula (p_hat per task).
+    ``train_*`` keys describe every task the agent rolled out (replay included), alike for all curricula."""
+    cr = cfg.curriculum_reward
+    generative = cfg.curriculum in GENERATIVE_CURRICULA
+    items = [g for g in generated if g.valid] if generative else drawn
     batches: dict[int, Generated] = {}
-    for g in valid:
+    for g in items:
         if g.p_hat is not None:
-            batches.setdefault(g.batch if cfg.curriculum_reward.p_hat_level == "batch" else id(g), g)
+            batches.setdefault(g.batch if generative and cr.p_hat_level == "batch" else id(g), g)
     batch_p = [g.p_hat for g in batches.values()]
     tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
                                                                       for e in grp)
-    fresh_episodes = [e for g in valid for e in g.episodes]
+    fresh_episodes = [e for g in items for e in g.episodes]
+    all_episodes = [e for grp in groups for e in grp]
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
     total = timer.total
     gen_seconds = timer.seconds.get("generate", 0.0) + timer.seconds.get("rollout", 0.0)
     return {
         "epoch": epoch,
+        "curriculum": cfg.curriculum,
         "generated": len(generated),
-        "valid": len(valid),
-        "invalid_rate": 1.0 - len(valid) / len(generated) if generated else 0.0,
+        "valid": sum(1 for g in generated if g.valid),
+        "invalid_rate": (1.0 - sum(1 for g in generated if g.valid) / len(generated)) if generated else
+        (0.0 if generative else None),
         "invalid_reasons": dict(reasons),
         "p_hat_mean": _mean(batch_p),
-        "band_hit_rate": _mean([float(cur.in_band(p, cfg.curriculum_reward.alpha, cfg.curriculum_reward.k_min))
-                                for p in batch_p]),
-        "r_env_mean": _mean([g.r_env for g in generated]),
-        "in_band_tasks": sum(1 for g in valid if g.in_band),
-        "difficulty_mean": _mean([domain.difficulty(g.parsed) for g in valid]),
-        "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in valid).items())),
+        "band_hit_rate": _mean([float(cur.in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
+        "r_env_mean": _mean([g.r_env for g in (generated if generative else drawn)]),
+        "in_band_tasks": sum(1 for g in items if g.in_band),
+        "difficulty_mean": _mean([domain.difficulty(g.parsed) for g in items]),
+        "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in items).items())),
         "task_length_mean": _mean([len(g.token_ids) for g in generated]),
-        "rollout_success_mean": _mean([float(e.reward >= cfg.curriculum_reward.success_threshold)
-                                       for e in fresh_episodes]),
+        "rollout_success_mean": _mean([float(e.reward >= cr.success_threshold) for e in fresh_episodes]),
         "response_length_mean": _mean([e.response_tokens for e in fresh_episodes]),
+        "drawn_tasks": len(drawn),
+        "rollouts_this_epoch": len(all_episodes),
+        "train_success_mean": _mean([float(e.reward >= cr.success_threshold) for e in all_episodes]),
+        "train_difficulty_mean": _mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
         **eval_stats,
         **agent_stats,
         **env_stats,
@@ -415,6 +469,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         bar.update(1)
         log(summary_line(metrics))
+        # Pools, caches and models live for the whole run: moving them out of the collector's reach stops
+        # gen-2 collections from rescanning them (measured: 45% of one epoch's time otherwise).
+        gc.freeze()
     bar.close()
     export_final(players, run_dir)
     return run_dir
@@ -448,7 +505,59 @@ def initial_players(cfg: RunConfig, domain: Domain, run_dir: Path, log) -> tuple
     seeds = domain.seed_tasks(np.random.default_rng(_seed_tasks_seed(cfg)), cfg.domain.num_seed_tasks)
     for task in seeds:
         state.task_pool.add(task, "seed", -1)
+    if cfg.curriculum not in GENERATIVE_CURRICULA:
+        build_fixed_set(cfg, domain, players.env, state, seeds, run_dir, log)
     return players, state
+
+
+def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, seeds: list[Task],
+                    run_dir: Path, log) -> dict:
+    """The training set of a fixed-data curriculum, written once before training (paper's ablation rows).
+
+    static / learnability: ``baseline.static_variations`` simulator generations per seed task (GenEnv-Static);
+    offline: ``(baseline.offline_multiplier - 1) * len(seeds)`` extra tasks from the frozen generator
+    (Gemini-Offline). Generations are validated like any other; valid ones join the training pool next to the
+    seeds, invalid ones are counted. The set is recorded in ``fixed_set.json`` and ``samples/fixed_set.jsonl``."""
+    bc = cfg.baseline
+    rng = phase_rng(cfg.seed, -1, "fixed_set")
+    if cfg.curriculum == "offline":
+        extra = int(round((bc.offline_multiplier - 1.0) * len(seeds)))
+        if bc.offline_generator == "domain":
+            generated = [Generated(-1, task, "", [], [], task.text, task) for task in domain.reference_tasks(rng, extra)]
+        else:
+            picks = rng.choice(len(seeds), size=extra, replace=True)
+            generated = _write_variations(cfg, domain, env, [seeds[i] for i in picks], 1)
+    else:
+        generated = _write_variations(cfg, domain, env, seeds, bc.static_variations)
+    validate_tasks(domain, generated)
+    before = len(state.task_pool)
+    for item in generated:
+        if item.valid:
+            state.task_pool.add(item.parsed, cfg.curriculum, -1)
+    valid = [g for g in generated if g.valid]
+    summary = {"curriculum": cfg.curriculum, "seed_tasks": len(seeds), "generated": len(generated),
+               "valid": len(valid), "added": len(state.task_pool) - before, "size": len(state.task_pool),
+               "invalid_reasons": dict(Counter(g.parsed.reason for g in generated if not g.valid)),
+               "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in valid).items())),
+               "generator": bc.offline_generator if cfg.curriculum == "offline" else "simulator"}
+    atomic_write_json(run_dir / "fixed_set.json", summary)
+    atomic_write_jsonl(run_dir / "samples" / "fixed_set.jsonl",
+                       [{"seed": g.seed.text, "generated": g.raw, "valid": g.valid,
+                         "reason": None if g.valid else g.parsed.reason,
+                         "level": g.parsed.level if g.valid else None} for g in generated])
+    log(f"{cfg.curriculum} training set: {summary['size']} tasks ({len(seeds)} seeds + {summary['added']} "
+        f"written once; {len(generated) - len(valid)} of {len(generated)} generations invalid)")
+    return summary
+
+
+def _write_variations(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int) -> list[Generated]:
+    """``n`` simulator generations per seed, with no success statistics in the prompt (nothing is known yet)."""
+    contexts = [domain.simulator_prompt(seed, {"success_rate": None}) for seed in seeds]
+    gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
+                        temperature=cfg.env.temperature, seed=phase_seed(cfg.seed, -1, "fixed_set_generate"),
+                        batch_size=cfg.env.generation_batch)
+    return [Generated(-1, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"))
+            for seed, context, samples in zip(seeds, contexts, gens) for g in samples]
 
 
 def _seed_tasks_seed(cfg: RunConfig) -> int:
@@ -561,7 +670,7 @@ def load_run_config(run_dir: str | Path, overrides=()) -> RunConfig:
 def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, generated: list[Generated]) -> None:
     rows = []
     for g in generated:
-        row = {"batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw, "valid": g.valid,
+        row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw, "valid": g.valid,
                "reason": None if g.valid else g.parsed.reason}
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,

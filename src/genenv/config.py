@@ -17,6 +17,10 @@ from typing import Any
 import yaml
 
 
+CURRICULA = ("genenv", "random", "static", "offline", "learnability")
+GENERATIVE_CURRICULA = ("genenv", "random")
+
+
 class ConfigError(ValueError):
     """A bad config value or key; the message names the field."""
 
@@ -115,6 +119,19 @@ class CurriculumConfig:
 
 
 @dataclass
+class BaselineConfig:
+    """The fixed-data curricula (paper's ablation): how their training set is built once before training."""
+    static_variations: int = knob(5, "static: variations written per seed task, once (paper: 5)", lo=1)
+    offline_multiplier: float = knob(1.8, "offline: size of the fixed set as a multiple of the seed set, seeds "
+                                     "included (paper's Gemini rows: 1.8 and 3.3)", lo=1.0)
+    offline_generator: str = knob("domain", "offline: who writes the augmentation: 'domain' (a strong frozen "
+                                  "teacher that writes valid tasks of every level, the Gemini analogue) or the "
+                                  "warm-started 'simulator'", choices=("domain", "simulator"))
+    learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
+                                     "unsolved tasks are still revisited", lo=0.0, hi=0.25)
+
+
+@dataclass
 class DomainConfig:
     name: str = knob("addition", "registered domain (see `genenv domains`)")
     num_seed_tasks: int = knob(4000, "size of the base training set", lo=1)
@@ -130,8 +147,11 @@ class RunConfig:
     seed: int = knob(0, "fixes every random stream", lo=0)
     epochs: int = knob(200, "co-evolution epochs", lo=0)
     seeds_per_epoch: int = knob(16, "seed tasks given to the simulator each epoch", lo=1)
-    curriculum: str = knob("genenv", "genenv: full method; random: simulator never trained",
-                           choices=("genenv", "random"))
+    curriculum: str = knob("genenv", "genenv: full method; random: simulator generates, never trained; "
+                           "static: 5 variations per seed written once; offline: a fixed augmentation of "
+                           "baseline.offline_multiplier x the seed set; learnability: the static set sampled "
+                           "by p(1-p), no generation. Every curriculum gets the same agent rollouts per epoch",
+                           choices=CURRICULA)
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
@@ -141,6 +161,7 @@ class RunConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     curriculum_reward: CurriculumConfig = field(default_factory=CurriculumConfig)
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -302,6 +323,7 @@ def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "RunConfig", "AgentConfig", "EnvConfig", "CurriculumConfig", "DomainConfig",
+__all__ = ["ConfigError", "CURRICULA", "GENERATIVE_CURRICULA", "BaselineConfig", "RunConfig", "AgentConfig",
+           "EnvConfig", "CurriculumConfig", "DomainConfig",
            "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict", "parse_override",
            "describe"]

@@ -74,6 +74,18 @@ class TaskPool:
         picks = rng.choice(len(self.entries), size=n, replace=n > len(self.entries))
         return [self.entries[i].task for i in picks]
 
+    def sample_by_learnability(self, rng: np.random.Generator, n: int, floor: float = 0.01) -> list[Task]:
+        """Draw ``n`` distinct tasks with probability proportional to max(p (1 - p), floor), p the task's last
+        p_hat (a task never rolled out counts as p = 0.5, the most learnable: it gets explored first)."""
+        if not self.entries or n <= 0:
+            return []
+        p = np.array([e.p_hat_history[-1] if e.p_hat_history else 0.5 for e in self.entries])
+        weights = np.maximum(p * (1.0 - p), floor)
+        if weights.sum() <= 0:
+            weights = np.ones_like(weights)
+        picks = rng.choice(len(self.entries), size=n, replace=n > len(self.entries), p=weights / weights.sum())
+        return [self.entries[i].task for i in picks]
+
     def count(self, source: str) -> int:
         return sum(1 for e in self.entries if e.source == source)
 

@@ -84,6 +84,11 @@ class Domain:
         """(seed, stats, task) triples of every difficulty: the simulator's warm-start 'world knowledge'."""
         raise NotImplementedError
 
+    def reference_tasks(self, rng: np.random.Generator, n: int) -> list[Task]:
+        """Valid tasks of every difficulty written by the domain itself: the 'strong frozen teacher' of the
+        offline-augmentation baseline. Default: the tasks of ``simulator_corpus``."""
+        return [task for _, _, task in self.simulator_corpus(rng, n)]
+
     def levels(self) -> list[int]:
         raise NotImplementedError
 

@@ -1,0 +1,197 @@
+"""Side-by-side comparison of curricula over seeds: ``genenv compare``.
+
+Every (curriculum, seed) pair is an ordinary run folder under ``DIR/runs/<label>/seed<k>/``, so each can be
+inspected, reported or resumed on its own. A re-run of the same command skips finished pairs and resumes
+unfinished ones from their last checkpoint. The warm-started players are cached per seed and shared by every
+curriculum (paired comparisons). At the end ``DIR/summary.json`` and ``DIR/report.html`` are written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from genenv.config import CURRICULA, ConfigError, load_config
+from genenv.io import atomic_write_json, read_jsonl
+from genenv.report import RunRecord, load_run, summarize, write_report
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One curriculum setting of a comparison: a label and the overrides that make it."""
+    label: str
+    overrides: tuple[str, ...]
+
+
+def parse_seeds(text: str | int) -> list[int]:
+    """``3`` -> seeds 0, 1, 2; ``0,4,7`` -> those seeds."""
+    text = str(text).strip()
+    try:
+        if "," in text:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+        else:
+            seeds = list(range(int(text)))
+    except ValueError:
+        raise ConfigError(f"--seeds: expected a count like 3 or a list like 0,4,7, got {text!r}") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise ConfigError(f"--seeds: expected at least one non-negative seed, got {text!r}")
+    return seeds
+
+
+def parse_arms(curricula: str, offline_multipliers: str = "1.8,3.3") -> list[Arm]:
+    """Curriculum names to arms; ``offline`` becomes one arm per multiplier (``offline-1.8x`` ...)."""
+    arms = []
+    names = [c.strip() for c in curricula.split(",") if c.strip()]
+    if not names:
+        raise ConfigError("--curricula: name at least one of " + ", ".join(CURRICULA))
+    for name in names:
+        if name not in CURRICULA:
+            raise ConfigError(f"--curricula: {name!r} is not a curriculum; choose from {', '.join(CURRICULA)}")
+        if name == "offline":
+            try:
+                multipliers = [float(m) for m in offline_multipliers.split(",") if m.strip()]
+            except ValueError:
+                raise ConfigError(f"--offline-multipliers: expected numbers like 1.8,3.3, got "
+                                  f"{offline_multipliers!r}") from None
+            for m in multipliers:
+                arms.append(Arm(f"offline-{m:g}x", ("curriculum=offline", f"baseline.offline_multiplier={m}")))
+        else:
+            arms.append(Arm(name, (f"curriculum={name}",)))
+    if len({a.label for a in arms}) != len(arms):
+        raise ConfigError("--curricula: a curriculum is named twice")
+    return arms
+
+
+def run_dir_of(out: Path, arm: Arm, seed: int) -> Path:
+    return out / "runs" / arm.label / f"seed{seed}"
+
+
+def pair_status(run_dir: Path, epochs: int) -> str:
+    """'finished', 'partial' (resume it) or 'new'."""
+    if not (run_dir / "config.yaml").exists() or not (run_dir / "checkpoints" / "latest").exists():
+        return "new"
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    if len(rows) >= epochs and (run_dir / "final" / "agent").exists():
+        return "finished"
+    return "partial"
+
+
+def _run_pair(command: list[str], log_file: Path) -> int:
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "a") as handle:
+        handle.write(f"$ {' '.join(command)}\n")
+        handle.flush()
+        return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+
+
+def compare(out: str | Path, preset: str = "default", curricula: str = ",".join(CURRICULA), seeds="3",
+            overrides: list[str] | tuple[str, ...] = (), config_file: str | None = None,
+            offline_multipliers: str = "1.8,3.3", workers: int = 1, target: float | None = None,
+            log=print) -> dict:
+    """Run every (curriculum, seed) pair not finished yet, then write summary.json and report.html."""
+    out = Path(out)
+    arms = parse_arms(curricula, offline_multipliers)
+    seed_list = parse_seeds(seeds)
+    if workers < 1:
+        raise ConfigError(f"--workers: expected at least 1, got {workers}")
+    extra = list(overrides)
+    if workers > 1 and not any(o.startswith("threads=") for o in extra):
+        extra.append("threads=1")  # two single-threaded runs beat one run on two threads (DESIGN.md)
+    configs = {}
+    for arm in arms:  # every config error surfaces before anything runs
+        for seed in seed_list:
+            configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
+                                             config_file)
+    atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
+                                             "arms": [{"label": a.label, "overrides": list(a.overrides)}
+                                                      for a in arms], "seeds": seed_list})
+    _warm_start_each_seed(configs, arms, seed_list, log)
+    jobs = []
+    for arm in arms:
+        for seed in seed_list:
+            cfg = configs[arm, seed]
+            run_dir = run_dir_of(out, arm, seed)
+            status = pair_status(run_dir, cfg.epochs)
+            if status == "finished":
+                log(f"[skip] {arm.label} seed {seed}: finished")
+                continue
+            if status == "partial":
+                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir)]
+            else:
+                command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
+                           *(["--config", config_file] if config_file else []), *extra, *arm.overrides,
+                           f"seed={seed}", "progress=false"]
+            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log"))
+
+    def launch(job):
+        arm, seed, status, command, log_file = job
+        start = time.perf_counter()
+        log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}")
+        code = _run_pair(command, log_file)
+        log(f"[{'done' if code == 0 else 'FAILED'}] {arm.label} seed {seed} in {time.perf_counter() - start:.0f}s"
+            + ("" if code == 0 else f" (exit {code}; see {log_file})"))
+        return code
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        codes = list(pool.map(launch, jobs))
+    failed = sum(1 for c in codes if c != 0)
+    summary = write_comparison(out, arms, seed_list, target=target)
+    if failed:
+        log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")
+    summary["failed_runs"] = failed
+    return summary
+
+
+def _warm_start_each_seed(configs, arms, seeds, log) -> None:
+    """Fill the warm-start cache once per seed before runs fan out (all curricula share it)."""
+    from genenv.domains import make_domain
+    from genenv.warmstart import warm_start_agent, warm_start_simulator
+    for seed in seeds:
+        cfg = configs[arms[0], seed]
+        domain = make_domain(cfg.domain.name, **cfg.domain.options)
+        import torch
+        torch.set_num_threads(cfg.threads)
+        warm_start_agent(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))
+        warm_start_simulator(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))
+
+
+def collect(out: Path, arms: list[Arm], seeds: list[int]) -> dict[str, list[RunRecord]]:
+    groups: dict[str, list[RunRecord]] = {}
+    for arm in arms:
+        for seed in seeds:
+            run_dir = run_dir_of(out, arm, seed)
+            if (run_dir / "config.yaml").exists():
+                record = load_run(run_dir, arm.label)
+                if record.finished:
+                    groups.setdefault(arm.label, []).append(record)
+    return groups
+
+
+def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float | None = None) -> dict:
+    groups = collect(out, arms, seeds)
+    if not groups:
+        raise RuntimeError(f"{out}: no finished run to summarise")
+    reference = "genenv" if "genenv" in groups else next(iter(groups))
+    summary = summarize(groups, reference=reference, target=target)
+    atomic_write_json(out / "summary.json", summary)
+    write_report(out, groups, f"genenv comparison: {out.name}", summary,
+                 intro=f"{len(groups)} curricula x {len(seeds)} seed(s). Every curriculum makes the same number "
+                       "of agent rollouts per epoch. Rollouts-to-target uses the reference curriculum's "
+                       f"({reference}) mean final held-out success as the target.")
+    return summary
+
+
+def report_comparison(out: str | Path) -> Path:
+    """Rebuild summary.json and report.html of a comparison folder from its runs."""
+    import json
+    out = Path(out)
+    plan = json.loads((out / "compare.json").read_text())
+    arms = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]
+    write_comparison(out, arms, plan["seeds"])
+    return out / "report.html"

@@ -1,0 +1,422 @@
+"""Plots and a self-contained HTML report of one run or of a comparison of curricula over seeds.
+
+Everything shown is read from run folders (``metrics.jsonl``, ``warmstart.json``, ``config.yaml``); nothing
+is recomputed or invented. ``genenv report RUN_DIR`` writes ``RUN_DIR/report.html`` and ``RUN_DIR/plots/``;
+``genenv compare`` writes the same for a whole comparison (``DIR/report.html``, ``DIR/summary.json``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from genenv.io import atomic_write_json, atomic_write_text, read_jsonl
+
+PLOTS = {
+    "heldout_vs_rollouts": "Held-out success (greedy) against agent rollouts",
+    "p_hat": "Success rate p_hat of the curriculum's tasks per epoch, and band-hit rate",
+    "difficulty": "Difficulty of the curriculum's tasks per epoch",
+    "response_length": "Agent response length per epoch",
+    "invalid_rate": "Invalid simulator outputs per epoch",
+    "heldout_by_level": "Final held-out success per difficulty level",
+}
+
+
+@dataclass
+class RunRecord:
+    """What a report needs of one run folder."""
+    path: Path
+    label: str
+    seed: int
+    config: dict
+    rows: list[dict]
+    warm: dict = field(default_factory=dict)
+    fixed_set: dict | None = None
+
+    @property
+    def epochs_planned(self) -> int:
+        return int(self.config.get("epochs", 0))
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.rows) and len(self.rows) >= self.epochs_planned and (self.path / "final" / "agent").exists()
+
+    def eval_curve(self, key: str = "heldout_success") -> tuple[np.ndarray, np.ndarray]:
+        """(agent rollouts, success) at every evaluation, starting with the warm-started agent at 0 rollouts."""
+        xs, ys = [], []
+        if self.warm.get(key) is not None:
+            xs.append(0)
+            ys.append(self.warm[key])
+        for row in self.rows:
+            if row.get(key) is not None:
+                xs.append(row["rollouts"])
+                ys.append(row[key])
+        return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(epoch, value) for a per-epoch metric, skipping epochs where it is null."""
+        pairs = [(r["epoch"], r[key]) for r in self.rows if r.get(key) is not None]
+        if not pairs:
+            return np.zeros(0), np.zeros(0)
+        epochs, values = zip(*pairs)
+        return np.asarray(epochs, dtype=float), np.asarray(values, dtype=float)
+
+
+def load_run(path: str | Path, label: str | None = None) -> RunRecord:
+    path = Path(path)
+    if not (path / "config.yaml").exists():
+        raise FileNotFoundError(f"{path}: not a run folder (no config.yaml)")
+    config = yaml.safe_load((path / "config.yaml").read_text()) or {}
+    warm = json.loads((path / "warmstart.json").read_text()) if (path / "warmstart.json").exists() else {}
+    fixed = json.loads((path / "fixed_set.json").read_text()) if (path / "fixed_set.json").exists() else None
+    return RunRecord(path, label or config.get("curriculum", path.name), int(config.get("seed", 0)), config,
+                     read_jsonl(path / "metrics.jsonl"), warm, fixed)
+
+
+# ============================================================================ numbers
+
+def rollouts_to_reach(record: RunRecord, target: float) -> float | None:
+    """Agent rollouts at the first evaluation whose held-out success is >= target (None: never)."""
+    xs, ys = record.eval_curve()
+    hits = np.nonzero(ys >= target - 1e-12)[0]
+    return float(xs[hits[0]]) if hits.size else None
+
+
+def area_under_curve(record: RunRecord) -> float | None:
+    """Mean held-out success over the run (trapezoid area / rollouts): rewards learning early."""
+    xs, ys = record.eval_curve()
+    if xs.size < 2 or xs[-1] <= xs[0]:
+        return None
+    return float(np.trapezoid(ys, xs) / (xs[-1] - xs[0]))
+
+
+def _mean_std(values) -> dict:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "std": None, "n": 0}
+    return {"mean": float(np.mean(values)), "std": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", target: float | None = None) -> dict:
+    """Per curriculum label: final held-out success (mean, std, every seed), per-level success, samples used,
+    agent rollouts and updates, area under the curve, and rollouts to reach ``target`` (default: the
+    reference curriculum's mean final held-out success)."""
+    finals = {label: [r.rows[-1].get("heldout_success") for r in runs if r.rows] for label, runs in groups.items()}
+    if target is None and reference in groups:
+        target = _mean_std(finals[reference])["mean"]
+    out = {"reference": reference, "target_success": target, "curricula": {}}
+    for label, runs in groups.items():
+        levels: dict[str, list[float]] = {}
+        for r in runs:
+            for level, value in (r.rows[-1].get("heldout_by_level") or {}).items() if r.rows else ():
+                levels.setdefault(level, []).append(value)
+        to_target = [rollouts_to_reach(r, target) if target is not None else None for r in runs]
+        reached = [v for v in to_target if v is not None]
+        out["curricula"][label] = {
+            "seeds": [r.seed for r in runs],
+            "epochs": [len(r.rows) for r in runs],
+            "heldout_final": {**_mean_std(finals[label]), "per_seed": finals[label]},
+            "heldout_warmstart": _mean_std([r.warm.get("heldout_success") for r in runs]),
+            "dev_final": _mean_std([r.rows[-1].get("dev_success") for r in runs if r.rows]),
+            "heldout_by_level": {k: float(np.mean(v)) for k, v in sorted(levels.items(), key=lambda kv: int(kv[0])
+                                                                         if kv[0].isdigit() else kv[0])},
+            "auc": _mean_std([area_under_curve(r) for r in runs]),
+            "samples_used": _mean_std([r.rows[-1].get("task_pool_size") for r in runs if r.rows]),
+            "generated_total": _mean_std([sum(row.get("generated", 0) for row in r.rows) +
+                                          (r.fixed_set or {}).get("generated", 0) for r in runs]),
+            "rollouts": _mean_std([r.rows[-1].get("rollouts") for r in runs if r.rows]),
+            "agent_updates": _mean_std([r.rows[-1].get("total_agent_updates") for r in runs if r.rows]),
+            "rollouts_to_target": {"per_seed": to_target, "reached": len(reached), "of": len(runs),
+                                   "mean_where_reached": float(np.mean(reached)) if reached else None},
+            "p_hat_mean_from_epoch_2": _mean_std([_mean_from(r, "p_hat_mean", 2) for r in runs]),
+            "band_hit_rate_from_epoch_2": _mean_std([_mean_from(r, "band_hit_rate", 2) for r in runs]),
+        }
+    return out
+
+
+def _mean_from(record: RunRecord, key: str, first_epoch: int) -> float | None:
+    values = [r[key] for r in record.rows if r["epoch"] >= first_epoch and r.get(key) is not None]
+    return float(np.mean(values)) if values else None
+
+
+# ============================================================================ plots
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _colors(labels):
+    cmap = _plt().get_cmap("tab10")
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average (the first points average what exists so far)."""
+    if window <= 1 or values.size == 0:
+        return values
+    cumsum = np.cumsum(np.insert(values, 0, 0.0))
+    out = np.empty_like(values, dtype=float)
+    for i in range(values.size):
+        lo = max(0, i + 1 - window)
+        out[i] = (cumsum[i + 1] - cumsum[lo]) / (i + 1 - lo)
+    return out
+
+
+def _per_epoch_band(runs: list[RunRecord], key: str, window: int):
+    """Epochs, mean over seeds of the smoothed series, and its min/max over seeds."""
+    curves = []
+    for r in runs:
+        epochs, values = r.series(key)
+        if values.size:
+            curves.append((epochs, smooth(values, window)))
+    if not curves:
+        return None
+    common = sorted(set.intersection(*[set(e.tolist()) for e, _ in curves]))
+    if not common:
+        return None
+    stack = np.array([[dict(zip(e.tolist(), v.tolist()))[x] for x in common] for e, v in curves])
+    return np.asarray(common), stack.mean(0), stack.min(0), stack.max(0)
+
+
+def _window(groups) -> int:
+    epochs = max((len(r.rows) for runs in groups.values() for r in runs), default=1)
+    return max(1, min(10, epochs // 20))
+
+
+def plot_heldout(groups, ax):
+    colors = _colors(groups)
+    for label, runs in groups.items():
+        curves = [r.eval_curve() for r in runs]
+        curves = [c for c in curves if c[0].size]
+        if not curves:
+            continue
+        length = min(c[0].size for c in curves)
+        xs = np.mean([c[0][:length] for c in curves], axis=0)
+        ys = np.array([c[1][:length] for c in curves])
+        ax.plot(xs, ys.mean(0), color=colors[label], label=f"{label} (n={len(curves)})", lw=2)
+        if len(curves) > 1:
+            ax.fill_between(xs, ys.min(0), ys.max(0), color=colors[label], alpha=0.15)
+    ax.set_xlabel("agent rollouts")
+    ax.set_ylabel("held-out success")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def plot_p_hat(groups, axes, alpha: float, k_min: float):
+    colors, window = _colors(groups), _window(groups)
+    ax, ax_band = axes
+    ax.axhspan(alpha - k_min, alpha + k_min, color="green", alpha=0.12, label=f"alpha +- k_min")
+    ax.axhline(alpha, color="green", lw=1, ls="--")
+    for label, runs in groups.items():
+        band = _per_epoch_band(runs, "p_hat_mean", window)
+        if band is not None:
+            epochs, mean, lo, hi = band
+            ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6)
+            ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
+        band = _per_epoch_band(runs, "band_hit_rate", window)
+        if band is not None:
+            ax_band.plot(band[0], band[1], color=colors[label], label=label, lw=1.6)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("p_hat")
+    ax.set_xlabel("epoch")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax_band.set_ylim(-0.02, 1.02)
+    ax_band.set_ylabel("band-hit rate")
+    ax_band.set_xlabel("epoch")
+    ax_band.grid(alpha=0.3)
+
+
+def plot_metric(groups, ax, key: str, ylabel: str):
+    colors, window = _colors(groups), _window(groups)
+    drawn = False
+    for label, runs in groups.items():
+        band = _per_epoch_band(runs, key, window)
+        if band is None:
+            continue
+        epochs, mean, lo, hi = band
+        ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6)
+        ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
+        drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "no data in these runs", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    if drawn:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def plot_levels(groups, ax):
+    colors = _colors(groups)
+    labels = list(groups)
+    levels = sorted({lv for runs in groups.values() for r in runs if r.rows
+                     for lv in (r.rows[-1].get("heldout_by_level") or {})}, key=lambda v: int(v))
+    width = 0.8 / max(1, len(labels))
+    for i, label in enumerate(labels):
+        values = []
+        for lv in levels:
+            seeds = [r.rows[-1]["heldout_by_level"].get(lv) for r in groups[label]
+                     if r.rows and r.rows[-1].get("heldout_by_level")]
+            seeds = [v for v in seeds if v is not None]
+            values.append(np.mean(seeds) if seeds else np.nan)
+        ax.bar(np.arange(len(levels)) + i * width, values, width, color=colors[label], label=label)
+    ax.set_xticks(np.arange(len(levels)) + width * (len(labels) - 1) / 2)
+    ax.set_xticklabels(levels)
+    ax.set_xlabel("difficulty level")
+    ax.set_ylabel("held-out success (final)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+
+
+def make_figures(groups: dict[str, list[RunRecord]]) -> dict[str, bytes]:
+    """Every plot of ``PLOTS`` as PNG bytes."""
+    plt = _plt()
+    first = next(r for runs in groups.values() for r in runs)
+    cr = first.config.get("curriculum_reward", {})
+    alpha, k_min = float(cr.get("alpha", 0.5)), float(cr.get("k_min", 0.1))
+    figures = {}
+
+    def render(fig) -> bytes:
+        buffer = io.BytesIO()
+        fig.tight_layout()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        return buffer.getvalue()
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    plot_heldout(groups, ax)
+    ax.set_title("held-out success vs agent rollouts (line: mean over seeds; band: min-max)")
+    figures["heldout_vs_rollouts"] = render(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    plot_p_hat(groups, axes, alpha, k_min)
+    axes[0].set_title("p_hat of the curriculum's tasks (smoothed); shaded: target band")
+    axes[1].set_title("share of batches inside the band (smoothed)")
+    figures["p_hat"] = render(fig)
+
+    for key, title, ylabel in (("difficulty", "difficulty of generated / drawn tasks (mean level)", "level"),
+                               ("response_length", "agent response length (tokens)", "tokens"),
+                               ("invalid_rate", "invalid simulator outputs (generative curricula)", "share")):
+        fig, ax = plt.subplots(figsize=(7.5, 4.0))
+        metric = {"difficulty": "difficulty_mean", "response_length": "response_length_mean",
+                  "invalid_rate": "invalid_rate"}[key]
+        plot_metric(groups, ax, metric, ylabel)
+        ax.set_title(title)
+        figures[key] = render(fig)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    plot_levels(groups, ax)
+    ax.set_title("final held-out success per level (mean over seeds)")
+    figures["heldout_by_level"] = render(fig)
+    return figures
+
+
+# ============================================================================ HTML
+
+def _fmt(value, spec=".3f") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def results_table(summary: dict) -> str:
+    """The paper's ablation table, one row per curriculum, with the seed spread."""
+    head = ("<tr><th>curriculum</th><th>seeds</th><th>held-out final (mean &plusmn; std)</th><th>per seed</th>"
+            "<th>AUC</th><th>training tasks</th><th>agent rollouts</th><th>agent updates</th>"
+            f"<th>rollouts to reach {_fmt(summary.get('target_success'))}</th><th>p_hat (epoch &ge; 2)</th>"
+            "<th>band hit (epoch &ge; 2)</th></tr>")
+    rows = []
+    for label, s in summary["curricula"].items():
+        final = s["heldout_final"]
+        reach = s["rollouts_to_target"]
+        reach_text = (f"{_fmt(reach['mean_where_reached'], ',.0f')} ({reach['reached']}/{reach['of']} seeds)"
+                      if reach["reached"] else f"never (0/{reach['of']})")
+        rows.append(
+            f"<tr><td>{html.escape(label)}</td><td>{len(s['seeds'])}</td>"
+            f"<td>{_fmt(final['mean'])} &plusmn; {_fmt(final['std'])}</td>"
+            f"<td>{' '.join(_fmt(v) for v in final['per_seed'])}</td><td>{_fmt(s['auc']['mean'])}</td>"
+            f"<td>{_fmt(s['samples_used']['mean'], ',.0f')}</td><td>{_fmt(s['rollouts']['mean'], ',.0f')}</td>"
+            f"<td>{_fmt(s['agent_updates']['mean'], '.0f')}</td><td>{reach_text}</td>"
+            f"<td>{_fmt(s['p_hat_mean_from_epoch_2']['mean'])}</td>"
+            f"<td>{_fmt(s['band_hit_rate_from_epoch_2']['mean'], '.2f')}</td></tr>")
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def level_table(summary: dict) -> str:
+    levels = sorted({lv for s in summary["curricula"].values() for lv in s["heldout_by_level"]},
+                    key=lambda v: int(v) if v.isdigit() else 0)
+    head = "<tr><th>curriculum</th>" + "".join(f"<th>level {lv}</th>" for lv in levels) + "</tr>"
+    rows = "".join(f"<tr><td>{html.escape(label)}</td>" + "".join(
+        f"<td>{_fmt(s['heldout_by_level'].get(lv), '.2f')}</td>" for lv in levels) + "</tr>"
+        for label, s in summary["curricula"].items())
+    return f"<table>{head}{rows}</table>"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1250px;margin:24px auto;padding:0 16px;color:#222}
+table{border-collapse:collapse;margin:12px 0;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;
+text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}
+figure{margin:18px 0}figcaption{color:#555;font-size:14px;margin-top:4px}img{max-width:100%}
+.note{color:#555;font-size:14px}code{background:#f4f4f4;padding:0 3px}"""
+
+
+def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title: str,
+                 summary: dict | None = None, intro: str = "") -> Path:
+    """``out_dir/report.html`` (every plot embedded) and ``out_dir/plots/*.png``; returns the HTML path."""
+    out_dir = Path(out_dir)
+    groups = {k: v for k, v in groups.items() if v}
+    if not groups:
+        raise ValueError("nothing to report: no run with metrics")
+    summary = summary or summarize(groups)
+    figures = make_figures(groups)
+    for name, png in figures.items():
+        path = out_dir / "plots" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+    first = next(r for runs in groups.values() for r in runs)
+    cr = first.config.get("curriculum_reward", {})
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if intro:
+        parts.append(f"<p>{intro}</p>")
+    parts.append(
+        f"<p class='note'>Domain <code>{html.escape(str(first.config.get('domain', {}).get('name')))}</code>, "
+        f"alpha = {cr.get('alpha')}, beta = {cr.get('beta')}, k_min = {cr.get('k_min')}, lambda = {cr.get('lam')}; "
+        f"{first.epochs_planned} epochs planned. Every number and curve below is read from the runs' "
+        "<code>metrics.jsonl</code>; held-out success is greedy, on a fixed set never trained on. "
+        "p_hat and difficulty describe the tasks each curriculum chose: the simulator's valid generations "
+        "(p_hat per seed batch) for genenv and random, the drawn tasks (p_hat per task) for static, offline and "
+        "learnability.</p>")
+    parts.append("<h2>Results</h2>" + results_table(summary))
+    parts.append("<h3>Final held-out success per level (mean over seeds)</h3>" + level_table(summary))
+    for name, caption in PLOTS.items():
+        data = base64.b64encode(figures[name]).decode()
+        parts.append(f"<figure id='{name}'><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    runs_list = "".join(f"<li><code>{html.escape(str(r.path))}</code>: {html.escape(label)}, seed {r.seed}, "
+                        f"{len(r.rows)} epochs</li>" for label, runs in groups.items() for r in runs)
+    parts.append(f"<h2>Runs</h2><ul>{runs_list}</ul></body></html>")
+    target = out_dir / "report.html"
+    atomic_write_text(target, "".join(parts))
+    return target
+
+
+def report_run(run_dir: str | Path) -> Path:
+    """Report of a single run folder (``genenv report RUN_DIR``)."""
+    record = load_run(run_dir)
+    summary = summarize({record.label: [record]}, reference=record.label)
+    atomic_write_json(Path(run_dir) / "summary.json", summary)
+    return write_report(run_dir, {record.label: [record]}, f"genenv run: {Path(run_dir).name}", summary)
