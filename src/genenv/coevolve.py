@@ -358,14 +358,26 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
 
 
 def _drawn_records(tasks: list[Task], groups: list[list[Episode]], cfg: RunConfig) -> list[Generated]:
-    """The tasks a fixed-data curriculum drew this epoch, in the shape of the samples file's rows."""
+    """The tasks a fixed-data curriculum drew this epoch, as records like the simulator's generations.
+
+    Consecutive draws are grouped in batches of ``env.variations`` tasks, so that with ``p_hat_level=batch``
+    their p_hat has the granularity of a simulator seed batch and band-hit rates compare across curricula."""
+    cr = cfg.curriculum_reward
     out = []
-    for task, group in zip(tasks, groups):
-        p_hat = cur.success_rate([e.reward for e in group], cfg.curriculum_reward.success_threshold)
-        out.append(Generated(-1, task, "", [], [], task.text, task, group, p_hat, p_hat,
-                             cur.alpha_reward(p_hat, cfg.curriculum_reward.alpha, cfg.curriculum_reward.beta),
-                             cur.in_band(p_hat, cfg.curriculum_reward.alpha, cfg.curriculum_reward.k_min),
+    for index, (task, group) in enumerate(zip(tasks, groups)):
+        p_task = cur.success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
+        out.append(Generated(index // cfg.env.variations, task, "", [], [], task.text, task, group, p_task,
                              source="drawn"))
+    by_batch: dict[int, list[float]] = {}
+    for item in out:
+        by_batch.setdefault(item.batch, []).extend(e.reward for e in item.episodes)
+    for item in out:
+        if cr.p_hat_level == "batch":
+            item.p_hat = cur.success_rate(by_batch[item.batch], cr.success_threshold, cr.posterior)
+        else:
+            item.p_hat = item.p_hat_task
+        item.r_env = cur.alpha_reward(item.p_hat, cr.alpha, cr.beta)
+        item.in_band = cur.in_band(item.p_hat, cr.alpha, cr.k_min)
     return out
 
 
@@ -374,8 +386,8 @@ def epoch_metrics(cfg, domain, state, epoch, generated, groups, drawn, agent_sta
     """One row of metrics.jsonl.
 
     The curriculum's own statistics (p_hat, band hit rate, R_env, difficulty, levels) describe the tasks the
-    curriculum chose this epoch: the simulator's valid generations for generative curricula (p_hat per seed
-    batch or per task, as configured), the drawn tasks for fixed-data curricula (p_hat per task).
+    curriculum chose this epoch: the simulator's valid generations for generative curricula, the drawn tasks
+    (in batches of ``env.variations``) for fixed-data curricula; p_hat per batch or per task as configured.
     ``train_*`` keys describe every task the agent rolled out (replay included), alike for all curricula."""
     cr = cfg.curriculum_reward
     generative = cfg.curriculum in GENERATIVE_CURRICULA
@@ -383,7 +395,7 @@ def epoch_metrics(cfg, domain, state, epoch, generated, groups, drawn, agent_sta
     batches: dict[int, Generated] = {}
     for g in items:
         if g.p_hat is not None:
-            batches.setdefault(g.batch if generative and cr.p_hat_level == "batch" else id(g), g)
+            batches.setdefault(g.batch if cr.p_hat_level == "batch" else id(g), g)
     batch_p = [g.p_hat for g in batches.values()]
     tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
                                                                       for e in grp)
@@ -523,7 +535,8 @@ def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState
     if cfg.curriculum == "offline":
         extra = int(round((bc.offline_multiplier - 1.0) * len(seeds)))
         if bc.offline_generator == "domain":
-            generated = [Generated(-1, task, "", [], [], task.text, task) for task in domain.reference_tasks(rng, extra)]
+            generated = [Generated(-1, task, "", [], [], task.text, task)
+                         for task in domain.reference_tasks(rng, extra)]
         else:
             picks = rng.choice(len(seeds), size=extra, replace=True)
             generated = _write_variations(cfg, domain, env, [seeds[i] for i in picks], 1)
@@ -747,7 +760,9 @@ def _fmt_levels(levels: dict | None) -> str:
 
 
 def summary_line(m: dict) -> str:
-    return (f"epoch {m['epoch']:3d} | valid {m['valid']:3d}/{m['generated']:3d} | p_hat {_fmt(m['p_hat_mean'])} "
+    tasks = (f"valid {m['valid']:3d}/{m['generated']:3d}" if m.get("curriculum", "genenv") in GENERATIVE_CURRICULA
+             else f"drawn {m['drawn_tasks']:3d}")
+    return (f"epoch {m['epoch']:3d} | {tasks} | p_hat {_fmt(m['p_hat_mean'])} "
             f"| band {_fmt(m['band_hit_rate'], '.2f')} | R_env {_fmt(m['r_env_mean'])} "
             f"| level {_fmt(m['difficulty_mean'], '.2f')} | eff {_fmt(m['effective_fraction'], '.2f')} "
             f"| upd {m['agent_updates']} | env steps {m['env_steps']} "

@@ -229,6 +229,7 @@ class Policy:
         path = Path(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"{path}: not a Hugging Face model folder (no config.json)")
+        hf_logging.disable_progress_bar()
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path)
         if use_chat_template is None:
