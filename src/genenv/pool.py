@@ -80,9 +80,8 @@ class TaskPool:
         if not self.entries or n <= 0:
             return []
         p = np.array([e.p_hat_history[-1] if e.p_hat_history else 0.5 for e in self.entries])
-        weights = np.maximum(p * (1.0 - p), floor)
-        if weights.sum() <= 0:
-            weights = np.ones_like(weights)
+        # + 1e-12: with floor 0, settled tasks are drawn only when fewer than n tasks have any weight
+        weights = np.maximum(p * (1.0 - p), floor) + 1e-12
         picks = rng.choice(len(self.entries), size=n, replace=n > len(self.entries), p=weights / weights.sum())
         return [self.entries[i].task for i in picks]
 

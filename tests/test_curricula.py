@@ -1,0 +1,103 @@
+"""The curricula of the paper's ablation over one loop, and the budget that makes them comparable."""
+
+import json
+
+import numpy as np
+import pytest
+
+from genenv.coevolve import rollout_budget, run
+from genenv.config import CURRICULA, load_config
+from genenv.domains import Task
+from genenv.io import read_jsonl
+from genenv.pool import TaskPool
+
+
+@pytest.fixture(scope="module")
+def curriculum_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("curricula")
+    return {c: run(load_config("smoke", ["threads=1", f"curriculum={c}"]), run_dir=root / c, log=lambda m: None)
+            for c in CURRICULA}
+
+
+def test_every_curriculum_gets_the_same_agent_rollouts(curriculum_runs):
+    cfg = load_config("smoke")
+    fresh, replay = rollout_budget(cfg)
+    per_epoch = (fresh + replay) * cfg.agent.group_size
+    assert per_epoch == (4 * 2 + 4) * 4  # seeds_per_epoch * variations, + half of that replayed, x group size
+    totals = {}
+    for curriculum, run_dir in curriculum_runs.items():
+        rows = read_jsonl(run_dir / "metrics.jsonl")
+        assert [r["curriculum"] for r in rows] == [curriculum] * cfg.epochs
+        assert [r["rollouts_this_epoch"] for r in rows] == [per_epoch] * cfg.epochs, curriculum
+        totals[curriculum] = rows[-1]["rollouts"]
+    assert set(totals.values()) == {per_epoch * cfg.epochs}
+
+
+def test_only_genenv_trains_the_simulator(curriculum_runs):
+    for curriculum, run_dir in curriculum_runs.items():
+        steps = sum(r["env_steps"] for r in read_jsonl(run_dir / "metrics.jsonl"))
+        assert (steps > 0) == (curriculum == "genenv"), curriculum
+
+
+def test_fixed_data_curricula_never_generate_and_keep_their_set(curriculum_runs):
+    cfg = load_config("smoke")
+    for curriculum in ("static", "offline", "learnability"):
+        run_dir = curriculum_runs[curriculum]
+        fixed = json.loads((run_dir / "fixed_set.json").read_text())
+        rows = read_jsonl(run_dir / "metrics.jsonl")
+        assert all(r["generated"] == 0 and r["invalid_rate"] is None for r in rows)
+        assert {r["task_pool_size"] for r in rows} == {fixed["size"]}  # the set never grows
+        assert all(r["drawn_tasks"] == 12 and r["p_hat_mean"] is not None for r in rows)
+        assert fixed["seed_tasks"] == cfg.domain.num_seed_tasks
+        if curriculum == "offline":  # (1.8 - 1) x the seeds, from the domain's own generator: all valid
+            assert fixed["generated"] == round(0.8 * cfg.domain.num_seed_tasks) == fixed["valid"]
+        else:  # static_variations (5) simulator generations per seed, validated
+            assert fixed["generated"] == 5 * cfg.domain.num_seed_tasks
+        assert fixed["size"] == cfg.domain.num_seed_tasks + fixed["added"]
+        samples = read_jsonl(run_dir / "samples" / "epoch_0.jsonl")
+        assert len(samples) == 12 and all(s["source"] == "drawn" for s in samples)
+        assert len(read_jsonl(run_dir / "samples" / "fixed_set.jsonl")) == fixed["generated"]
+
+
+def test_static_and_learnability_share_one_set(curriculum_runs):
+    static = json.loads((curriculum_runs["static"] / "fixed_set.json").read_text())
+    learn = json.loads((curriculum_runs["learnability"] / "fixed_set.json").read_text())
+    assert static["size"] == learn["size"] and static["level_histogram"] == learn["level_histogram"]
+
+
+def test_offline_multiplier_sets_the_size(tmp_path):
+    out = run(load_config("smoke", ["threads=1", "curriculum=offline", "baseline.offline_multiplier=3.3",
+                                    "epochs=1"]), run_dir=tmp_path / "o", log=lambda m: None)
+    fixed = json.loads((out / "fixed_set.json").read_text())
+    assert fixed["generated"] == round(2.3 * 64)
+    assert fixed["size"] <= round(3.3 * 64) and fixed["size"] > 2 * 64  # duplicates of seeds are not re-added
+
+
+def test_invalid_generations_are_replaced_by_pool_tasks(tmp_path):
+    """A simulator that writes nothing valid does not shrink the agent's rollout budget."""
+    out = run(load_config("smoke", ["threads=1", "epochs=2", "env.max_new_tokens=2"]), run_dir=tmp_path / "bad",
+              log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r["valid"] for r in rows] == [0, 0]
+    assert [r["drawn_tasks"] for r in rows] == [12, 12]
+    assert [r["rollouts_this_epoch"] for r in rows] == [48, 48]
+
+
+def test_learnability_sampler_prefers_uncertain_tasks():
+    pool = TaskPool()
+    for i, p in enumerate([0.0, 1.0, 0.5, None]):
+        pool.add(Task(str(i), str(i)), "seed", -1, p)
+    draws = [t.text for seed in range(200) for t in pool.sample_by_learnability(np.random.default_rng(seed), 1, 0.01)]
+    counts = {k: draws.count(k) for k in "0123"}
+    # weights 0.01, 0.01, 0.25, 0.25 (never rolled out counts as p = 0.5): expected 4, 4, 96, 96 of 200
+    assert counts["2"] > 60 and counts["3"] > 60
+    assert counts["0"] + counts["1"] < 30
+    # without replacement within one draw
+    assert sorted(t.text for t in pool.sample_by_learnability(np.random.default_rng(0), 4, 0.0)) == list("0123")
+
+
+def test_learnability_sampler_falls_back_to_uniform():
+    pool = TaskPool()
+    for i in range(3):
+        pool.add(Task(str(i), str(i)), "seed", -1, 1.0)
+    assert len(pool.sample_by_learnability(np.random.default_rng(0), 2, 0.0)) == 2

@@ -1,0 +1,155 @@
+"""genenv compare (resumable), the summary numbers and the HTML report."""
+
+import base64
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from genenv.cli import main
+from genenv.compare import Arm, compare, parse_arms, parse_seeds, run_dir_of
+from genenv.config import ConfigError
+from genenv.io import read_jsonl
+from genenv.report import PLOTS, RunRecord, area_under_curve, rollouts_to_reach, smooth, summarize
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _record(label, seed, finals, warm=0.1):
+    rows = [{"epoch": i, "rollouts": 100 * (i + 1), "heldout_success": v, "heldout_by_level": {"1": v},
+             "task_pool_size": 10, "total_agent_updates": i, "p_hat_mean": 0.5, "band_hit_rate": 1.0}
+            for i, v in enumerate(finals)]
+    return RunRecord(Path("."), label, seed, {"epochs": len(finals)}, rows, {"heldout_success": warm})
+
+
+def test_rollouts_to_reach_and_auc_hand_values():
+    record = _record("a", 0, [0.2, 0.4, 0.3])
+    assert rollouts_to_reach(record, 0.35) == 200
+    assert rollouts_to_reach(record, 0.1) == 0  # the warm-started agent already had it
+    assert rollouts_to_reach(record, 0.5) is None
+    # curve (0, .1) (100, .2) (200, .4) (300, .3): trapezoids 15 + 30 + 35 = 80 over 300 rollouts
+    assert area_under_curve(record) == pytest.approx(80 / 300)
+
+
+def test_summarize_means_stds_and_target():
+    groups = {"genenv": [_record("genenv", 0, [0.3, 0.5]), _record("genenv", 1, [0.3, 0.3])],
+              "static": [_record("static", 0, [0.2, 0.4]), _record("static", 1, [0.1, 0.2])]}
+    summary = summarize(groups)
+    assert summary["target_success"] == pytest.approx(0.4)  # genenv's mean final
+    g, s = summary["curricula"]["genenv"], summary["curricula"]["static"]
+    assert g["heldout_final"]["mean"] == pytest.approx(0.4)
+    assert g["heldout_final"]["std"] == pytest.approx(np.std([0.5, 0.3], ddof=1))
+    assert g["heldout_final"]["per_seed"] == [0.5, 0.3]
+    assert g["rollouts_to_target"] == {"per_seed": [200, None], "reached": 1, "of": 2, "mean_where_reached": 200}
+    assert s["rollouts_to_target"]["per_seed"] == [200, None]
+    assert s["heldout_by_level"] == {"1": pytest.approx(0.3)}
+
+
+def test_smooth_is_a_trailing_mean():
+    np.testing.assert_allclose(smooth(np.array([1.0, 3.0, 5.0, 7.0]), 2), [1, 2, 4, 6])
+
+
+def test_parse_arms_and_seeds():
+    arms = parse_arms("genenv,offline,learnability", "1.8,3.3")
+    assert [a.label for a in arms] == ["genenv", "offline-1.8x", "offline-3.3x", "learnability"]
+    assert arms[2].overrides == ("curriculum=offline", "baseline.offline_multiplier=3.3")
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("0,4") == [0, 4]
+    with pytest.raises(ConfigError, match="--curricula"):
+        parse_arms("genenv,bogus")
+    with pytest.raises(ConfigError, match="--seeds"):
+        parse_seeds("x")
+
+
+def test_compare_cli_bad_curriculum_exits_2(capsys, tmp_path):
+    assert main(["compare", "--preset", "smoke", "--curricula", "genenv,nope", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--curricula" in err[0]
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    logs = []
+    summary = compare(out, preset="smoke", curricula="genenv,static", seeds="2", overrides=["epochs=2"],
+                      log=logs.append)
+    return out, summary, logs
+
+
+def test_compare_runs_every_pair_and_summarises(comparison):
+    out, summary, logs = comparison
+    assert set(summary["curricula"]) == {"genenv", "static"}
+    for label in ("genenv", "static"):
+        s = summary["curricula"][label]
+        assert s["seeds"] == [0, 1] and s["epochs"] == [2, 2]
+        finals = [read_jsonl(out / "runs" / label / f"seed{k}" / "metrics.jsonl")[-1]["heldout_success"]
+                  for k in (0, 1)]
+        assert s["heldout_final"]["per_seed"] == finals
+        assert s["rollouts"]["mean"] == 2 * 48
+    assert json.loads((out / "summary.json").read_text())["curricula"].keys() == summary["curricula"].keys()
+    assert sum("[start]" in line for line in logs) == 4
+
+
+def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
+    out, _, _ = comparison
+    finished = run_dir_of(out, Arm("genenv", ()), 0)
+    before = (finished / "metrics.jsonl").read_text()
+    stamp = (finished / "metrics.jsonl").stat().st_mtime_ns
+    unfinished = run_dir_of(out, Arm("static", ()), 1)
+    import shutil
+    shutil.rmtree(unfinished / "final")  # as if killed after its last checkpoint, before the export
+    logs = []
+    compare(out, preset="smoke", curricula="genenv,static", seeds="2", overrides=["epochs=2"], log=logs.append)
+    assert sum("[skip]" in line for line in logs) == 3
+    assert any("[resume] static seed 1" in line for line in logs)
+    assert (unfinished / "final" / "agent").exists()
+    assert (finished / "metrics.jsonl").read_text() == before
+    assert (finished / "metrics.jsonl").stat().st_mtime_ns == stamp
+
+
+def _images(html_text):
+    return re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html_text)
+
+
+def test_comparison_report_has_every_plot(comparison):
+    out, _, _ = comparison
+    html_text = (out / "report.html").read_text()
+    images = _images(html_text)
+    assert len(images) == len(PLOTS)
+    assert all(base64.b64decode(img).startswith(PNG_MAGIC) for img in images)
+    for name, caption in PLOTS.items():
+        assert f"id='{name}'" in html_text and html.escape(caption) in html_text
+        assert (out / "plots" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+    assert "genenv" in html_text and "static" in html_text and "http" not in html_text.replace(
+        "http-equiv", "")  # self-contained: nothing fetched
+
+
+def test_report_of_one_recorded_run(comparison, tmp_path):
+    out, _, _ = comparison
+    import shutil
+    run_dir = tmp_path / "one"
+    shutil.copytree(run_dir_of(out, Arm("genenv", ()), 0), run_dir)
+    result = subprocess.run([sys.executable, "-m", "genenv.cli", "report", str(run_dir)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+    html_text = (run_dir / "report.html").read_text()
+    assert len(_images(html_text)) == len(PLOTS)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["curricula"]["genenv"]["heldout_final"]["per_seed"] == [
+        read_jsonl(run_dir / "metrics.jsonl")[-1]["heldout_success"]]
+
+
+def test_report_rebuilds_a_comparison(comparison):
+    out, _, _ = comparison
+    (out / "report.html").unlink()
+    assert main(["report", str(out)]) == 0
+    assert len(_images((out / "report.html").read_text())) == len(PLOTS)
+
+
+def test_report_of_a_non_run_exits_2(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "run folder" in capsys.readouterr().err
