@@ -7,7 +7,11 @@ from genenv.config import ConfigError, RunConfig, describe, load_config, parse_o
 def test_defaults_follow_design():
     cfg = RunConfig()
     assert cfg.curriculum_reward.alpha == 0.5 and cfg.curriculum_reward.beta == 2.0
-    assert cfg.curriculum_reward.k_min == 0.1 and cfg.curriculum_reward.lam == 1.0
+    assert cfg.curriculum_reward.lam == 1.0
+    # measured decision (README): p_hat per task with a band of +-0.25; the paper's settings are a preset
+    assert cfg.curriculum_reward.k_min == 0.25 and cfg.curriculum_reward.p_hat_level == "task"
+    paper = load_config("paper")
+    assert paper.curriculum_reward.k_min == 0.1 and paper.curriculum_reward.p_hat_level == "batch"
     assert cfg.seeds_per_epoch == 16 and cfg.env.variations == 4 and cfg.agent.group_size == 8
     assert cfg.agent.clip_eps == 0.2 and cfg.agent.kl_coef == 0.001 and cfg.env.kl_coef == 0.05
     assert cfg.env.max_kl == 0.5 and cfg.agent.replay_fraction == 0.5 and cfg.agent.min_informative_groups == 16

@@ -110,10 +110,12 @@ class CurriculumConfig:
     """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) and its filter."""
     alpha: float = knob(0.5, "target success rate", lo=0.0, hi=1.0)
     beta: float = knob(2.0, "sharpness of the reward (paper's config: 2.0)", lo=0.0)
-    k_min: float = knob(0.1, "batches with |p_hat - alpha| > k_min are kept out of the simulator update", lo=0.0)
+    k_min: float = knob(0.25, "tasks (or batches) with |p_hat - alpha| > k_min are kept out of the simulator "
+                        "update (paper: 0.1 on batch p_hat; 0.25 per task here, see README)", lo=0.0)
     lam: float = knob(1.0, "RWR temperature: weight = exp(lam * R_env)", lo=0.0)
     success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
-    p_hat_level: str = knob("batch", "p_hat over a seed's variations (batch, as the paper) or per task",
+    p_hat_level: str = knob("task", "p_hat per task (default: batch p_hat rewards mixing trivial and impossible "
+                            "tasks, measured) or over a seed's variations (batch, as the paper)",
                             choices=("batch", "task"))
     posterior: bool = knob(False, "use the Beta(1,1) posterior mean (k+1)/(n+2) instead of k/n")
 
