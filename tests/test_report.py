@@ -153,3 +153,15 @@ def test_report_rebuilds_a_comparison(comparison):
 def test_report_of_a_non_run_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "run folder" in capsys.readouterr().err
+
+
+def test_paired_rollouts_hand_values():
+    from genenv.report import paired_rollouts
+    genenv = [_record("genenv", 0, [0.2, 0.4, 0.4]), _record("genenv", 1, [0.3, 0.3])]
+    static = [_record("static", 0, [0.1, 0.2, 0.3, 0.4]), _record("static", 1, [0.2, 0.25])]
+    result = paired_rollouts(genenv, static)
+    # seed 0: target 0.4, genenv first reaches it at 200 rollouts, static at 400 -> 2x; seed 1: never
+    assert result["per_seed"][0] == {"seed": 0, "target": 0.4, "rollouts": 400, "reference_rollouts": 200,
+                                     "ratio": 2.0}
+    assert result["per_seed"][1]["rollouts"] is None and result["per_seed"][1]["ratio"] is None
+    assert result["reached"] == 1 and result["of"] == 2 and result["ratio_mean_where_reached"] == 2.0

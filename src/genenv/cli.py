@@ -76,6 +76,26 @@ def _report(args) -> int:
     return 0
 
 
+def _models(args) -> int:
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
+    if args.action == "list":
+        for name, spec in KNOWN_MODELS.items():
+            folder = model_folder(name)
+            state = f"prepared at {folder}" if (folder / "config.json").exists() else "not prepared"
+            print(f"{name:10s} {spec.folder} (from the PyPI package {spec.pip_name}): {state}")
+        return 0
+    if not args.name:
+        print("genenv: models prepare: name a model, e.g. `genenv models prepare smollm2`", file=sys.stderr)
+        return 2
+    try:
+        folder = prepare(args.name, log=lambda m: print(m, file=sys.stderr))
+    except ModelNotAvailable as err:
+        print(f"genenv: {err}", file=sys.stderr)
+        return 2
+    print(folder)
+    return 0
+
+
 def _domains(args) -> int:
     from genenv.domains import registered_domains
     for name, cls in sorted(registered_domains().items()):
@@ -125,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p = sub.add_parser("report", help="plots + a self-contained report.html of a run or a comparison")
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
     rep_p.set_defaults(func=_report)
+    mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")
+    mod_p.add_argument("action", choices=("prepare", "list"))
+    mod_p.add_argument("name", nargs="?", help="a known model name, e.g. smollm2")
+    mod_p.set_defaults(func=_models)
     dom_p = sub.add_parser("domains", help="list registered domains")
     dom_p.set_defaults(func=_domains)
     cfg_p = sub.add_parser("config", help="print the resolved config (or --describe every field)")

@@ -683,8 +683,8 @@ def load_run_config(run_dir: str | Path, overrides=()) -> RunConfig:
 def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, generated: list[Generated]) -> None:
     rows = []
     for g in generated:
-        row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw, "valid": g.valid,
-               "reason": None if g.valid else g.parsed.reason}
+        row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw,
+               "valid": g.valid, "reason": None if g.valid else g.parsed.reason}
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
                        p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,

@@ -137,10 +137,30 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
             "agent_updates": _mean_std([r.rows[-1].get("total_agent_updates") for r in runs if r.rows]),
             "rollouts_to_target": {"per_seed": to_target, "reached": len(reached), "of": len(runs),
                                    "mean_where_reached": float(np.mean(reached)) if reached else None},
+            "paired_to_reference_final": paired_rollouts(groups.get(reference, []), runs),
             "p_hat_mean_from_epoch_2": _mean_std([_mean_from(r, "p_hat_mean", 2) for r in runs]),
             "band_hit_rate_from_epoch_2": _mean_std([_mean_from(r, "band_hit_rate", 2) for r in runs]),
         }
     return out
+
+
+def paired_rollouts(reference_runs: list[RunRecord], runs: list[RunRecord]) -> dict:
+    """Per seed: the agent rollouts a run needs to reach the reference run's final held-out success (same
+    seed, same warm start), divided by the rollouts the reference run itself needed to first reach it."""
+    by_seed = {r.seed: r for r in reference_runs if r.rows}
+    rows = []
+    for record in runs:
+        ref = by_seed.get(record.seed)
+        if ref is None or ref.rows[-1].get("heldout_success") is None:
+            continue
+        target = ref.rows[-1]["heldout_success"]
+        ours, theirs = rollouts_to_reach(ref, target), rollouts_to_reach(record, target)
+        ratio = theirs / ours if theirs is not None and ours else None
+        rows.append({"seed": record.seed, "target": target, "rollouts": theirs, "reference_rollouts": ours,
+                     "ratio": ratio})
+    reached = [r["ratio"] for r in rows if r["ratio"] is not None]
+    return {"per_seed": rows, "reached": sum(1 for r in rows if r["rollouts"] is not None), "of": len(rows),
+            "ratio_mean_where_reached": float(np.mean(reached)) if reached else None}
 
 
 def _mean_from(record: RunRecord, key: str, first_epoch: int) -> float | None:
@@ -305,7 +325,8 @@ def make_figures(groups: dict[str, list[RunRecord]]) -> dict[str, bytes]:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     plot_p_hat(groups, axes, alpha, k_min)
     axes[0].set_title("p_hat of the curriculum's tasks (smoothed); shaded: target band")
-    axes[1].set_title("share of batches inside the band (smoothed)")
+    axes[1].set_title(f"share of {'tasks' if cr.get('p_hat_level') == 'task' else 'batches'} inside the band "
+                      "(smoothed)")
     figures["p_hat"] = render(fig)
 
     for key, title, ylabel in (("difficulty", "difficulty of generated / drawn tasks (mean level)", "level"),
@@ -337,7 +358,9 @@ def results_table(summary: dict) -> str:
     """The paper's ablation table, one row per curriculum, with the seed spread."""
     head = ("<tr><th>curriculum</th><th>seeds</th><th>held-out final (mean &plusmn; std)</th><th>per seed</th>"
             "<th>AUC</th><th>training tasks</th><th>agent rollouts</th><th>agent updates</th>"
-            f"<th>rollouts to reach {_fmt(summary.get('target_success'))}</th><th>p_hat (epoch &ge; 2)</th>"
+            f"<th>rollouts to reach {_fmt(summary.get('target_success'))}</th>"
+            f"<th>rollouts to reach {html.escape(str(summary.get('reference')))}'s final, per seed "
+            "(multiple of its own)</th><th>p_hat (epoch &ge; 2)</th>"
             "<th>band hit (epoch &ge; 2)</th></tr>")
     rows = []
     for label, s in summary["curricula"].items():
@@ -351,9 +374,15 @@ def results_table(summary: dict) -> str:
             f"<td>{' '.join(_fmt(v) for v in final['per_seed'])}</td><td>{_fmt(s['auc']['mean'])}</td>"
             f"<td>{_fmt(s['samples_used']['mean'], ',.0f')}</td><td>{_fmt(s['rollouts']['mean'], ',.0f')}</td>"
             f"<td>{_fmt(s['agent_updates']['mean'], '.0f')}</td><td>{reach_text}</td>"
+            f"<td>{_paired_text(s['paired_to_reference_final'])}</td>"
             f"<td>{_fmt(s['p_hat_mean_from_epoch_2']['mean'])}</td>"
             f"<td>{_fmt(s['band_hit_rate_from_epoch_2']['mean'], '.2f')}</td></tr>")
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _paired_text(paired: dict) -> str:
+    return ", ".join("never" if row["rollouts"] is None else f"{row['ratio']:.2f}x" if row["ratio"] is not None
+                     else "at start" for row in paired["per_seed"]) or "-"
 
 
 def level_table(summary: dict) -> str:
@@ -397,9 +426,9 @@ def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title:
         f"alpha = {cr.get('alpha')}, beta = {cr.get('beta')}, k_min = {cr.get('k_min')}, lambda = {cr.get('lam')}; "
         f"{first.epochs_planned} epochs planned. Every number and curve below is read from the runs' "
         "<code>metrics.jsonl</code>; held-out success is greedy, on a fixed set never trained on. "
-        "p_hat and difficulty describe the tasks each curriculum chose: the simulator's valid generations "
-        "(p_hat per seed batch) for genenv and random, the drawn tasks (p_hat per task) for static, offline and "
-        "learnability.</p>")
+        f"p_hat (per {html.escape(str(cr.get('p_hat_level', 'batch')))}), the band-hit rate and difficulty describe "
+        "the tasks each curriculum chose: the simulator's valid generations for genenv and random, the drawn "
+        "tasks (in batches of env.variations) for static, offline and learnability.</p>")
     parts.append("<h2>Results</h2>" + results_table(summary))
     parts.append("<h3>Final held-out success per level (mean over seeds)</h3>" + level_table(summary))
     for name, caption in PLOTS.items():

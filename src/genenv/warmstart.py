@@ -47,7 +47,13 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
                              "give a model folder path")
         return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=_seed(cfg.seed, role, "init"),
                                  device=cfg.device)
-    return Policy.load(player_cfg.model, device=cfg.device)
+    from genenv.models.registry import ModelNotAvailable, resolve_model
+    try:
+        folder = resolve_model(player_cfg.model)
+    except ModelNotAvailable as err:
+        from genenv.config import ConfigError
+        raise ConfigError(f"{role}.model: {err}") from None
+    return Policy.load(folder, device=cfg.device)
 
 
 def _seed(seed: int, *names: str) -> int:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_model, save_model
@@ -116,8 +117,11 @@ class Policy:
 
     def decode_many(self, sequences: list[list[int]]) -> list[str]:
         eos = self.eos_token_id
-        return self.tokenizer.batch_decode([[t for t in ids if t != eos] for ids in sequences],
-                                           skip_special_tokens=True)
+        stripped = [[t for t in ids if t != eos] for ids in sequences]
+        if not getattr(self.tokenizer, "clean_up_tokenization_spaces", False):
+            # what batch_decode does without clean-up, minus the Python wrapper's per-item overhead
+            return self.tokenizer.backend_tokenizer.decode_batch(stripped, skip_special_tokens=True)
+        return self.tokenizer.batch_decode(stripped, skip_special_tokens=True)
 
     # ------------------------------------------------------------------ sampling
     @torch.no_grad()
@@ -133,11 +137,11 @@ class Policy:
             prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
+        sampling = {} if greedy else {"temperature": float(temperature), "top_k": 0, "top_p": 1.0}
         gen_config = GenerationConfig(
-            do_sample=not greedy, temperature=None if greedy else float(temperature), top_k=0, top_p=1.0,
-            max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.eos_token_id, bos_token_id=self.tokenizer.bos_token_id,
-            return_dict_in_generate=True, output_logits=not greedy)
+            do_sample=not greedy, **sampling, max_new_tokens=max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_id,
+            bos_token_id=self.tokenizer.bos_token_id, return_dict_in_generate=True, output_logits=not greedy)
         self.model.eval()
         torch.manual_seed(seed)
         out: list[Generation] = []
@@ -148,11 +152,13 @@ class Policy:
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
     def _generate_chunk(self, chunk, gen_config, greedy, temperature) -> list[Generation]:
-        width = max(len(ids) for ids in chunk)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.nn.utils.rnn.pad_sequence([torch.tensor(ids) for ids in chunk], batch_first=True,
-                                                    padding_value=pad, padding_side="left")
-        lengths = torch.tensor([len(ids) for ids in chunk])
+        lengths_np = np.fromiter((len(ids) for ids in chunk), dtype=np.int64, count=len(chunk))
+        width = int(lengths_np.max())
+        left_padded = np.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=np.int64)
+        for row, ids in enumerate(chunk):
+            left_padded[row, width - len(ids):] = ids
+        input_ids = torch.from_numpy(left_padded)
+        lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
         result = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                                      generation_config=gen_config)

