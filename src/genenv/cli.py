@@ -76,6 +76,23 @@ def _report(args) -> int:
     return 0
 
 
+def _eval(args) -> int:
+    from genenv.evaluate import eval_bfcl
+    from genenv.models.registry import ModelNotAvailable
+    if args.benchmark != "bfcl":
+        print(f"genenv: --benchmark: {args.benchmark!r} is not supported here; choose bfcl", file=sys.stderr)
+        return 2
+    categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+    try:
+        eval_bfcl(args.model, categories, args.out, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                  batch_size=args.batch_size, device=args.device, threads=args.threads)
+    except (ValueError, ModelNotAvailable, RuntimeError) as err:
+        print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    print(f"scores: {Path(args.out) / 'scores.json'}")
+    return 0
+
+
 def _models(args) -> int:
     from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
     if args.action == "list":
@@ -145,6 +162,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p = sub.add_parser("report", help="plots + a self-contained report.html of a run or a comparison")
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
     rep_p.set_defaults(func=_report)
+    ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
+    ev_p.add_argument("--benchmark", default="bfcl")
+    ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple")
+    ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
+    ev_p.add_argument("--limit", type=int, default=None, help="first N entries of each category")
+    ev_p.add_argument("--max-new-tokens", type=int, default=128)
+    ev_p.add_argument("--batch-size", type=int, default=8)
+    ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ev_p.add_argument("--threads", type=int, default=2)
+    ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")
+    ev_p.set_defaults(func=_eval)
     mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")
     mod_p.add_argument("action", choices=("prepare", "list"))
     mod_p.add_argument("name", nargs="?", help="a known model name, e.g. smollm2")

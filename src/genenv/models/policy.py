@@ -41,6 +41,10 @@ class SequenceBatch:
     prompt_width: int
 
 
+def _messages(prompt) -> list[dict]:
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+
+
 class Policy:
     """A causal LM behind the interface the co-evolution loop needs.
 
@@ -88,25 +92,33 @@ class Policy:
     def encode_prompt(self, text: str) -> list[int]:
         return self.encode_prompts([text])[0]
 
-    def encode_prompts(self, texts: list[str]) -> list[list[int]]:
+    def encode_prompts(self, texts: list) -> list[list[int]]:
         """Token ids of many prompts (chat template applied when enabled).
 
+        A prompt is a string (one user message) or a list of chat messages (``{"role", "content"}`` dicts, e.g.
+        a system prompt then the user turn). Without a chat template, messages are joined by blank lines.
         Prompts seen before (evaluation sets, seed tasks) come from a bounded cache; new ones are encoded
         in one call to the Rust tokenizer, skipping the Python wrapper's per-item conversion.
         """
-        missing = list(dict.fromkeys(t for t in texts if t not in self._prompt_cache))
-        if missing:
+        keys = [t if isinstance(t, str) else json.dumps(t, sort_keys=True) for t in texts]
+        todo = {}
+        for key, text in zip(keys, texts):
+            if key not in self._prompt_cache and key not in todo:
+                todo[key] = text
+        todo = list(todo.items())
+        if todo:
             if self.use_chat_template:
-                rendered = [self.tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                                               add_generation_prompt=True) for t in missing]
+                rendered = [self.tokenizer.apply_chat_template(_messages(t), tokenize=False,
+                                                               add_generation_prompt=True) for _, t in todo]
                 encodings = self.tokenizer.backend_tokenizer.encode_batch(rendered, add_special_tokens=False)
             else:
-                encodings = self.tokenizer.backend_tokenizer.encode_batch(missing, add_special_tokens=True)
-            if len(self._prompt_cache) + len(missing) > PROMPT_CACHE_SIZE:
+                plain = [t if isinstance(t, str) else "\n\n".join(m["content"] for m in t) for _, t in todo]
+                encodings = self.tokenizer.backend_tokenizer.encode_batch(plain, add_special_tokens=True)
+            if len(self._prompt_cache) + len(todo) > PROMPT_CACHE_SIZE:
                 self._prompt_cache.clear()
-            for text, encoding in zip(missing, encodings):
-                self._prompt_cache[text] = encoding.ids
-        return [list(self._prompt_cache[t]) for t in texts]
+            for (key, _), encoding in zip(todo, encodings):
+                self._prompt_cache[key] = encoding.ids
+        return [list(self._prompt_cache[k]) for k in keys]
 
     def encode_target(self, text: str) -> list[int]:
         """Response tokens for supervised targets, ending with EOS."""

@@ -1,0 +1,1 @@
+"""Loaders and scorers for real benchmark files in their official formats."""
