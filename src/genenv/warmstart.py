@@ -78,7 +78,10 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
     ws = cfg.agent.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
     seeds = domain.seed_tasks(np.random.default_rng(_seed(cfg.seed, "seed_tasks")), cfg.domain.num_seed_tasks)
-    examples = [WeightedExample(policy.encode_prompt(t.prompt), policy.encode_target(t.answer)) for t in seeds]
+    # the agent's first-turn context exactly as rollouts build it (a chat model sees BFCL's system prompt too)
+    contexts = [domain.agent_context([], domain.reset(t, seed=0)[1]) for t in seeds]
+    prompt_ids = policy.encode_prompts(contexts)
+    examples = [WeightedExample(ids, policy.encode_target(t.answer)) for ids, t in zip(prompt_ids, seeds)]
     info = {"rounds": 0, "seed_success": None, "loss": None}
     for round_index in range(ws.max_rounds):
         if ws.steps == 0:
