@@ -362,22 +362,9 @@ def _drawn_records(tasks: list[Task], groups: list[list[Episode]], cfg: RunConfi
 
     Consecutive draws are grouped in batches of ``env.variations`` tasks, so that with ``p_hat_level=batch``
     their p_hat has the granularity of a simulator seed batch and band-hit rates compare across curricula."""
-    cr = cfg.curriculum_reward
-    out = []
-    for index, (task, group) in enumerate(zip(tasks, groups)):
-        p_task = cur.success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
-        out.append(Generated(index // cfg.env.variations, task, "", [], [], task.text, task, group, p_task,
-                             source="drawn"))
-    by_batch: dict[int, list[float]] = {}
-    for item in out:
-        by_batch.setdefault(item.batch, []).extend(e.reward for e in item.episodes)
-    for item in out:
-        if cr.p_hat_level == "batch":
-            item.p_hat = cur.success_rate(by_batch[item.batch], cr.success_threshold, cr.posterior)
-        else:
-            item.p_hat = item.p_hat_task
-        item.r_env = cur.alpha_reward(item.p_hat, cr.alpha, cr.beta)
-        item.in_band = cur.in_band(item.p_hat, cr.alpha, cr.k_min)
+    out = [Generated(index // cfg.env.variations, task, "", [], [], task.text, task, group, source="drawn")
+           for index, (task, group) in enumerate(zip(tasks, groups))]
+    score_batches(cfg, out)
     return out
 
 
