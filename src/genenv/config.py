@@ -59,6 +59,7 @@ class WarmStartConfig:
     min_success: float = knob(0.9, "agent only: required greedy success on fresh seed-distribution tasks "
                               "(never the held-out set); below it another round is trained", lo=0.0, hi=1.0)
     max_rounds: int = knob(3, "agent only: most SFT rounds before giving up with a warning", lo=1)
+    check_tasks: int = knob(256, "agent only: seed-distribution tasks in the min_success check (greedy)", lo=1)
 
 
 @dataclass

@@ -89,7 +89,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
         curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
                                     progress=progress)
         info.update(rounds=round_index + 1, loss=float(np.mean(curve[-20:])))
-        info["seed_success"] = seed_success(domain, policy, cfg)
+        info["seed_success"] = seed_success(domain, policy, cfg, n=ws.check_tasks)
         log(f"agent warm start round {round_index + 1}: loss {info['loss']:.4f}, "
             f"seed-distribution success {info['seed_success']:.3f}")
         if info["seed_success"] >= ws.min_success:
