@@ -131,3 +131,27 @@ def test_resume_restores_metrics_row_lost_after_checkpoint(smoke_run, tmp_path):
     (copy / "metrics.jsonl").write_text("".join(lines[:-1]) + lines[-1][:10])  # last row lost, torn tail
     run(load_config("smoke", ["threads=1"]), run_dir=copy, resume=True, log=lambda m: None)
     assert _stable(read_jsonl(copy / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
+
+
+def test_lora_players_train_adapters_and_resume_exactly(tmp_path, monkeypatch):
+    """lora_rank > 0: only adapters train, the export is an ordinary merged folder, a resumed run matches
+    (the first run trains its warm start, the second loads it from the cache: the adapters' initialisation
+    must not depend on which)."""
+    pytest.importorskip("peft", reason="peft is not installed (pip install peft==0.21.2)")
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    from genenv.models.policy import Policy
+    lora = ["threads=1", "agent.lora_rank=4", "env.lora_rank=4"]
+    whole = run(load_config("smoke", [*lora, "epochs=2"]), run_dir=tmp_path / "whole", log=lambda m: None)
+    rows = read_jsonl(whole / "metrics.jsonl")
+    assert sum(r["agent_updates"] for r in rows) > 0 and sum(r["env_steps"] for r in rows) > 0
+    first = run(load_config("smoke", [*lora, "epochs=1"]), run_dir=tmp_path / "split", log=lambda m: None)
+    resumed = run(load_config("smoke", [*lora, "epochs=2"]), run_dir=first, resume=True, log=lambda m: None)
+    assert _stable(read_jsonl(resumed / "metrics.jsonl")) == _stable(rows)
+    final = Policy.load(whole / "final" / "agent")
+    initial = Policy.load(whole / "checkpoints" / "initial" / "agent")
+    assert not final.has_lora and final.num_parameters() == initial.num_parameters()
+    changed = [not a.equal(b) for a, b in zip(final.model.state_dict().values(), initial.model.state_dict().values())]
+    assert any(changed)
+    adapted = Policy.load(whole / "checkpoints" / "initial" / "agent")
+    adapted.apply_lora(4)
+    assert adapted.num_trainable_parameters() < 0.5 * adapted.num_parameters()

@@ -565,10 +565,19 @@ def _seed_tasks_seed(cfg: RunConfig) -> int:
     return _seed(cfg.seed, "seed_tasks")
 
 
-def _make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
-    agent_opt = torch.optim.AdamW(agent.model.parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
-    env_opt = torch.optim.AdamW(env.model.parameters(), lr=cfg.env.lr)
-    return Players(agent, agent.frozen_copy(), env, env.frozen_copy(), agent_opt, env_opt)
+def _make_players(cfg: RunConfig, agent: Policy, env: Policy, refs: tuple[Policy, Policy] | None = None) -> Players:
+    """Frozen references of the warm-started players, optional LoRA adapters, and the optimisers."""
+    agent_ref, env_ref = refs or (agent.frozen_copy(), env.frozen_copy())
+    _apply_lora(cfg, agent, env)
+    agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
+    env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr)
+    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
+
+
+def _apply_lora(cfg: RunConfig, agent: Policy, env: Policy) -> None:
+    for name, policy, rank in (("agent", agent, cfg.agent.lora_rank), ("env", env, cfg.env.lora_rank)):
+        if rank > 0 and not policy.has_lora:
+            policy.apply_lora(rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
 
 
 # ============================================================================ persistence
@@ -638,13 +647,13 @@ def read_pool_log(path: Path, size: int) -> list[dict]:
 
 def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
     initial = run_dir / "checkpoints" / "initial"
-    agent = Policy.load(initial / "agent", device=cfg.device)
-    env = Policy.load(initial / "env", device=cfg.device)
-    agent_ref, env_ref = agent.frozen_copy(), env.frozen_copy()
+    agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
+    env = Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype)
+    refs = agent.frozen_copy(), env.frozen_copy()
+    _apply_lora(cfg, agent, env)  # the checkpoint holds the adapted model's weights
     agent.load_weights(ckpt / "agent.safetensors")
     env.load_weights(ckpt / "env.safetensors")
-    players = _make_players(cfg, agent, env)
-    players.agent_ref, players.env_ref = agent_ref, env_ref
+    players = _make_players(cfg, agent, env, refs)
     saved = torch.load(ckpt / "optimizers.pt", weights_only=False)
     players.agent_opt.load_state_dict(saved["agent"])
     players.env_opt.load_state_dict(saved["env"])

@@ -65,9 +65,14 @@ class WarmStartConfig:
 @dataclass
 class AgentConfig:
     """The agent policy, trained with GRPO."""
-    model: str = knob("tiny", "'tiny' (built from `tiny`) or a local Hugging Face model folder")
+    model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
+                      "Face model folder")
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    dtype: str = knob("float32", "weights dtype of a real model (bfloat16 halves memory; use on a GPU)",
+                      choices=("float32", "bfloat16"))
+    lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
+                          "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     lr: float = knob(3e-4, "AdamW learning rate for GRPO (1e-3 collapsed the 0.5M default on the dev set)", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay", lo=0.0)
     group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
@@ -89,9 +94,14 @@ class AgentConfig:
 @dataclass
 class EnvConfig:
     """The environment simulator, trained with reward-weighted regression (RWR)."""
-    model: str = knob("tiny", "'tiny' (built from `tiny`) or a local Hugging Face model folder")
+    model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
+                      "Face model folder")
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+    dtype: str = knob("float32", "weights dtype of a real model (bfloat16 halves memory; use on a GPU)",
+                      choices=("float32", "bfloat16"))
+    lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
+                          "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)

@@ -36,6 +36,8 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg) -> str:
     payload = {"v": CACHE_VERSION, "role": role, "seed": cfg.seed, "domain": to_dict(cfg.domain),
                "model": player_cfg.model, "tiny": to_dict(player_cfg.tiny),
                "warmstart": to_dict(player_cfg.warmstart)}
+    if player_cfg.dtype != "float32":  # (kept out of the key otherwise, so existing caches stay valid)
+        payload["dtype"] = player_cfg.dtype
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
     return f"{cfg.domain.name}-{role}-{digest}"
 
@@ -53,7 +55,7 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
     except ModelNotAvailable as err:
         from genenv.config import ConfigError
         raise ConfigError(f"{role}.model: {err}") from None
-    return Policy.load(folder, device=cfg.device)
+    return Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
 
 
 def _seed(seed: int, *names: str) -> int:
@@ -73,7 +75,7 @@ def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
     folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent)
     if (folder / "config.json").exists():
-        return _load_cached(folder, cfg)
+        return _load_cached(folder, cfg, cfg.agent.dtype)
     policy = _base_policy("agent", cfg, cfg.agent, domain)
     ws = cfg.agent.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
@@ -104,7 +106,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
     folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env)
     if (folder / "config.json").exists():
-        return _load_cached(folder, cfg)
+        return _load_cached(folder, cfg, cfg.env.dtype)
     policy = _base_policy("env", cfg, cfg.env, domain)
     ws = cfg.env.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "env", "warmstart"))
@@ -121,8 +123,8 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     return policy, info
 
 
-def _load_cached(folder: Path, cfg: RunConfig) -> tuple[Policy, dict]:
-    return Policy.load(folder, device=cfg.device), json.loads((folder / "warmstart.json").read_text())
+def _load_cached(folder: Path, cfg: RunConfig, dtype: str = "float32") -> tuple[Policy, dict]:
+    return Policy.load(folder, device=cfg.device, dtype=dtype), json.loads((folder / "warmstart.json").read_text())
 
 
 def _save_cached(policy: Policy, folder: Path, info: dict) -> None:

@@ -107,7 +107,7 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
         return stats
     with policy.timed():
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), grad_clip if grad_clip > 0 else
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip if grad_clip > 0 else
                                                    float("inf"))
         if not torch.isfinite(grad_norm):
             optimizer.zero_grad(set_to_none=True)

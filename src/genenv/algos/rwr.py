@@ -107,7 +107,7 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
             continue
         with policy.timed():
             loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(),
+            norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(),
                                                   grad_clip if grad_clip > 0 else float("inf"))
             if not torch.isfinite(norm):
                 optimizer.zero_grad(set_to_none=True)
@@ -144,9 +144,10 @@ def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, 
         optimizer.zero_grad(set_to_none=True)
         with policy.timed():
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.model.parameters(), grad_clip)
+            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip)
             optimizer.step()
         curve.append(loss.item())
         if progress is not None:
             progress.update(1)
+    optimizer.zero_grad(set_to_none=True)  # no stale gradients left on the weights for whoever trains next
     return curve

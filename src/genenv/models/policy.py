@@ -227,11 +227,40 @@ class Policy:
         return logp, entropy
 
     # ------------------------------------------------------------------ persistence
+    # ------------------------------------------------------------------ LoRA (optional, peft)
+    @property
+    def has_lora(self) -> bool:
+        return hasattr(self.model, "peft_config")
+
+    def apply_lora(self, rank: int, alpha: float | None = None, seed: int = 0) -> None:
+        """Train LoRA adapters (rank ``rank``) on every linear layer instead of all weights (needs peft).
+
+        The adapters' random initialisation is drawn from ``seed`` alone, not from the global torch stream,
+        so a run is the same whether its warm start was trained in-process or loaded from the cache."""
+        try:
+            from peft import LoraConfig, get_peft_model
+        except ImportError:
+            raise RuntimeError("lora_rank > 0 needs peft: pip install peft==0.21.2 (`make install` does)") from None
+        config = LoraConfig(r=rank, lora_alpha=alpha or 2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                            task_type="CAUSAL_LM")
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.model = get_peft_model(self.model, config)
+
+    def trainable_parameters(self) -> list:
+        """The parameters an update changes (all of them, or only the LoRA adapters)."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def num_trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
     def save(self, path: str | Path) -> None:
+        """An ordinary Hugging Face folder (LoRA adapters merged into the weights)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         hf_logging.disable_progress_bar()
-        self.model.save_pretrained(path, safe_serialization=True)
+        model = copy.deepcopy(self.model).merge_and_unload() if self.has_lora else self.model
+        model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / META_FILE).write_text(json.dumps({"use_chat_template": self.use_chat_template}))
 
@@ -243,12 +272,13 @@ class Policy:
         load_model(self.model, str(file), device=str(self.device))
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu", use_chat_template: bool | None = None) -> "Policy":
+    def load(cls, path: str | Path, device: str = "cpu", use_chat_template: bool | None = None,
+             dtype: str = "float32") -> "Policy":
         path = Path(path)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"{path}: not a Hugging Face model folder (no config.json)")
         hf_logging.disable_progress_bar()
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
         tokenizer = AutoTokenizer.from_pretrained(path)
         if use_chat_template is None:
             meta = path / META_FILE
