@@ -10,7 +10,8 @@ on). The simulator writes a new task as one JSON object::
                     "required": [...]}}],
      "question": "...", "call": {"name": ..., "arguments": {...}}}
 
-and the domain grounds it: a valid schema, a gold call that names a given function, passes every required
+(keys in that order, the gold call last, so a generation cut short loses the least) and the domain grounds
+it: a valid schema, a gold call that names a given function, passes every required
 parameter, no unknown ones, values of the declared types and inside enums, a non-empty question, and finally
 BFCL's own checker must accept the gold call against the task. Anything else is rejected with a reason.
 """
@@ -82,7 +83,7 @@ def _task_from_entry(entry: dict) -> Task:
     calls = gold_calls(entry["ground_truth"])
     question = entry["question"][0][-1]["content"]
     text = json.dumps({"functions": entry["function"], "question": question,
-                       "call": {"name": calls[0][0], "arguments": calls[0][1]}}, sort_keys=True)
+                       "call": {"name": calls[0][0], "arguments": calls[0][1]}})
     return Task(text=text, prompt=question, answer=render_calls(calls), level=_level(entry["function"], calls),
                 meta={"id": entry["id"], "functions": entry["function"], "ground_truth": entry["ground_truth"],
                       "category": entry["category"], "messages": entry["question"][0]})
@@ -202,7 +203,7 @@ class ToolCallDomain(Domain):
             return Invalid("call must be {name: string, arguments: object}", text)
         arguments = call.get("arguments", {})
         canonical = json.dumps({"functions": functions, "question": question.strip(),
-                                "call": {"name": call["name"], "arguments": arguments}}, sort_keys=True)
+                                "call": {"name": call["name"], "arguments": arguments}})
         return Task(canonical, question.strip(), None, 0,
                     meta={"functions": functions, "call": (call["name"], arguments)})
 
