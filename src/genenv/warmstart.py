@@ -32,12 +32,15 @@ def cache_root() -> Path:
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
-def _cache_key(role: str, cfg: RunConfig, player_cfg) -> str:
+def _cache_key(role: str, cfg: RunConfig, player_cfg, format_version: int = 1) -> str:
     payload = {"v": CACHE_VERSION, "role": role, "seed": cfg.seed, "domain": to_dict(cfg.domain),
                "model": player_cfg.model, "tiny": to_dict(player_cfg.tiny),
                "warmstart": to_dict(player_cfg.warmstart)}
-    if player_cfg.dtype != "float32":  # (kept out of the key otherwise, so existing caches stay valid)
+    # (kept out of the key at their defaults, so existing caches stay valid)
+    if player_cfg.dtype != "float32":
         payload["dtype"] = player_cfg.dtype
+    if format_version != 1:
+        payload["format"] = format_version
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
     return f"{cfg.domain.name}-{role}-{digest}"
 
@@ -73,7 +76,7 @@ def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -
 
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent)
+    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain.format_version)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.agent.dtype)
     policy = _base_policy("agent", cfg, cfg.agent, domain)
@@ -104,7 +107,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env)
+    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain.format_version)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.env.dtype)
     policy = _base_policy("env", cfg, cfg.env, domain)

@@ -66,6 +66,7 @@ class Domain:
     max_turns: int = 1
     agent_max_new_tokens: int = 16
     env_max_new_tokens: int = 32
+    format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
 
     # -------------------------------------------------------------- data
     def seed_tasks(self, rng: np.random.Generator, n: int) -> list[Task]:

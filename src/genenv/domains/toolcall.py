@@ -109,6 +109,7 @@ class ToolCallDomain(Domain):
     alphabet = string.printable  # for the tiny char-level models of tests; real models bring their tokenizer
     agent_max_new_tokens = 128
     env_max_new_tokens = 384
+    format_version = 2  # 2: task JSON in natural key order
 
     def __init__(self, train_categories: list[str] | None = None, eval_categories: list[str] | None = None,
                  single_call_only: bool = True, prompt_style: str = "bfcl", max_task_chars: int | None = None):
