@@ -239,15 +239,21 @@ def plot_p_hat(groups, axes, alpha: float, k_min: float):
     ax, ax_band = axes
     ax.axhspan(alpha - k_min, alpha + k_min, color="green", alpha=0.12, label=f"alpha +- k_min")
     ax.axhline(alpha, color="green", lw=1, ls="--")
+    drawn = False
     for label, runs in groups.items():
         band = _per_epoch_band(runs, "p_hat_mean", window)
         if band is not None:
+            drawn = True
             epochs, mean, lo, hi = band
             ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6)
             ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
         band = _per_epoch_band(runs, "band_hit_rate", window)
         if band is not None:
             ax_band.plot(band[0], band[1], color=colors[label], label=label, lw=1.6)
+    if not drawn:  # e.g. a simulator that wrote no valid task: nothing was scored
+        for target in axes:
+            target.text(0.5, 0.5, "no scored tasks in these runs", ha="center", va="center",
+                        transform=target.transAxes)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("p_hat")
     ax.set_xlabel("epoch")
