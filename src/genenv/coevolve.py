@@ -148,20 +148,21 @@ def draw_training_tasks(cfg: RunConfig, state: RunState, epoch: int, fresh_valid
 def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, seeds: list[Task],
                    epoch: int) -> list[Generated]:
     """Phase 1: the simulator writes `variations` tasks per seed, conditioned on seed + success stats."""
-    contexts = []
+    rates = []
     for seed in seeds:
         rate = state.task_pool.last_p_hat(seed)
-        contexts.append(domain.simulator_prompt(seed, {"success_rate": rate if rate is not None
-                                                       else state.last_p_hat_mean}))
-    gens = env.generate(contexts, n=cfg.env.variations, max_new_tokens=min(cfg.env.max_new_tokens,
-                                                                              domain.env_max_new_tokens),
-                        temperature=cfg.env.temperature, seed=phase_seed(cfg.seed, epoch, "generate"),
-                        batch_size=cfg.env.generation_batch)
-    out = []
-    for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)):
-        for g in samples:
-            out.append(Generated(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed")))
-    return out
+        rates.append(rate if rate is not None else state.last_p_hat_mean)
+    return write_tasks(cfg, domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"))
+
+
+def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int,
+                sample_seed: int) -> list[Generated]:
+    """``n`` simulator generations per seed, prompted with the seed and its success rate (unparsed yet)."""
+    contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
+    gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
+                        temperature=cfg.env.temperature, seed=sample_seed, batch_size=cfg.env.generation_batch)
+    return [Generated(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"))
+            for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
 
 
 def validate_tasks(domain: Domain, generated: list[Generated]) -> None:
@@ -389,15 +390,15 @@ def epoch_metrics(cfg, domain, state, epoch, generated, groups, drawn, agent_sta
     fresh_episodes = [e for g in items for e in g.episodes]
     all_episodes = [e for grp in groups for e in grp]
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
+    valid_count = len(generated) - sum(reasons.values())
     total = timer.total
     gen_seconds = timer.seconds.get("generate", 0.0) + timer.seconds.get("rollout", 0.0)
     return {
         "epoch": epoch,
         "curriculum": cfg.curriculum,
         "generated": len(generated),
-        "valid": sum(1 for g in generated if g.valid),
-        "invalid_rate": (1.0 - sum(1 for g in generated if g.valid) / len(generated)) if generated else
-        (0.0 if generative else None),
+        "valid": valid_count,
+        "invalid_rate": (1.0 - valid_count / len(generated)) if generated else (0.0 if generative else None),
         "invalid_reasons": dict(reasons),
         "p_hat_mean": _mean(batch_p),
         "band_hit_rate": _mean([float(cur.in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
@@ -526,9 +527,9 @@ def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState
                          for task in domain.reference_tasks(rng, extra)]
         else:
             picks = rng.choice(len(seeds), size=extra, replace=True)
-            generated = _write_variations(cfg, domain, env, [seeds[i] for i in picks], 1)
+            generated = _write_once(cfg, domain, env, [seeds[i] for i in picks], 1)
     else:
-        generated = _write_variations(cfg, domain, env, seeds, bc.static_variations)
+        generated = _write_once(cfg, domain, env, seeds, bc.static_variations)
     validate_tasks(domain, generated)
     before = len(state.task_pool)
     for item in generated:
@@ -550,14 +551,9 @@ def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState
     return summary
 
 
-def _write_variations(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int) -> list[Generated]:
-    """``n`` simulator generations per seed, with no success statistics in the prompt (nothing is known yet)."""
-    contexts = [domain.simulator_prompt(seed, {"success_rate": None}) for seed in seeds]
-    gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
-                        temperature=cfg.env.temperature, seed=phase_seed(cfg.seed, -1, "fixed_set_generate"),
-                        batch_size=cfg.env.generation_batch)
-    return [Generated(-1, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"))
-            for seed, context, samples in zip(seeds, contexts, gens) for g in samples]
+def _write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int) -> list[Generated]:
+    """A fixed set's generations: no success statistics in the prompt (nothing is known before training)."""
+    return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"))
 
 
 def _seed_tasks_seed(cfg: RunConfig) -> int:

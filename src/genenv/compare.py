@@ -150,12 +150,13 @@ def compare(out: str | Path, preset: str = "default", curricula: str = ",".join(
 
 def _warm_start_each_seed(configs, arms, seeds, log) -> None:
     """Fill the warm-start cache once per seed before runs fan out (all curricula share it)."""
+    import torch
+
     from genenv.domains import make_domain
     from genenv.warmstart import warm_start_agent, warm_start_simulator
     for seed in seeds:
         cfg = configs[arms[0], seed]
         domain = make_domain(cfg.domain.name, **cfg.domain.options)
-        import torch
         torch.set_num_threads(cfg.threads)
         warm_start_agent(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))
         warm_start_simulator(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))

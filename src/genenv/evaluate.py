@@ -34,7 +34,8 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
         start = time.perf_counter()
         prompts = [bfcl.chat_messages(e) for e in entries]
         # longest prompts first, in batches: less padding; greedy decoding makes the order irrelevant
-        order = sorted(range(len(entries)), key=lambda i: -len(policy.encode_prompts([prompts[i]])[0]))
+        lengths = [len(ids) for ids in policy.encode_prompts(prompts)]  # one batched encode, then cached
+        order = sorted(range(len(entries)), key=lambda i: -lengths[i])
         responses: dict[int, str] = {}
         with tqdm(total=len(entries), desc=f"bfcl {category}", dynamic_ncols=True, leave=False) as bar:
             for first in range(0, len(order), batch_size):

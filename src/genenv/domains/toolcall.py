@@ -124,29 +124,31 @@ class ToolCallDomain(Domain):
         self.prompt_style = prompt_style
         self.max_task_chars = max_task_chars
         self._bfcl = bfcl
+        self._training: list[Task] | None = None
 
     # -------------------------------------------------------------- data
-    def _entries(self, categories) -> list[dict]:
-        entries = [e for c in categories for e in self._bfcl.load_category(c)]
-        if self.single_call_only:
-            entries = [e for e in entries if len(e["ground_truth"]) == 1 and len(e["question"]) == 1]
-        if self.max_task_chars:
-            entries = [e for e in entries if len(_task_from_entry(e).text) <= self.max_task_chars]
-        return entries
+    def _training_tasks(self) -> list[Task]:
+        """Every task of the training categories, read and converted once per domain object."""
+        if self._training is None:
+            entries = [e for c in self.train_categories for e in self._bfcl.load_category(c)]
+            if self.single_call_only:
+                entries = [e for e in entries if len(e["ground_truth"]) == 1 and len(e["question"]) == 1]
+            self._training = self._short_enough([_task_from_entry(e) for e in entries])
+        return self._training
+
+    def _short_enough(self, tasks: list[Task]) -> list[Task]:
+        return [t for t in tasks if len(t.text) <= self.max_task_chars] if self.max_task_chars else tasks
 
     def seed_tasks(self, rng, n):
-        entries = self._entries(self.train_categories)
-        picks = rng.permutation(len(entries))[:n]
-        return [_task_from_entry(entries[i]) for i in picks]
+        tasks = self._training_tasks()
+        return [tasks[i] for i in rng.permutation(len(tasks))[:n]]
 
     def heldout_tasks(self, per_level):
         """The evaluation categories, in file order; ``per_level`` caps each category (BFCL's own split)."""
         out = []
         for category in self.eval_categories:
             tasks = [_task_from_entry(e) for e in self._bfcl.load_category(category) if len(e["question"]) == 1]
-            if self.max_task_chars:
-                tasks = [t for t in tasks if len(t.text) <= self.max_task_chars]
-            out.extend(tasks[:per_level])
+            out.extend(self._short_enough(tasks)[:per_level])
         return out
 
     def levels(self):
@@ -154,7 +156,7 @@ class ToolCallDomain(Domain):
 
     def simulator_corpus(self, rng, n):
         """(seed, stats, task) pairs of real BFCL training tasks: the simulator learns the task format."""
-        tasks = self.seed_tasks(rng, len(self._entries(self.train_categories)))
+        tasks = self.seed_tasks(rng, len(self._training_tasks()))
         corpus = []
         for _ in range(n):
             seed, target = tasks[int(rng.integers(len(tasks)))], tasks[int(rng.integers(len(tasks)))]
@@ -163,7 +165,7 @@ class ToolCallDomain(Domain):
         return corpus
 
     def reference_tasks(self, rng, n):
-        tasks = self.seed_tasks(rng, len(self._entries(self.train_categories)))
+        tasks = self.seed_tasks(rng, len(self._training_tasks()))
         return [tasks[int(i)] for i in rng.integers(len(tasks), size=n)]
 
     # -------------------------------------------------------------- simulator side

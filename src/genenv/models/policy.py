@@ -226,7 +226,6 @@ class Policy:
             entropy = -(logp_all.exp() * logp_all).sum(-1)
         return logp, entropy
 
-    # ------------------------------------------------------------------ persistence
     # ------------------------------------------------------------------ LoRA (optional, peft)
     @property
     def has_lora(self) -> bool:
@@ -252,8 +251,9 @@ class Policy:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     def num_trainable_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        return sum(p.numel() for p in self.trainable_parameters())
 
+    # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """An ordinary Hugging Face folder (LoRA adapters merged into the weights)."""
         path = Path(path)
