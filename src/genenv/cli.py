@@ -85,7 +85,8 @@ def _eval(args) -> int:
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     try:
         eval_bfcl(args.model, categories, args.out, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                  batch_size=args.batch_size, device=args.device, threads=args.threads)
+                  batch_size=args.batch_size, device=args.device, threads=args.threads,
+                  max_steps=args.max_steps)
     except (ValueError, ModelNotAvailable, RuntimeError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -166,9 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev_p.add_argument("--benchmark", default="bfcl")
     ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple")
     ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
-    ev_p.add_argument("--limit", type=int, default=None, help="first N entries of each category")
+    ev_p.add_argument("--limit", type=int, default=None,
+                      help="first N entries of each category (a multi-turn entry scores all its turns)")
     ev_p.add_argument("--max-new-tokens", type=int, default=128)
     ev_p.add_argument("--batch-size", type=int, default=8)
+    ev_p.add_argument("--max-steps", type=int, default=5,
+                      help="multi-turn categories: model steps per turn before it ends (BFCL allows 20)")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ev_p.add_argument("--threads", type=int, default=2)
     ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")

@@ -4,6 +4,10 @@
 prompts the model as BFCL prompts a chat model (BFCL's system prompt, greedy decoding), scores every response
 with BFCL's decoder and AST checker, prints accuracy per category and overall, and writes the raw responses
 in BFCL's result-file format (``OUT/genenv/BFCL_v4_<category>_result.json``) plus ``OUT/scores.json``.
+
+``--categories multi_turn_long_context`` (or ``multi_turn_base``) follows the paper's protocol: every turn is
+scored on its own against the ground truth, with BFCL's executable back-ends and checkers
+(:mod:`genenv.benchmarks.bfcl_multiturn`); accuracy there is per turn.
 """
 
 from __future__ import annotations
@@ -16,51 +20,107 @@ from tqdm.auto import tqdm
 from genenv.io import atomic_write_json
 
 
+def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int,
+                      prompt_ids: list[list[int]] | None = None) -> list[str | None]:
+    """Greedy responses, longest prompts first in batches (less padding; greedy makes order irrelevant).
+
+    A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``.
+    """
+    prompt_ids = policy.encode_prompts(prompts) if prompt_ids is None else prompt_ids
+    context = getattr(policy.model.config, "max_position_embeddings", None) or 10 ** 9
+    fits = [i for i, ids in enumerate(prompt_ids) if len(ids) + max_new_tokens <= context]
+    order = sorted(fits, key=lambda i: -len(prompt_ids[i]))
+    responses: list[str | None] = [None] * len(prompts)
+    for first in range(0, len(order), batch_size):
+        chunk = order[first:first + batch_size]
+        gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
+                               batch_size=batch_size, prompt_ids=[prompt_ids[i] for i in chunk])
+        for i, group in zip(chunk, gens):
+            responses[i] = group[0].text
+    return responses
+
+
+def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
+                  batch_size: int) -> dict:
+    from genenv.benchmarks import bfcl
+
+    prompts = [bfcl.chat_messages(e) for e in entries]
+    responses = []
+    with tqdm(total=len(entries), desc=f"bfcl {category}", dynamic_ncols=True, leave=False) as bar:
+        for first in range(0, len(prompts), 8 * batch_size):  # progress in slices of a few batches
+            chunk = prompts[first:first + 8 * batch_size]
+            responses.extend(_greedy_responses(policy, chunk, max_new_tokens, batch_size))
+            bar.update(len(chunk))
+    rows = []
+    for entry, response in zip(entries, responses):
+        response = "" if response is None else response
+        verdict = bfcl.check(entry, response)
+        rows.append({"id": entry["id"], "result": response, "valid": verdict["valid"],
+                     "error_type": verdict["error_type"]})
+    return {"rows": rows, "result_file": bfcl.write_result_file(out, category, rows),
+            "per_entry": [{k: r[k] for k in ("id", "valid", "error_type")} for r in rows]}
+
+
+def _multi_turn_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
+                         batch_size: int, max_steps: int) -> dict:
+    from genenv.benchmarks import bfcl, bfcl_multiturn
+
+    with tqdm(total=bfcl_multiturn.count_turns(entries), desc=f"bfcl {category} (turns)", dynamic_ncols=True,
+              leave=False) as bar:
+        rows = bfcl_multiturn.run_turns(
+            entries, lambda chats: _greedy_responses(policy, chats, max_new_tokens, batch_size),
+            max_steps=max_steps, progress=bar.update)
+    result_file = bfcl.write_result_file(out, category, bfcl_multiturn.result_file_rows(entries, rows))
+    return {"rows": rows, "result_file": result_file,
+            "per_entry": [{k: r[k] for k in ("id", "turn", "valid", "error_type")} for r in rows],
+            "turns_exceeding_context": sum(r["error_type"] == "prompt_exceeds_context" for r in rows)}
+
+
 def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | None = None,
               max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
-              log=print) -> dict:
+              max_steps: int = 5, log=print, policy=None) -> dict:
+    """Accuracy per category and overall. AST categories score one response per entry; multi-turn
+    categories score every turn on its own (``genenv.benchmarks.bfcl_multiturn``), so their unit is a turn."""
     import torch
 
-    from genenv.benchmarks import bfcl
+    from genenv.benchmarks import bfcl, bfcl_multiturn
     from genenv.models.policy import Policy
     from genenv.models.registry import resolve_model
 
     torch.set_num_threads(threads)
-    entries_by_category = {c: bfcl.load_category(c, limit) for c in categories}  # bad names fail before loading
-    policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+    entries_by_category = {}  # bad names fail before the model loads
+    for category in categories:
+        if category in bfcl_multiturn.MULTI_TURN_CATEGORIES:
+            entries_by_category[category] = bfcl_multiturn.load_entries(category, limit)
+        elif category in bfcl.AST_CATEGORIES:
+            entries_by_category[category] = bfcl.load_category(category, limit)
+        else:
+            raise ValueError(f"--categories: {category!r} is not a BFCL category we score; choose from "
+                             f"{', '.join(bfcl.AST_CATEGORIES + bfcl_multiturn.MULTI_TURN_CATEGORIES)}")
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
     out = Path(out)
-    scores = {"model": model, "limit": limit, "max_new_tokens": max_new_tokens, "categories": {}}
+    scores = {"model": model, "limit": limit, "max_new_tokens": max_new_tokens, "max_steps": max_steps,
+              "categories": {}}
     for category, entries in entries_by_category.items():
         start = time.perf_counter()
-        prompts = [bfcl.chat_messages(e) for e in entries]
-        # longest prompts first, in batches: less padding; greedy decoding makes the order irrelevant
-        lengths = [len(ids) for ids in policy.encode_prompts(prompts)]  # one batched encode, then cached
-        order = sorted(range(len(entries)), key=lambda i: -lengths[i])
-        responses: dict[int, str] = {}
-        with tqdm(total=len(entries), desc=f"bfcl {category}", dynamic_ncols=True, leave=False) as bar:
-            for first in range(0, len(order), batch_size):
-                chunk = order[first:first + batch_size]
-                gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
-                                       batch_size=batch_size)
-                for i, group in zip(chunk, gens):
-                    responses[i] = group[0].text
-                bar.update(len(chunk))
-        rows = []
-        for i, entry in enumerate(entries):
-            verdict = bfcl.check(entry, responses[i])
-            rows.append({"id": entry["id"], "result": responses[i], "valid": verdict["valid"],
-                         "error_type": verdict["error_type"]})
-        result_file = bfcl.write_result_file(out, category, rows)
-        accuracy = sum(r["valid"] for r in rows) / len(rows) if rows else None
-        scores["categories"][category] = {"accuracy": accuracy, "correct": sum(r["valid"] for r in rows),
-                                          "total": len(rows), "seconds": round(time.perf_counter() - start, 1),
-                                          "result_file": str(result_file),
-                                          "per_entry": [{k: r[k] for k in ("id", "valid", "error_type")}
-                                                        for r in rows]}
-        log(f"{category:20s} {accuracy:.3f} ({sum(r['valid'] for r in rows)}/{len(rows)})")
+        if category in bfcl_multiturn.MULTI_TURN_CATEGORIES:
+            result = _multi_turn_category(policy, category, entries, out, max_new_tokens, batch_size, max_steps)
+        else:
+            result = _ast_category(policy, category, entries, out, max_new_tokens, batch_size)
+        rows = result.pop("rows")
+        correct = sum(r["valid"] for r in rows)
+        accuracy = correct / len(rows) if rows else None
+        scores["categories"][category] = {"accuracy": accuracy, "correct": correct, "total": len(rows),
+                                          "unit": "turn" if "turns_exceeding_context" in result else "entry",
+                                          "seconds": round(time.perf_counter() - start, 1),
+                                          **{k: (str(v) if k == "result_file" else v) for k, v in result.items()}}
+        extra = (f", {result['turns_exceeding_context']} turns longer than the context window"
+                 if result.get("turns_exceeding_context") else "")
+        log(f"{category:24s} {accuracy if accuracy is not None else float('nan'):.3f} ({correct}/{len(rows)}){extra}")
     correct = sum(c["correct"] for c in scores["categories"].values())
     total = sum(c["total"] for c in scores["categories"].values())
     scores["overall"] = {"accuracy": correct / total if total else None, "correct": correct, "total": total}
     atomic_write_json(out / "scores.json", scores)
-    log(f"{'overall':20s} {scores['overall']['accuracy']:.3f} ({correct}/{total})")
+    log(f"{'overall':24s} {scores['overall']['accuracy'] if total else float('nan'):.3f} ({correct}/{total})")
     return scores

@@ -11,6 +11,7 @@ the AST; any failure scores 0. Responses are saved in BFCL's result-file format 
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import json
@@ -102,9 +103,55 @@ def chat_messages(entry: dict) -> list[dict]:
     return bfcl().system_prompt(first_turn, entry["function"], entry["id"])
 
 
+# arithmetic BFCL's decoder may evaluate: numbers joined by these operators only (no powers, no shifts)
+_SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+
+
+def _pure_arithmetic(node) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, (ast.USub, ast.UAdd)) and _pure_arithmetic(node.operand)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.op, _SAFE_BINOPS) and _pure_arithmetic(node.left) and _pure_arithmetic(node.right)
+    return False
+
+
+def unsafe_for_bfcl_decoder(response: str) -> str | None:
+    """Why BFCL's decoder must not see ``response``, or None when it may.
+
+    BFCL's decoder hands two kinds of argument to Python's ``eval``: arithmetic (``BinOp``) and lambdas.
+    Model output is untrusted text, so a response reaches the decoder only when every such node is plain
+    arithmetic on number literals without powers or shifts (``x=2*3`` decodes to 6 as in BFCL;
+    ``x=__import__('os').system(...) + 1`` or ``x=9**9**9`` fail to decode instead of running). The text is
+    cleaned as BFCL cleans it and parsed with ``ast`` (parsing runs nothing).
+    """
+    body = response.strip("`\n ")
+    body = ("" if body.startswith("[") else "[") + body + ("" if body.endswith("]") else "]")
+    try:
+        tree = ast.parse(body.strip().strip("'"), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # BFCL's own parse fails the same way: nothing is evaluated
+    try:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Lambda):
+                return "lambda in an argument"
+            if isinstance(node, ast.BinOp) and not _pure_arithmetic(node):
+                return f"expression {ast.unparse(node)[:60]!r} is not plain arithmetic on numbers"
+    except RecursionError:
+        return "expression nested too deeply"
+    return None
+
+
 def decode(response: str):
-    """BFCL's decoder for prompting models: a list of {function: {arg: value}} or None when it fails."""
+    """BFCL's decoder for prompting models: a list of {function: {arg: value}} or None when it fails.
+
+    Responses whose arguments BFCL would ``eval`` beyond plain arithmetic fail to decode
+    (:func:`unsafe_for_bfcl_decoder`).
+    """
     lib = bfcl()
+    if unsafe_for_bfcl_decoder(response):
+        return None
     try:
         decoded = lib.decode(response, lib.ReturnFormat.PYTHON, False)
     except Exception:  # BFCL's decoder raises on anything that is not a Python list of calls
