@@ -30,6 +30,9 @@ class ScriptedPolicy:
         self.prompts = []
         self.wrong_on = set(wrong_on)
 
+    def encode_prompts(self, prompts):
+        return [[ord(c) for c in p] for p in prompts]
+
     def generate(self, prompts, n=1, **kwargs):
         self.prompts.append(list(prompts))
         out = []

@@ -38,7 +38,7 @@ from genenv.domains.base import Domain
 from genenv.io import append_jsonl, atomic_replace_dir, atomic_write_json, atomic_write_jsonl, read_jsonl
 from genenv.models.policy import Policy
 from genenv.pool import EnvExample, EnvPool, TaskPool
-from genenv.rollout import Episode, rollout
+from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 PHASES = ("seeds", "generate", "replay", "rollout", "agent_update", "env_update", "evaluate")
@@ -179,7 +179,7 @@ def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Tas
     return rollout(domain, agent, tasks, group_size=cfg.agent.group_size,
                    max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                    temperature=cfg.agent.temperature, seed=phase_seed(cfg.seed, epoch, phase),
-                   batch_size=cfg.agent.generation_batch)
+                   batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
 
 
 def score_batches(cfg: RunConfig, generated: list[Generated]) -> None:
@@ -291,15 +291,26 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task],
     """Greedy success on a fixed set, overall and per level."""
     groups = rollout(domain, agent, heldout, group_size=1, greedy=True,
                      max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                     batch_size=cfg.agent.generation_batch)
+                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
     threshold = cfg.curriculum_reward.success_threshold
     by_level: dict[int, list[float]] = {}
     for task, group in zip(heldout, groups):
         by_level.setdefault(task.level, []).append(float(group[0].reward >= threshold))
     if not by_level:
         return {f"{prefix}_success": None, f"{prefix}_by_level": None}
-    return {f"{prefix}_success": float(np.mean([v for vals in by_level.values() for v in vals])),
-            f"{prefix}_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+    result = {f"{prefix}_success": float(np.mean([v for vals in by_level.values() for v in vals])),
+              f"{prefix}_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+    steps = single_step_accuracy(domain, agent, heldout, batch_size=cfg.agent.generation_batch,
+                                 max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                                 max_context_tokens=cfg.agent.max_context_tokens)
+    if steps is not None:  # the paper's single-step protocol, for domains with an expert
+        step_by_level: dict[int, list[bool]] = {}
+        for task, verdicts in zip(heldout, steps):
+            step_by_level.setdefault(task.level, []).extend(verdicts)
+        result[f"{prefix}_step_accuracy"] = float(np.mean([v for vs in step_by_level.values() for v in vs]))
+        result[f"{prefix}_step_accuracy_by_level"] = {str(k): float(np.mean(v))
+                                                      for k, v in sorted(step_by_level.items()) if v}
+    return result
 
 
 def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Task], dev: list[Task]) -> dict:

@@ -78,6 +78,9 @@ class AgentConfig:
     group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
     temperature: float = knob(1.0, "sampling temperature for rollouts", lo=0.0)
     max_new_tokens: int = knob(16, "longest response per turn", lo=1)
+    max_context_tokens: int = knob(0, "multi-turn domains: the oldest turns of the history are dropped so the "
+                                   "prompt fits this many tokens (0 = the model's window minus max_new_tokens)",
+                                   lo=0)
     clip_eps: float = knob(0.2, "PPO/GRPO ratio clip", lo=0.0, hi=1.0)
     kl_coef: float = knob(0.001, "k3 KL penalty to the frozen initial agent", lo=0.0)
     entropy_coef: float = knob(0.0, "entropy bonus (logged either way)", lo=0.0)

@@ -40,10 +40,39 @@ class Episode:
         return self.turns[-1].action if self.turns else ""
 
 
+def context_budget(policy, max_new_tokens: int, max_context_tokens: int = 0) -> int:
+    """Tokens a multi-turn prompt may take: the model's window minus room for the response, or less."""
+    config = getattr(getattr(policy, "model", None), "config", None)
+    window = getattr(config, "max_position_embeddings", None) or 10 ** 9
+    budget = window - max_new_tokens
+    return min(budget, max_context_tokens) if max_context_tokens else budget
+
+
+def fit_history(domain: Domain, policy, history: list[tuple[str, str]], observation: str, budget: int,
+                ids: list[int] | None = None) -> tuple[str, list[int]]:
+    """The agent's prompt, with the oldest turns dropped until it fits ``budget`` tokens.
+
+    The first observation (which states the task) is always kept; its action and the turns after it go
+    first. Returns the prompt text and its token ids.
+    """
+    context = domain.agent_context(history, observation)
+    ids = policy.encode_prompts([context])[0] if ids is None else ids
+    drop = 1
+    while len(ids) > budget and drop <= len(history):
+        context = domain.agent_context([(history[0][0], None)] + history[drop:], observation)
+        ids = policy.encode_prompts([context])[0]
+        drop += 1
+    return context, ids
+
+
 def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, max_new_tokens: int = 16,
             temperature: float = 1.0, greedy: bool = False, seed: int = 0,
-            batch_size: int = 512) -> list[list[Episode]]:
-    """Run ``group_size`` episodes per task; returns one list of episodes per task (the GRPO groups)."""
+            batch_size: int = 512, max_context_tokens: int = 0) -> list[list[Episode]]:
+    """Run ``group_size`` episodes per task; returns one list of episodes per task (the GRPO groups).
+
+    Multi-turn prompts carry the history, trimmed to :func:`context_budget` tokens (``max_context_tokens``,
+    0 = the model's window minus ``max_new_tokens``) by :func:`fit_history`.
+    """
     if not domain.multi_turn:
         return _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature, greedy, seed,
                             batch_size)
@@ -56,10 +85,17 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
         histories.append([])
     active = list(range(len(episodes)))
     turn = 0
+    budget = context_budget(policy, max_new_tokens, max_context_tokens)
     while active:
         contexts = [domain.agent_context(histories[i], observations[i]) for i in active]
+        prompt_ids = policy.encode_prompts(contexts)
+        for k, i in enumerate(active):
+            if len(prompt_ids[k]) > budget:
+                contexts[k], prompt_ids[k] = fit_history(domain, policy, histories[i], observations[i], budget,
+                                                         prompt_ids[k])
         generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, temperature=temperature,
-                                      greedy=greedy, seed=seed * 1000 + turn, batch_size=batch_size)
+                                      greedy=greedy, seed=seed * 1000 + turn, batch_size=batch_size,
+                                      prompt_ids=prompt_ids)
         still_active = []
         for i, gens in zip(active, generations):
             gen = gens[0]
@@ -100,3 +136,30 @@ def _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature,
                                  result.reward, terminated=True, truncated=False))
         groups.append(group)
     return groups
+
+
+def single_step_accuracy(domain: Domain, policy, tasks: list[Task], *, max_new_tokens: int = 16,
+                         batch_size: int = 512, max_context_tokens: int = 0) -> list[list[bool]] | None:
+    """The paper's single-step protocol: each task's expert trajectory decomposed into (state, next action)
+    steps; the policy answers every step greedily from the expert's history and is scored by exact match.
+    Returns one list of per-step verdicts per task, or None when the domain has no expert."""
+    steps = [domain.expert_steps(task) for task in tasks]
+    if any(s is None for s in steps):
+        return None
+    flat = [step for task_steps in steps for step in task_steps]
+    if not flat:
+        return [[] for _ in tasks]
+    budget = context_budget(policy, max_new_tokens, max_context_tokens)
+    contexts = [domain.agent_context(history, observation) for history, observation, _ in flat]
+    prompt_ids = policy.encode_prompts(contexts)
+    for k, (history, observation, _) in enumerate(flat):
+        if len(prompt_ids[k]) > budget:
+            contexts[k], prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])
+    generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, greedy=True,
+                                  batch_size=batch_size, prompt_ids=prompt_ids)
+    verdicts = [domain.action_matches(g[0].text, action) for g, (_, _, action) in zip(generations, flat)]
+    out, start = [], 0
+    for task_steps in steps:
+        out.append(verdicts[start:start + len(task_steps)])
+        start += len(task_steps)
+    return out

@@ -23,7 +23,7 @@ from genenv.config import RunConfig, to_dict
 from genenv.domains.base import Domain
 from genenv.models.policy import Policy
 from genenv.models.tiny import build_tiny_policy
-from genenv.rollout import rollout
+from genenv.rollout import context_budget, fit_history, rollout
 
 CACHE_VERSION = 1
 
@@ -71,8 +71,23 @@ def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -
     rng = np.random.default_rng(_seed(cfg.seed, "agent", "check"))
     tasks = domain.seed_tasks(rng, n)
     groups = rollout(domain, policy, tasks, group_size=1, max_new_tokens=domain.agent_max_new_tokens,
-                     greedy=True, batch_size=cfg.agent.generation_batch)
+                     greedy=True, batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
     return float(np.mean([g[0].reward >= cfg.curriculum_reward.success_threshold for g in groups]))
+
+
+def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> list[WeightedExample]:
+    """SFT examples of the agent: each task's ``domain.warmstart_examples`` with its context built exactly as
+    rollouts build it (chat template, a chat model's system prompt, multi-turn history trimmed to the budget)."""
+    steps = [step for task in tasks for step in domain.warmstart_examples(task)]
+    contexts = [domain.agent_context(history, observation) for history, observation, _ in steps]
+    prompt_ids = policy.encode_prompts(contexts)
+    if domain.multi_turn:
+        budget = context_budget(policy, min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                                cfg.agent.max_context_tokens)
+        for k, (history, observation, _) in enumerate(steps):
+            if len(prompt_ids[k]) > budget:
+                prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])[1]
+    return [WeightedExample(ids, policy.encode_target(target)) for ids, (_, _, target) in zip(prompt_ids, steps)]
 
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
@@ -83,10 +98,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
     ws = cfg.agent.warmstart
     rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
     seeds = domain.seed_tasks(np.random.default_rng(_seed(cfg.seed, "seed_tasks")), cfg.domain.num_seed_tasks)
-    # the agent's first-turn context exactly as rollouts build it (a chat model sees BFCL's system prompt too)
-    contexts = [domain.agent_context([], domain.reset(t, seed=0)[1]) for t in seeds]
-    prompt_ids = policy.encode_prompts(contexts)
-    examples = [WeightedExample(ids, policy.encode_target(t.answer)) for ids, t in zip(prompt_ids, seeds)]
+    examples = agent_examples(cfg, domain, policy, seeds)
     info = {"rounds": 0, "seed_success": None, "loss": None}
     for round_index in range(ws.max_rounds):
         if ws.steps == 0:

@@ -127,6 +127,20 @@ class Domain:
         """The agent's prompt at a turn: earlier (observation, action) pairs then the new observation."""
         return "".join(obs + act + "\n" for obs, act in history) + observation
 
+    def warmstart_examples(self, task: Task) -> list[tuple[list[tuple[str, str]], str, str]]:
+        """Supervised warm-start examples of a seed task as (history, observation, target response).
+        Default: the first observation and the grounded answer. Multi-turn domains return every expert step."""
+        return [([], self.reset(task, seed=0)[1], task.answer)]
+
+    def expert_steps(self, task: Task) -> list[tuple[list[tuple[str, str]], str, str]] | None:
+        """Multi-turn domains with an expert: its trajectory as (history, observation, next action) steps,
+        scored one by one by exact match (the paper's single-step protocol). None: not offered."""
+        return None
+
+    def action_matches(self, response: str, action: str) -> bool:
+        """Exact match of a response to an expert action (single-step protocol); domains may normalise."""
+        return response.strip() == action.strip()
+
     # -------------------------------------------------------------- conveniences
     def parse_and_validate(self, text: str) -> Task | Invalid:
         try:
