@@ -77,11 +77,24 @@ def _report(args) -> int:
 
 
 def _eval(args) -> int:
-    from genenv.evaluate import eval_bfcl
+    from genenv.evaluate import eval_alfworld, eval_bfcl
     from genenv.models.registry import ModelNotAvailable
-    if args.benchmark != "bfcl":
-        print(f"genenv: --benchmark: {args.benchmark!r} is not supported here; choose bfcl", file=sys.stderr)
+    if args.benchmark not in ("bfcl", "alfworld"):
+        print(f"genenv: --benchmark: {args.benchmark!r} is not supported; choose bfcl or alfworld", file=sys.stderr)
         return 2
+    if args.benchmark == "alfworld":
+        if not args.games:
+            print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
+                  file=sys.stderr)
+            return 2
+        try:
+            eval_alfworld(args.model, args.games, args.out, limit=args.limit, max_steps=args.alfworld_max_steps,
+                          device=args.device, threads=args.threads)
+        except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
+            print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
+            return 2
+        print(f"scores: {Path(args.out) / 'scores.json'}")
+        return 0
     categories = [c.strip() for c in args.categories.split(",") if c.strip()]
     try:
         eval_bfcl(args.model, categories, args.out, limit=args.limit, max_new_tokens=args.max_new_tokens,
@@ -164,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
-    ev_p.add_argument("--benchmark", default="bfcl")
+    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld"))
+    ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")
+    ev_p.add_argument("--alfworld-max-steps", type=int, default=50, help="alfworld: actions per episode")
     ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple")
     ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
     ev_p.add_argument("--limit", type=int, default=None,

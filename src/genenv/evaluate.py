@@ -124,3 +124,38 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
     atomic_write_json(out / "scores.json", scores)
     log(f"{'overall':24s} {scores['overall']['accuracy'] if total else float('nan'):.3f} ({correct}/{total})")
     return scores
+
+
+def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | None = None, max_steps: int = 50,
+                  max_new_tokens: int = 48, max_context_tokens: int = 0, device: str = "cpu", threads: int = 2,
+                  log=print, policy=None) -> dict:
+    """A household agent on ALFWorld game files (e.g. the official valid_unseen split) in ALFWorld's engine:
+    full-episode success and single-step accuracy, overall and per task type; writes OUT/scores.json."""
+    import torch
+
+    from genenv.benchmarks import alfworld
+    from genenv.domains.household import HouseholdDomain
+    from genenv.models.policy import Policy
+    from genenv.models.registry import resolve_model
+
+    torch.set_num_threads(threads)
+    alfworld._require()
+    files = alfworld.find_games(games)[:limit] if limit else alfworld.find_games(games)
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=device)
+    start = time.perf_counter()
+    with tqdm(total=len(files), desc="alfworld games", dynamic_ncols=True, leave=False) as bar:
+        scores = alfworld.eval_games(policy, HouseholdDomain(max_steps=max_steps), files, max_steps=max_steps,
+                                     max_new_tokens=max_new_tokens, max_context_tokens=max_context_tokens,
+                                     progress=bar.update)
+    scores.update(model=model, games_dir=str(games), seconds=round(time.perf_counter() - start, 1))
+    atomic_write_json(Path(out) / "scores.json", scores)
+
+    def fmt(value):
+        return "n/a" if value is None else f"{value:.3f}"
+    for task_type, row in scores["by_task_type"].items():
+        log(f"{task_type:32s} success {fmt(row['success'])}  step accuracy {fmt(row['step_accuracy'])} "
+            f"({row['games']} games)")
+    log(f"{'overall':32s} success {fmt(scores['success'])}  step accuracy {fmt(scores['step_accuracy'])} "
+        f"({scores['games']} games)")
+    return scores

@@ -5,7 +5,8 @@ openable receptacles start closed, optional object states (clean, hot, cool) and
 six task types. The rules follow ALFWorld's PDDL domain (``alfworld/data/alfred.pddl``): the agent is at one
 receptacle or in the middle of the room, holds at most one object, takes from and moves to open receptacles,
 heats with a microwave, cools with a fridge, cleans with a sink or bathtub basin (heating clears cool and
-cooling clears hot) and toggles a lamp sitting on the receptacle it is at. Observation texts are those of
+cooling clears hot) and toggles a lamp sitting on the receptacle it is at; "look at X under the lamp" holds
+while it carries an X at a lamp it has toggled (ALFWorld's goal uses ``isToggled``). Observation texts are those of
 ALFWorld's TextWorld grammar (``alfred.twl2``); an action the rules do not admit gets "Nothing happens.".
 
 ``plan(world)`` is a breadth-first search over the states that matter for the goal (the objects of the goal's
@@ -107,6 +108,7 @@ class State:
     opened: frozenset[str]
     states: tuple[frozenset[str], ...]
     lamps_on: frozenset[int] = field(default_factory=frozenset)
+    toggled: frozenset[int] = field(default_factory=frozenset)  # lamps used at least once (ALFWorld's isToggled)
 
 
 # ------------------------------------------------------------------ parsing and grounding
@@ -256,7 +258,7 @@ def _listing(names: list[str]) -> str:
 
 
 def _receptacle_view(world: World, state: State, receptacle: str) -> str:
-    contents = _listing([world.objects[i] for i in _visible(world, state, receptacle)])
+    contents = _listing(alfworld_order([world.objects[i] for i in _visible(world, state, receptacle)]))
     if kind(receptacle) in OPENABLE:
         if receptacle in state.opened:
             return f"The {receptacle} is open. In it, you see {contents}."
@@ -264,9 +266,14 @@ def _receptacle_view(world: World, state: State, receptacle: str) -> str:
     return f"On the {receptacle}, you see {contents}."
 
 
+def alfworld_order(names) -> list[str]:
+    """Names in the order ALFWorld lists them (its entity-id order): by type, then from the highest number down."""
+    return sorted(names, key=lambda n: (kind(n), -int(n.rsplit(" ", 1)[1])))
+
+
 def _room_view(world: World) -> str:
     return ("You are in the middle of a room. Looking quickly around you, you see "
-            f"{_listing(list(world.receptacles))}.")
+            f"{_listing(alfworld_order(world.receptacles))}.")
 
 
 def intro(world: World) -> str:
@@ -337,7 +344,8 @@ def _apply(world: World, state: State, action: str, describe: bool) -> tuple[Sta
         index = world.objects.index(action[len("use "):])
         if index in state.lamps_on:
             return replace(state, lamps_on=state.lamps_on - {index}), f"You turn off the {world.objects[index]}."
-        return replace(state, lamps_on=state.lamps_on | {index}), f"You turn on the {world.objects[index]}."
+        return (replace(state, lamps_on=state.lamps_on | {index}, toggled=state.toggled | {index}),
+                f"You turn on the {world.objects[index]}.")
     for verb, word, gone in (("heat", "hot", "cool"), ("cool", "cool", "hot"), ("clean", "clean", None)):
         if action.startswith(verb + " "):
             index = state.held
@@ -362,7 +370,7 @@ def goal_holds(world: World, state: State) -> bool:
         if state.held is None or kind(world.objects[state.held]) != goal.object:
             return False
         return any(kind(world.objects[i]) == goal.lamp and state.where[i] == state.location
-                   for i in state.lamps_on)
+                   for i in state.toggled)
     word = APPLIANCE[goal.type][0] if goal.type in APPLIANCE else None
     placed = [i for i, place in enumerate(state.where)
               if place is not None and kind(place) == goal.receptacle and kind(world.objects[i]) == goal.object
