@@ -32,7 +32,7 @@ def test_rules_and_observation_texts_follow_alfworld():
     world = engine.parse_world(_world())
     assert engine.intro(world) == (
         "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you "
-        "see a countertop 1, a fridge 1, a microwave 1, and a cabinet 1.\n\nYour task is to: put a hot apple in "
+        "see a cabinet 1, a countertop 1, a fridge 1, and a microwave 1.\n\nYour task is to: put a hot apple in "
         "countertop.")
     state = engine.initial_state(world)
     script = [("take apple 1 from fridge 1", "Nothing happens."),            # not there yet
