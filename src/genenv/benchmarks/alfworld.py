@@ -139,7 +139,8 @@ def export_game(world: engine.World, folder: str | Path, walkthrough: list[str] 
     loaders read). Returns the game file's path."""
     from genenv.io import atomic_write_json
     folder = Path(folder)
-    walkthrough = engine.plan(world) if walkthrough is None else walkthrough
+    if walkthrough is None:
+        walkthrough = engine.search_expert(world) or engine.plan(world)
     path = folder / "game.tw-pddl"
     atomic_write_json(path, game_data(world, walkthrough))
     atomic_write_json(folder / "traj_data.json", {"task_type": world.goal.type, "genenv_world": world.to_json()})

@@ -5,7 +5,10 @@ they are, which receptacles start closed, object states and a goal of one of ALF
 The domain grounds what the simulator writes: names well-formed and unique, every referenced receptacle and
 object present, the goal's objects, appliances and lamps present, the goal not already holding, and a
 breadth-first planner must reach the goal. The shortest plan's length is the task's difficulty; its
-``level`` is that length in buckets (1: 3-4 actions ... 6: 9 or more).
+``level`` is that length in buckets (1: 3-4 actions ... 6: 9 or more). The task's ``answer`` is the expert's
+trajectory: the planner acting only on what it has seen (``engine.search_expert``), inspecting receptacles in
+the order the room lists them until the planner has a plan, as an agent must; the omniscient shortest plan
+would walk straight to objects no observation has shown yet, which no agent can imitate.
 
 The agent plays episodes: it sees ALFWorld's intro (the room and the task), answers with one action per
 turn ("go to fridge 1", "take apple 1 from fridge 1", ...) and gets the engine's observation; the episode
@@ -64,12 +67,13 @@ def first_action(response: str) -> str:
 class HouseholdDomain(Domain):
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
     multi_turn = True
-    format_version = 1
+    format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
 
-    def __init__(self, max_steps: int = 20, seed_levels: list[int] | None = None,
+    def __init__(self, max_steps: int = 30, seed_levels: list[int] | None = None,
                  max_receptacles: int = 6, max_distractors: int = 3):
-        if not isinstance(max_steps, int) or not 1 <= max_steps <= 200:
-            raise TypeError(f"max_steps must be an integer in [1, 200], got {max_steps!r}")
+        if not isinstance(max_steps, int) or not 10 <= max_steps <= 200:
+            raise TypeError(f"max_steps must be an integer in [10, 200] (level 6 needs plans of 9-10 actions), "
+                            f"got {max_steps!r}")
         self.max_steps = self.max_turns = max_steps
         self.seed_levels = list(seed_levels or [1, 2, 3])
         if any(lv not in LEVELS for lv in self.seed_levels):
@@ -91,19 +95,20 @@ class HouseholdDomain(Domain):
         """Ground a world: the planner must reach its goal; the plan's length is the difficulty.
         (``actions``: a shortest plan already found for this world.)"""
         text = world.dumps()
-        actions = engine.plan(world) if actions is None else actions
+        actions = engine.plan(world, max_length=self.max_steps) if actions is None else actions
         if actions is None:
-            return Invalid("goal unreachable: the planner finds no plan", text)
+            return Invalid(f"goal unreachable: the planner finds no plan within max_steps={self.max_steps}", text)
         if not actions:
             return Invalid("goal already holds at the start", text)
-        return Task(text, engine.intro(world), "\n".join(actions), level_of(len(actions)),
-                    meta={"type": world.goal.type, "plan_length": len(actions)})
+        expert = engine.search_expert(world) or actions
+        return Task(text, engine.intro(world), "\n".join(expert), level_of(len(actions)),
+                    meta={"type": world.goal.type, "plan_length": len(actions), "expert_length": len(expert)})
 
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
         """A procedural world whose shortest plan falls in ``level`` (rejection sampling over layouts)."""
         for _ in range(2000):
             world = self._random_layout(rng, level)
-            actions = engine.plan(world) if world is not None else None
+            actions = engine.plan(world, max_length=self.max_steps) if world is not None else None
             if actions and level_of(len(actions)) == level:
                 return self.make_task(world, actions)
         raise RuntimeError(f"could not draw a world of level {level}")
@@ -251,7 +256,7 @@ class HouseholdDomain(Domain):
         return "\n".join(parts) + "\n> "
 
     def expert_steps(self, task) -> list[tuple[list[tuple[str, str]], str, str]]:
-        """The planner's trajectory as (history, observation, expert action) steps: the paper's single-step
+        """The expert's trajectory as (history, observation, expert action) steps: the paper's single-step
         protocol (ALFWorld's expert trajectories decomposed into state -> next action pairs)."""
         world = _parsed(task.text)
         actions = task.answer.split("\n") if task.answer else engine.plan(world) or []

@@ -382,19 +382,32 @@ def goal_holds(world: World, state: State) -> bool:
 
 
 # ------------------------------------------------------------------ planning
-def relevant_world(world: World) -> World:
-    """The same world with only the objects that can matter for the goal (its object type and lamps)."""
+def _restricted(world: World, state: State, visible: set[int] | None) -> tuple[World, State]:
+    """The world and state with only the objects that can matter for the goal (its object type, lamps and
+    whatever is held), optionally only among ``visible`` ones: other objects never block or help."""
+    goal = world.goal
     keep = [i for i, o in enumerate(world.objects)
-            if kind(o) == world.goal.object or (world.goal.lamp is not None and kind(o) == world.goal.lamp)]
-    return World(world.receptacles, tuple(world.objects[i] for i in keep), tuple(world.start[i] for i in keep),
-                 world.closed, tuple(world.states[i] for i in keep), world.goal)
+            if i == state.held or ((visible is None or i in visible)
+                                   and (kind(o) == goal.object or (goal.lamp is not None and kind(o) == goal.lamp)))]
+    index = {old: new for new, old in enumerate(keep)}
+    small = World(world.receptacles, tuple(world.objects[i] for i in keep),
+                  tuple(world.start[i] for i in keep), world.closed, tuple(world.states[i] for i in keep), goal)
+    small_state = State(state.location, index.get(state.held), tuple(state.where[i] for i in keep), state.opened,
+                        tuple(state.states[i] for i in keep),
+                        frozenset(index[i] for i in state.lamps_on if i in index),
+                        frozenset(index[i] for i in state.toggled if i in index))
+    return small, small_state
 
 
-def plan(world: World, max_length: int = 30, max_nodes: int = 200_000) -> list[str] | None:
+def plan(world: World, max_length: int = 30, max_nodes: int = 200_000, start: State | None = None,
+         visible: set[int] | None = None) -> list[str] | None:
     """A shortest action sequence that makes the goal hold, by breadth-first search; None if there is none
-    within ``max_length`` actions and ``max_nodes`` expanded states. ``[]`` if the goal already holds."""
-    small = relevant_world(world)
-    start = initial_state(small)
+    within ``max_length`` actions and ``max_nodes`` expanded states. ``[]`` if the goal already holds.
+
+    ``start``: plan from this state instead of the initial one; ``visible``: the planner knows only these
+    objects (indices into ``world.objects``), as an agent knows what it has seen.
+    """
+    small, start = _restricted(world, initial_state(world) if start is None else start, visible)
     if goal_holds(small, start):
         return []
     parents: dict[State, tuple[State, str] | None] = {start: None}
@@ -418,4 +431,34 @@ def plan(world: World, max_length: int = 30, max_nodes: int = 200_000) -> list[s
             if len(parents) > max_nodes:
                 return None
             frontier.append((new, depth + 1))
+    return None
+
+
+def search_expert(world: World, max_steps: int = 60) -> list[str] | None:
+    """The expert an agent can imitate: it acts only on what it has seen. While the planner has no plan over
+    the objects seen so far, it inspects the next receptacle in the order the room lists them (going there,
+    opening it if closed); once it has one, it follows the plan's first action and replans each step.
+    Returns its actions, or None if it does not reach the goal within ``max_steps``."""
+    state = initial_state(world)
+    order = alfworld_order(world.receptacles)
+    seen: set[int] = set()
+    inspected: set[str] = set()
+    actions: list[str] = []
+    while len(actions) < max_steps:
+        if goal_holds(world, state):
+            return actions
+        if state.location is not None and _is_open(state, state.location):
+            inspected.add(state.location)
+            seen.update(_visible(world, state, state.location))
+        known = plan(world, start=state, visible=seen, max_length=max_steps)
+        if known:
+            action = known[0]
+        else:
+            unseen = [r for r in order if r not in inspected]
+            if not unseen:
+                return None
+            target = unseen[0]
+            action = f"open {target}" if state.location == target else f"go to {target}"
+        state, _ = step(world, state, action)
+        actions.append(action)
     return None
