@@ -20,14 +20,16 @@ import re
 
 import numpy as np
 
-from genenv.domains.base import Domain, Invalid, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, register
 
 HELDOUT_SEED = 20251222
 DEV_SEED = 777
 
 
 @register("addition")
-class AdditionDomain(Domain):
+class AdditionDomain(LeveledDomain):
+    heldout_seed = HELDOUT_SEED
+    dev_seed = DEV_SEED
     alphabet = "0123456789+=|>s? "
 
     def __init__(self, width: int = 8, seed_levels: list[int] | None = None):
@@ -65,37 +67,14 @@ class AdditionDomain(Domain):
         return self.make_task(a, b)
 
     # -------------------------------------------------------------- data
-    def seed_tasks(self, rng, n):
-        heldout = {t.text for t in self.heldout_tasks(100)}
-        tasks, seen, tries = [], set(), 0
-        while len(tasks) < n and tries < 50 * n:
-            tries += 1
-            task = self.random_task(rng, int(rng.choice(self.seed_levels)))
-            # Level 1 has only ~100 tasks, so it may overlap the held-out set; higher levels never do.
-            if task.text in seen or (task.level > 1 and task.text in heldout):
-                continue
-            seen.add(task.text)
-            tasks.append(task)
-        return tasks
+    def may_overlap_heldout(self, task):
+        return task.level == 1  # level 1 has only ~100 tasks, so it may overlap the held-out set
 
-    def heldout_tasks(self, per_level):
-        return self._level_set(HELDOUT_SEED, per_level)
+    def corpus_seed_level(self, rng):
+        return int(rng.integers(1, self.width + 1))
 
-    def dev_tasks(self, per_level):
-        return self._level_set(DEV_SEED, per_level)
-
-    def _level_set(self, seed, per_level):
-        rng = np.random.default_rng(seed)
-        return [self.random_task(rng, level) for level in self.levels() for _ in range(per_level)]
-
-    def simulator_corpus(self, rng, n):
-        corpus = []
-        for _ in range(n):
-            seed = self.random_task(rng, int(rng.integers(1, self.width + 1)))
-            stats = {"success_rate": None if rng.random() < 0.1 else float(rng.random())}
-            task = self.random_task(rng, int(rng.integers(1, self.width + 1)))
-            corpus.append((seed, stats, task))
-        return corpus
+    def corpus_task_level(self, rng):
+        return int(rng.integers(1, self.width + 1))
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed, stats):

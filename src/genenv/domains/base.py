@@ -152,6 +152,64 @@ class Domain:
             return Invalid(f"parser error: {type(err).__name__}", text)
 
 
+class LeveledDomain(Domain):
+    """A domain that draws tasks procedurally by level (``random_task(rng, level)``): the fixed held-out and
+    dev sets, the seed set (``seed_levels`` only, never a held-out task) and the simulator's corpus follow.
+
+    Subclasses set ``heldout_seed``, ``dev_seed`` and ``seed_levels`` and may override the hooks below.
+    """
+
+    heldout_seed: int = 0
+    dev_seed: int = 1
+    seed_levels: list[int] = []
+    heldout_exclusion_per_level: int = 100   # seed tasks avoid the first this-many held-out tasks of each level
+
+    def random_task(self, rng: np.random.Generator, level: int) -> Task:
+        raise NotImplementedError
+
+    def may_overlap_heldout(self, task: Task) -> bool:
+        """Whether a seed task may also be a held-out task (levels too small to keep apart)."""
+        return False
+
+    def corpus_seed_level(self, rng: np.random.Generator) -> int:
+        """Level of the seed task shown to the simulator in one corpus entry."""
+        return int(rng.choice(self.seed_levels))
+
+    def corpus_task_level(self, rng: np.random.Generator) -> int:
+        """Level of the task the simulator learns to write in one corpus entry (every level)."""
+        return int(rng.choice(self.levels()))
+
+    def _level_set(self, seed: int, per_level: int) -> list[Task]:
+        rng = np.random.default_rng(seed)
+        return [self.random_task(rng, level) for level in self.levels() for _ in range(per_level)]
+
+    def heldout_tasks(self, per_level):
+        return self._level_set(self.heldout_seed, per_level)
+
+    def dev_tasks(self, per_level):
+        return self._level_set(self.dev_seed, per_level)
+
+    def seed_tasks(self, rng, n):
+        heldout = {t.text for t in self.heldout_tasks(self.heldout_exclusion_per_level)}
+        tasks, seen, tries = [], set(), 0
+        while len(tasks) < n and tries < 50 * n:
+            tries += 1
+            task = self.random_task(rng, int(rng.choice(self.seed_levels)))
+            if task.text in seen or (task.text in heldout and not self.may_overlap_heldout(task)):
+                continue
+            seen.add(task.text)
+            tasks.append(task)
+        return tasks
+
+    def simulator_corpus(self, rng, n):
+        corpus = []
+        for _ in range(n):
+            seed = self.random_task(rng, self.corpus_seed_level(rng))
+            stats = {"success_rate": None if rng.random() < 0.1 else float(rng.random())}
+            corpus.append((seed, stats, self.random_task(rng, self.corpus_task_level(rng))))
+        return corpus
+
+
 _REGISTRY: dict[str, Callable[..., Domain]] = {}
 
 

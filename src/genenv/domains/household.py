@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from genenv.domains.base import Domain, Invalid, StepResult, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
 from genenv.domains import household_engine as engine
 
 HELDOUT_SEED = 20260501
@@ -64,7 +64,10 @@ def first_action(response: str) -> str:
 
 
 @register("household")
-class HouseholdDomain(Domain):
+class HouseholdDomain(LeveledDomain):
+    heldout_seed = HELDOUT_SEED
+    dev_seed = DEV_SEED
+    heldout_exclusion_per_level = 50
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
     multi_turn = True
     format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
@@ -165,38 +168,6 @@ class HouseholdDomain(Domain):
             return engine.world_from_json(data)
         except engine.WorldError:
             return None
-
-    def _level_set(self, seed: int, per_level: int) -> list[Task]:
-        rng = np.random.default_rng(seed)
-        return [self.random_task(rng, level) for level in LEVELS for _ in range(per_level)]
-
-    def seed_tasks(self, rng, n):
-        heldout = {t.text for t in self.heldout_tasks(50)}
-        tasks, seen = [], set()
-        for _ in range(20 * n):
-            if len(tasks) >= n:
-                break
-            task = self.random_task(rng, int(rng.choice(self.seed_levels)))
-            if task.text in seen or task.text in heldout:
-                continue
-            seen.add(task.text)
-            tasks.append(task)
-        return tasks
-
-    def heldout_tasks(self, per_level):
-        return self._level_set(HELDOUT_SEED, per_level)
-
-    def dev_tasks(self, per_level):
-        return self._level_set(DEV_SEED, per_level)
-
-    def simulator_corpus(self, rng, n):
-        corpus = []
-        for _ in range(n):
-            seed = self.random_task(rng, int(rng.choice(self.seed_levels)))
-            stats = {"success_rate": None if rng.random() < 0.1 else float(rng.random())}
-            task = self.random_task(rng, int(rng.choice(LEVELS)))
-            corpus.append((seed, stats, task))
-        return corpus
 
     def difficulty(self, task):
         return float(task.meta.get("plan_length", task.level + 3))
