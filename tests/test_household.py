@@ -262,3 +262,11 @@ def test_household_smoke_run_with_tiny_models(tmp_path):
     assert all(r["rollouts_this_epoch"] == (4 + 2) * 2 for r in rows)
     samples = read_jsonl(out / "samples" / "epoch_0.jsonl")
     assert all(s["valid"] or s["reason"] for s in samples)
+
+
+def test_bad_household_options_are_one_clear_error():
+    from genenv.config import ConfigError
+    with pytest.raises(ConfigError, match="domain.options: max_steps must be an integer in \\[10, 200\\]"):
+        make_domain("household", max_steps=5)
+    with pytest.raises(ConfigError, match="seed_levels"):
+        make_domain("household", seed_levels=[9])
