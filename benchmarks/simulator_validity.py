@@ -7,29 +7,20 @@ Warm-starts (or loads from the cache) the preset's simulator, lets it write ``va
 reasons of the rejects.
 """
 
-import argparse
 import collections
 import time
 
 import numpy as np
-import torch
+from _preset import preset_from_args
 
 from genenv.coevolve import write_tasks
-from genenv.config import load_config
-from genenv.domains import Invalid, make_domain
+from genenv.domains import Invalid
 from genenv.warmstart import _seed, warm_start_simulator
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="default")
-    parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--variations", type=int, default=2)
-    parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
-    cfg = load_config(args.preset, args.overrides)
-    torch.set_num_threads(cfg.threads)
-    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    args, cfg, domain = preset_from_args(__doc__, {"--seeds": {"type": int, "default": 8},
+                                                   "--variations": {"type": int, "default": 2}})
     start = time.perf_counter()
     env, info = warm_start_simulator(cfg, domain)
     print(f"simulator warm start {info} ({time.perf_counter() - start:.0f} s)")
