@@ -79,9 +79,6 @@ def _report(args) -> int:
 def _eval(args) -> int:
     from genenv.evaluate import eval_alfworld, eval_bfcl
     from genenv.models.registry import ModelNotAvailable
-    if args.benchmark not in ("bfcl", "alfworld"):
-        print(f"genenv: --benchmark: {args.benchmark!r} is not supported; choose bfcl or alfworld", file=sys.stderr)
-        return 2
     if args.benchmark == "alfworld":
         if not args.games:
             print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",

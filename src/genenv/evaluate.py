@@ -20,15 +20,16 @@ from tqdm.auto import tqdm
 from genenv.io import atomic_write_json
 
 
-def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int,
-                      prompt_ids: list[list[int]] | None = None) -> list[str | None]:
+def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int) -> list[str | None]:
     """Greedy responses, longest prompts first in batches (less padding; greedy makes order irrelevant).
 
     A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``.
     """
-    prompt_ids = policy.encode_prompts(prompts) if prompt_ids is None else prompt_ids
-    context = getattr(policy.model.config, "max_position_embeddings", None) or 10 ** 9
-    fits = [i for i, ids in enumerate(prompt_ids) if len(ids) + max_new_tokens <= context]
+    from genenv.rollout import context_budget
+
+    prompt_ids = policy.encode_prompts(prompts)
+    budget = context_budget(policy, max_new_tokens)
+    fits = [i for i, ids in enumerate(prompt_ids) if len(ids) <= budget]
     order = sorted(fits, key=lambda i: -len(prompt_ids[i]))
     responses: list[str | None] = [None] * len(prompts)
     for first in range(0, len(order), batch_size):
@@ -140,7 +141,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
 
     torch.set_num_threads(threads)
     alfworld._require()
-    files = alfworld.find_games(games)[:limit] if limit else alfworld.find_games(games)
+    files = alfworld.find_games(games)[:limit or None]
     if policy is None:
         policy = Policy.load(resolve_model(model, log), device=device)
     start = time.perf_counter()

@@ -65,6 +65,18 @@ def fit_history(domain: Domain, policy, history: list[tuple[str, str]], observat
     return context, ids
 
 
+def fit_contexts(domain: Domain, policy, states: list[tuple[list[tuple[str, str]], str]],
+                 budget: int) -> tuple[list[str], list[list[int]]]:
+    """Prompts of many (history, observation) states, encoded in one batch; those over ``budget`` tokens are
+    trimmed by :func:`fit_history`. Returns the prompt texts and their token ids."""
+    contexts = [domain.agent_context(history, observation) for history, observation in states]
+    prompt_ids = policy.encode_prompts(contexts)
+    for k, (history, observation) in enumerate(states):
+        if len(prompt_ids[k]) > budget:
+            contexts[k], prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])
+    return contexts, prompt_ids
+
+
 def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, max_new_tokens: int = 16,
             temperature: float = 1.0, greedy: bool = False, seed: int = 0,
             batch_size: int = 512, max_context_tokens: int = 0) -> list[list[Episode]]:
@@ -87,12 +99,8 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
     turn = 0
     budget = context_budget(policy, max_new_tokens, max_context_tokens)
     while active:
-        contexts = [domain.agent_context(histories[i], observations[i]) for i in active]
-        prompt_ids = policy.encode_prompts(contexts)
-        for k, i in enumerate(active):
-            if len(prompt_ids[k]) > budget:
-                contexts[k], prompt_ids[k] = fit_history(domain, policy, histories[i], observations[i], budget,
-                                                         prompt_ids[k])
+        contexts, prompt_ids = fit_contexts(domain, policy, [(histories[i], observations[i]) for i in active],
+                                            budget)
         generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, temperature=temperature,
                                       greedy=greedy, seed=seed * 1000 + turn, batch_size=batch_size,
                                       prompt_ids=prompt_ids)
@@ -149,12 +157,8 @@ def single_step_accuracy(domain: Domain, policy, tasks: list[Task], *, max_new_t
     flat = [step for task_steps in steps for step in task_steps]
     if not flat:
         return [[] for _ in tasks]
-    budget = context_budget(policy, max_new_tokens, max_context_tokens)
-    contexts = [domain.agent_context(history, observation) for history, observation, _ in flat]
-    prompt_ids = policy.encode_prompts(contexts)
-    for k, (history, observation, _) in enumerate(flat):
-        if len(prompt_ids[k]) > budget:
-            contexts[k], prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])
+    contexts, prompt_ids = fit_contexts(domain, policy, [(history, observation) for history, observation, _ in flat],
+                                        context_budget(policy, max_new_tokens, max_context_tokens))
     generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, greedy=True,
                                   batch_size=batch_size, prompt_ids=prompt_ids)
     verdicts = [domain.action_matches(g[0].text, action) for g, (_, _, action) in zip(generations, flat)]

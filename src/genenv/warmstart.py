@@ -23,7 +23,7 @@ from genenv.config import RunConfig, to_dict
 from genenv.domains.base import Domain
 from genenv.models.policy import Policy
 from genenv.models.tiny import build_tiny_policy
-from genenv.rollout import context_budget, fit_history, rollout
+from genenv.rollout import context_budget, fit_contexts, rollout
 
 CACHE_VERSION = 1
 
@@ -79,14 +79,10 @@ def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> lis
     """SFT examples of the agent: each task's ``domain.warmstart_examples`` with its context built exactly as
     rollouts build it (chat template, a chat model's system prompt, multi-turn history trimmed to the budget)."""
     steps = [step for task in tasks for step in domain.warmstart_examples(task)]
-    contexts = [domain.agent_context(history, observation) for history, observation, _ in steps]
-    prompt_ids = policy.encode_prompts(contexts)
-    if domain.multi_turn:
-        budget = context_budget(policy, min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                                cfg.agent.max_context_tokens)
-        for k, (history, observation, _) in enumerate(steps):
-            if len(prompt_ids[k]) > budget:
-                prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])[1]
+    budget = context_budget(policy, min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                            cfg.agent.max_context_tokens)
+    _, prompt_ids = fit_contexts(domain, policy, [(history, observation) for history, observation, _ in steps],
+                                 budget)  # (a single-turn step has no history to trim: it stays as it is)
     return [WeightedExample(ids, policy.encode_target(target)) for ids, (_, _, target) in zip(prompt_ids, steps)]
 
 

@@ -40,6 +40,7 @@ APPLIANCE_TYPES = ("pick_clean_then_place_in_recep", "pick_heat_then_place_in_re
 # the receptacles and objects procedural worlds draw from (the simulator may use any known type)
 ROOM_RECEPTACLES = ("cabinet", "countertop", "diningtable", "drawer", "fridge", "microwave", "shelf", "sidetable",
                     "sinkbasin", "desk", "garbagecan", "stoveburner", "dresser", "coffeetable", "sofa")
+LAMP_STANDS = ("desk", "sidetable", "dresser")   # where procedural worlds put a lamp
 PLACE_TARGETS = ("cabinet", "countertop", "diningtable", "drawer", "shelf", "sidetable", "desk", "dresser",
                  "coffeetable", "sofa", "garbagecan")
 
@@ -129,15 +130,14 @@ class HouseholdDomain(LeveledDomain):
                   "pick_cool_then_place_in_recep": "fridge"}.get(task_type)
         if needed and needed not in types:
             types[int(rng.integers(len(types)))] = needed
-        if task_type == "look_at_obj_in_light" and not any(t in ("desk", "sidetable", "dresser") for t in types):
+        if task_type == "look_at_obj_in_light" and not any(t in LAMP_STANDS for t in types):
             types[int(rng.integers(len(types)))] = "sidetable"
         receptacles = []
         for rtype in types:
             count = int(rng.integers(1, 3)) if rtype in ("cabinet", "drawer", "shelf", "countertop") else 1
             receptacles += [f"{rtype} {k}" for k in range(1, count + 1)]
         receptacles = receptacles[:self.max_receptacles]
-        able = {"pick_clean_then_place_in_recep": engine.CLEANABLE, "pick_heat_then_place_in_recep": engine.HEATABLE,
-                "pick_cool_then_place_in_recep": engine.COOLABLE}.get(task_type, engine.PORTABLE)
+        able = engine.APPLIANCE[task_type][2] if task_type in engine.APPLIANCE else engine.PORTABLE
         goal_object = str(rng.choice(sorted(able)))
         present_types = sorted({engine.kind(r) for r in receptacles})
         goal = {"type": task_type, "object": goal_object}
@@ -146,7 +146,7 @@ class HouseholdDomain(LeveledDomain):
         if task_type == "look_at_obj_in_light":
             lamp = str(rng.choice(["desklamp", "floorlamp"]))
             goal["lamp"] = lamp
-            stands = [r for r in receptacles if engine.kind(r) in ("desk", "sidetable", "dresser")]
+            stands = [r for r in receptacles if engine.kind(r) in LAMP_STANDS]
             if not stands:
                 return None
             objects[f"{lamp} 1"] = str(rng.choice(stands))
