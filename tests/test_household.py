@@ -250,6 +250,34 @@ def test_single_step_protocol_scores_each_expert_step(domain):
     assert domain.action_matches(">  Go to  fridge 1\nmore", "go to fridge 1")
 
 
+def test_every_word_of_the_domain_is_one_tiny_token(domain):
+    """The tiny tokenizer's word list covers every word the domain writes (texts after every admissible action of
+    the expert's states, look/inventory/examine/a nonsense action, world JSON, the simulator prompt), so a name
+    the agent copies is a few tokens; a word added to the texts later fails here."""
+    import re
+    from genenv.domains.household import TINY_WORDS
+    from genenv.models.tiny import build_char_tokenizer
+    texts = []
+    tasks = domain.heldout_tasks(2)
+    assert {t.meta["type"] for t in tasks} == set(engine.TASK_TYPES)
+    for task in tasks:
+        world = engine.parse_world(task.text)
+        texts += [task.text, task.prompt, domain.simulator_prompt(task, {"success_rate": 0.5}),
+                  domain.simulator_prompt(task, {})]
+        state = engine.initial_state(world)
+        for action in task.answer.split("\n"):
+            for other in engine.admissible(world, state) + ["look", "inventory"]:
+                texts += [other, engine.step(world, state, other)[1]]
+            texts.append(engine.step(world, state, "jump")[1])
+            state = engine.step(world, state, action)[0]
+    words = {w for text in texts for w in re.findall(r"[A-Za-z0-9_]+", text)}
+    assert words <= set(TINY_WORDS), sorted(words - set(TINY_WORDS))
+    tokenizer = build_char_tokenizer(domain.alphabet, domain.tiny_words)
+    ids = tokenizer(tasks[0].prompt).input_ids
+    assert len(ids) < len(tasks[0].prompt) / 3
+    assert tokenizer.decode(ids, skip_special_tokens=True) == tasks[0].prompt
+
+
 def test_household_smoke_run_with_tiny_models(tmp_path):
     from genenv.coevolve import run
     from genenv.config import load_config

@@ -87,3 +87,45 @@ def test_build_batch_layout(tiny_policy):
     assert batch.response_ids.tolist() == [[8, 2, pad], [9, 10, 2]]
     assert batch.response_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
     assert batch.prompt_width == 3
+
+
+def test_tiny_tokenizer_word_tokens_round_trip(tmp_path):
+    """Listed words are one token (with or without a leading space) only as whole words; every other text over
+    the alphabet stays one token per character and decodes exactly, also after save/load."""
+    from genenv.models.tiny import build_char_tokenizer
+    import string
+    words = ["go", "to", "cab", "cabinet", "1", "pick_and_place_simple"]
+    tokenizer = build_char_tokenizer(string.ascii_letters + string.digits + " _.,\n", words)
+
+    def tokens(text):
+        return tokenizer.convert_ids_to_tokens(tokenizer(text).input_ids)[1:]
+
+    assert tokens("go to cabinet 1") == ["go", " to", " cabinet", " 1"]
+    assert tokens("cab cabs") == ["cab", " ", "c", "a", "b", "s"]          # 'cabs' is not a listed word
+    assert tokens("cabinet 10") == ["cabinet", " ", "1", "0"]
+    assert tokens("pick_and_place_simple.") == ["pick_and_place_simple", "."]
+    assert tokens("go_to") == ["g", "o", "_", "t", "o"]
+    assert tokens("go\n\nto") == ["go", "\n", "\n", "to"]   # (a newline is a character like any other)
+    for text in ["go to cabinet 1", "cabs, to go 10 cabinet", "  go  to_ cab", "a\n\n\nb\n"]:
+        assert tokenizer.decode(tokenizer(text).input_ids, skip_special_tokens=True) == text
+    tokenizer.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+    assert AutoTokenizer.from_pretrained(tmp_path)("go to cabinet 1").input_ids == tokenizer("go to cabinet 1").input_ids
+
+
+def test_tiny_tokenizer_without_words_is_the_char_tokenizer():
+    """No words: exactly one token per character, newlines included."""
+    from genenv.models.tiny import build_char_tokenizer
+    tokenizer = build_char_tokenizer("0123456789+=|>s? \n")
+    assert len(tokenizer) == 4 + 18
+    text = "12+3\n\n= 15"
+    assert tokenizer(text).input_ids == [tokenizer.bos_token_id] + [tokenizer.convert_tokens_to_ids(c) for c in text]
+
+
+def test_tiny_tokenizer_refuses_words_outside_the_alphabet():
+    import pytest
+    from genenv.models.tiny import build_char_tokenizer
+    with pytest.raises(ValueError, match="alphabet"):
+        build_char_tokenizer("abc", ["abd"])
+    with pytest.raises(ValueError, match="spaces"):
+        build_char_tokenizer("ab ", ["a b"])

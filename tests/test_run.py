@@ -155,3 +155,19 @@ def test_lora_players_train_adapters_and_resume_exactly(tmp_path, monkeypatch):
     adapted = Policy.load(whole / "checkpoints" / "initial" / "agent")
     adapted.apply_lora(4)
     assert adapted.num_trainable_parameters() < 0.5 * adapted.num_parameters()
+
+
+def test_warm_start_cache_key_follows_the_tiny_tokenizer():
+    """A tiny model's cached warm start is keyed by its tokenizer: other words (or alphabet) train a new one;
+    a model folder path is keyed without it."""
+    from genenv.domains import make_domain
+    from genenv.warmstart import _cache_key
+    cfg = load_config("household-smoke")
+    domain = make_domain("household", **cfg.domain.options)
+    key = _cache_key("agent", cfg, cfg.agent, domain)
+    assert key == _cache_key("agent", cfg, cfg.agent, make_domain("household", **cfg.domain.options))
+    domain.tiny_words = domain.tiny_words[:-1]
+    assert _cache_key("agent", cfg, cfg.agent, domain) != key
+    real = load_config("household-smoke", ["agent.model=/some/folder"])
+    assert _cache_key("agent", real, real.agent, domain) == _cache_key("agent", real, real.agent, make_domain(
+        "household", **cfg.domain.options))

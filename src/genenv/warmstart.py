@@ -22,7 +22,7 @@ from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.config import RunConfig, to_dict
 from genenv.domains.base import Domain
 from genenv.models.policy import Policy
-from genenv.models.tiny import build_tiny_policy
+from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.rollout import context_budget, fit_contexts, rollout
 
 CACHE_VERSION = 1
@@ -32,15 +32,17 @@ def cache_root() -> Path:
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
-def _cache_key(role: str, cfg: RunConfig, player_cfg, format_version: int = 1) -> str:
+def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     payload = {"v": CACHE_VERSION, "role": role, "seed": cfg.seed, "domain": to_dict(cfg.domain),
                "model": player_cfg.model, "tiny": to_dict(player_cfg.tiny),
                "warmstart": to_dict(player_cfg.warmstart)}
     # (kept out of the key at their defaults, so existing caches stay valid)
     if player_cfg.dtype != "float32":
         payload["dtype"] = player_cfg.dtype
-    if format_version != 1:
-        payload["format"] = format_version
+    if domain.format_version != 1:
+        payload["format"] = domain.format_version
+    if player_cfg.model == "tiny" and domain.alphabet is not None:
+        payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
     return f"{cfg.domain.name}-{role}-{digest}"
 
@@ -51,7 +53,7 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
             raise ValueError(f"{role}.model: domain {domain.name!r} has no alphabet for a tiny model; "
                              "give a model folder path")
         return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=_seed(cfg.seed, role, "init"),
-                                 device=cfg.device)
+                                 device=cfg.device, words=domain.tiny_words)
     from genenv.models.registry import ModelNotAvailable, resolve_model
     try:
         folder = resolve_model(player_cfg.model)
@@ -87,7 +89,7 @@ def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> lis
 
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain.format_version)
+    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.agent.dtype)
     policy = _base_policy("agent", cfg, cfg.agent, domain)
@@ -115,7 +117,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
-    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain.format_version)
+    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.env.dtype)
     policy = _base_policy("env", cfg, cfg.env, domain)

@@ -57,11 +57,13 @@ class Domain:
     """Base class. Single-turn domains implement ``score``; multi-turn ones override ``reset``/``step``.
 
     Subclasses set ``name`` and ``alphabet`` (characters the tiny tokenizer must cover; ``None`` for a
-    domain meant for real tokenizers) and implement the methods below that raise.
+    domain meant for real tokenizers), optionally ``tiny_words`` (whole words the tiny tokenizer keeps as one
+    token each, see :mod:`genenv.models.tiny`), and implement the methods below that raise.
     """
 
     name: str = "base"
     alphabet: str | None = None
+    tiny_words: tuple[str, ...] = ()
     multi_turn: bool = False
     max_turns: int = 1
     agent_max_new_tokens: int = 16

@@ -45,6 +45,19 @@ PLACE_TARGETS = ("cabinet", "countertop", "diningtable", "drawer", "shelf", "sid
                  "coffeetable", "sofa", "garbagecan")
 
 
+# the words of ALFWorld's texts, actions, world JSON and the simulator prompt: one token each for tiny models
+TEXT_WORDS = ("ALFRED", "Example", "JSON", "Looking", "New", "Next", "Nothing", "On", "In", "TextWorld", "The",
+              "Welcome", "Write", "You", "Your", "a", "agent", "aim", "and", "anything", "are", "around", "arrive",
+              "as", "at", "carrying", "clean", "close", "closed", "cool", "examine", "facing", "for", "from",
+              "go", "goal", "half", "happens", "heat", "hot", "household", "in", "inventory", "is", "it", "lamp",
+              "like", "look", "middle", "move", "not", "nothing", "object", "objects", "of", "off", "on", "one",
+              "open", "pick", "put", "quickly", "rate", "receptacle", "receptacles", "room", "see", "solved",
+              "states", "take", "task", "the", "this", "to", "turn", "two", "type", "under", "unknown", "up", "use",
+              "using", "with", "world", "worlds", "you", *map(str, range(21)))
+TINY_WORDS = tuple(sorted(set(TEXT_WORDS) | set(engine.RECEPTACLE_TYPES) | set(engine.OBJECT_TYPES)
+                          | set(engine.TASK_TYPES)))
+
+
 def level_of(plan_length: int) -> int:
     """Difficulty bucket of a shortest plan: 3-4 actions -> 1, 5 -> 2, 6 -> 3, 7 -> 4, 8 -> 5, 9+ -> 6."""
     return int(min(6, max(1, plan_length - 3)))
@@ -70,6 +83,7 @@ class HouseholdDomain(LeveledDomain):
     dev_seed = DEV_SEED
     heldout_exclusion_per_level = 50
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
+    tiny_words = TINY_WORDS
     multi_turn = True
     format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
 
