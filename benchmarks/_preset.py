@@ -15,7 +15,7 @@ def preset_from_args(doc: str, extra: dict[str, dict]):
     for flag, options in extra.items():
         parser.add_argument(flag, **options)
     parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # (overrides may come before and after the options)
     cfg = load_config(args.preset, args.overrides)
     torch.set_num_threads(cfg.threads)
     return args, cfg, make_domain(cfg.domain.name, **cfg.domain.options)
