@@ -165,3 +165,24 @@ def test_paired_rollouts_hand_values():
                                      "ratio": 2.0}
     assert result["per_seed"][1]["rollouts"] is None and result["per_seed"][1]["ratio"] is None
     assert result["reached"] == 1 and result["of"] == 2 and result["ratio_mean_where_reached"] == 2.0
+
+
+def test_summary_reports_single_step_accuracy_where_the_domain_has_it():
+    """Household-style runs log heldout_step_accuracy: the summary, text table and HTML table show it per seed;
+    runs without it (addition) keep the table as it was."""
+    from genenv.cli import summary_table
+    from genenv.report import results_table
+    with_steps = [_record("genenv", k, [0.2, v]) for k, v in enumerate([0.3, 0.5])]
+    for record, accuracy in zip(with_steps, [0.7, 0.8]):
+        record.rows[-1]["heldout_step_accuracy"] = accuracy
+        record.warm["heldout_step_accuracy"] = 0.6
+    summary = summarize({"genenv": with_steps})
+    g = summary["curricula"]["genenv"]
+    assert g["heldout_step_accuracy_final"]["per_seed"] == [0.7, 0.8]
+    assert g["heldout_step_accuracy_final"]["mean"] == pytest.approx(0.75)
+    assert g["heldout_step_accuracy_warmstart"]["mean"] == pytest.approx(0.6)
+    assert "single-step" in summary_table(summary) and "0.750 +- 0.071" in summary_table(summary)
+    assert "<td>0.700 0.800</td>" in results_table(summary)
+    plain = summarize({"genenv": [_record("genenv", 0, [0.2, 0.4])]})
+    assert plain["curricula"]["genenv"]["heldout_step_accuracy_final"]["n"] == 0
+    assert "single-step" not in summary_table(plain) and "single-step" not in results_table(plain)

@@ -48,14 +48,19 @@ def summary_table(summary: dict) -> str:
     """The comparison as a plain-text table (the same numbers as the HTML report)."""
     def fmt(value, spec=".3f"):
         return "-" if value is None else format(value, spec)
-    lines = [f"{'curriculum':16s} {'seeds':>5s} {'held-out final':>16s} {'AUC':>7s} {'train tasks':>11s} "
+    from genenv.report import has_step_accuracy
+    step = has_step_accuracy(summary)
+    lines = [f"{'curriculum':16s} {'seeds':>5s} {'held-out final':>16s} " + (f"{'single-step':>16s} " if step else "")
+             + f"{'AUC':>7s} {'train tasks':>11s} "
              f"{'rollouts':>10s} {'updates':>8s} {'to reach ' + fmt(summary['target_success']):>16s}"]
     for label, s in summary["curricula"].items():
         final, reach = s["heldout_final"], s["rollouts_to_target"]
         reach_text = (f"{fmt(reach['mean_where_reached'], ',.0f')} {reach['reached']}/{reach['of']}"
                       if reach["reached"] else f"never 0/{reach['of']}")
+        accuracy = s.get("heldout_step_accuracy_final", {})
+        step_text = f"{fmt(accuracy.get('mean')):>8s} +- {fmt(accuracy.get('std')):5s} " if step else ""
         lines.append(f"{label:16s} {len(s['seeds']):5d} {fmt(final['mean']):>8s} +- {fmt(final['std']):5s} "
-                     f"{fmt(s['auc']['mean']):>7s} {fmt(s['samples_used']['mean'], ',.0f'):>11s} "
+                     f"{step_text}{fmt(s['auc']['mean']):>7s} {fmt(s['samples_used']['mean'], ',.0f'):>11s} "
                      f"{fmt(s['rollouts']['mean'], ',.0f'):>10s} {fmt(s['agent_updates']['mean'], '.0f'):>8s} "
                      f"{reach_text:>16s}")
     return "\n".join(lines)

@@ -107,10 +107,13 @@ def _mean_std(values) -> dict:
 
 
 def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", target: float | None = None) -> dict:
-    """Per curriculum label: final held-out success (mean, std, every seed), per-level success, samples used,
+    """Per curriculum label: final held-out success (mean, std, every seed) and single-step accuracy where the
+    domain has an expert, per-level success, samples used,
     agent rollouts and updates, area under the curve, and rollouts to reach ``target`` (default: the
     reference curriculum's mean final held-out success)."""
     finals = {label: [r.rows[-1].get("heldout_success") for r in runs if r.rows] for label, runs in groups.items()}
+    steps = {label: [r.rows[-1].get("heldout_step_accuracy") for r in runs if r.rows]
+             for label, runs in groups.items()}
     if target is None and reference in groups:
         target = _mean_std(finals[reference])["mean"]
     out = {"reference": reference, "target_success": target, "curricula": {}}
@@ -127,6 +130,9 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
             "heldout_final": {**_mean_std(finals[label]), "per_seed": finals[label]},
             "heldout_warmstart": _mean_std([r.warm.get("heldout_success") for r in runs]),
             "dev_final": _mean_std([r.rows[-1].get("dev_success") for r in runs if r.rows]),
+            # the single-step protocol, for domains with an expert (None elsewhere)
+            "heldout_step_accuracy_final": {**_mean_std(steps[label]), "per_seed": steps[label]},
+            "heldout_step_accuracy_warmstart": _mean_std([r.warm.get("heldout_step_accuracy") for r in runs]),
             "heldout_by_level": {k: float(np.mean(v)) for k, v in sorted(levels.items(), key=lambda kv: int(kv[0])
                                                                          if kv[0].isdigit() else kv[0])},
             "auc": _mean_std([area_under_curve(r) for r in runs]),
@@ -360,9 +366,15 @@ def _fmt(value, spec=".3f") -> str:
     return format(value, spec)
 
 
+def has_step_accuracy(summary: dict) -> bool:
+    return any(s.get("heldout_step_accuracy_final", {}).get("n") for s in summary["curricula"].values())
+
+
 def results_table(summary: dict) -> str:
     """The paper's ablation table, one row per curriculum, with the seed spread."""
+    step = has_step_accuracy(summary)
     head = ("<tr><th>curriculum</th><th>seeds</th><th>held-out final (mean &plusmn; std)</th><th>per seed</th>"
+            + ("<th>single-step accuracy final (per seed)</th>" if step else "") +
             "<th>AUC</th><th>training tasks</th><th>agent rollouts</th><th>agent updates</th>"
             f"<th>rollouts to reach {_fmt(summary.get('target_success'))}</th>"
             f"<th>rollouts to reach {html.escape(str(summary.get('reference')))}'s final, per seed "
@@ -377,7 +389,9 @@ def results_table(summary: dict) -> str:
         rows.append(
             f"<tr><td>{html.escape(label)}</td><td>{len(s['seeds'])}</td>"
             f"<td>{_fmt(final['mean'])} &plusmn; {_fmt(final['std'])}</td>"
-            f"<td>{' '.join(_fmt(v) for v in final['per_seed'])}</td><td>{_fmt(s['auc']['mean'])}</td>"
+            f"<td>{' '.join(_fmt(v) for v in final['per_seed'])}</td>"
+            + (f"<td>{' '.join(_fmt(v) for v in s['heldout_step_accuracy_final']['per_seed'])}</td>" if step else "")
+            + f"<td>{_fmt(s['auc']['mean'])}</td>"
             f"<td>{_fmt(s['samples_used']['mean'], ',.0f')}</td><td>{_fmt(s['rollouts']['mean'], ',.0f')}</td>"
             f"<td>{_fmt(s['agent_updates']['mean'], '.0f')}</td><td>{reach_text}</td>"
             f"<td>{_paired_text(s['paired_to_reference_final'])}</td>"
