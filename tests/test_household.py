@@ -256,7 +256,7 @@ def test_every_word_of_the_domain_is_one_tiny_token(domain):
     the agent copies is a few tokens; a word added to the texts later fails here."""
     import re
     from genenv.domains.household import TINY_WORDS
-    from genenv.models.tiny import build_char_tokenizer
+    from genenv.models.tiny import build_tiny_tokenizer
     texts = []
     tasks = domain.heldout_tasks(2)
     assert {t.meta["type"] for t in tasks} == set(engine.TASK_TYPES)
@@ -272,7 +272,7 @@ def test_every_word_of_the_domain_is_one_tiny_token(domain):
             state = engine.step(world, state, action)[0]
     words = {w for text in texts for w in re.findall(r"[A-Za-z0-9_]+", text)}
     assert words <= set(TINY_WORDS), sorted(words - set(TINY_WORDS))
-    tokenizer = build_char_tokenizer(domain.alphabet, domain.tiny_words)
+    tokenizer = build_tiny_tokenizer(domain.alphabet, domain.tiny_words)
     ids = tokenizer(tasks[0].prompt).input_ids
     assert len(ids) < len(tasks[0].prompt) / 3
     assert tokenizer.decode(ids, skip_special_tokens=True) == tasks[0].prompt

@@ -92,10 +92,10 @@ def test_build_batch_layout(tiny_policy):
 def test_tiny_tokenizer_word_tokens_round_trip(tmp_path):
     """Listed words are one token (with or without a leading space) only as whole words; every other text over
     the alphabet stays one token per character and decodes exactly, also after save/load."""
-    from genenv.models.tiny import build_char_tokenizer
+    from genenv.models.tiny import build_tiny_tokenizer
     import string
     words = ["go", "to", "cab", "cabinet", "1", "pick_and_place_simple"]
-    tokenizer = build_char_tokenizer(string.ascii_letters + string.digits + " _.,\n", words)
+    tokenizer = build_tiny_tokenizer(string.ascii_letters + string.digits + " _.,\n", words)
 
     def tokens(text):
         return tokenizer.convert_ids_to_tokens(tokenizer(text).input_ids)[1:]
@@ -115,8 +115,8 @@ def test_tiny_tokenizer_word_tokens_round_trip(tmp_path):
 
 def test_tiny_tokenizer_without_words_is_the_char_tokenizer():
     """No words: exactly one token per character, newlines included."""
-    from genenv.models.tiny import build_char_tokenizer
-    tokenizer = build_char_tokenizer("0123456789+=|>s? \n")
+    from genenv.models.tiny import build_tiny_tokenizer
+    tokenizer = build_tiny_tokenizer("0123456789+=|>s? \n")
     assert len(tokenizer) == 4 + 18
     text = "12+3\n\n= 15"
     assert tokenizer(text).input_ids == [tokenizer.bos_token_id] + [tokenizer.convert_tokens_to_ids(c) for c in text]
@@ -124,8 +124,8 @@ def test_tiny_tokenizer_without_words_is_the_char_tokenizer():
 
 def test_tiny_tokenizer_refuses_words_outside_the_alphabet():
     import pytest
-    from genenv.models.tiny import build_char_tokenizer
+    from genenv.models.tiny import build_tiny_tokenizer
     with pytest.raises(ValueError, match="alphabet"):
-        build_char_tokenizer("abc", ["abd"])
+        build_tiny_tokenizer("abc", ["abd"])
     with pytest.raises(ValueError, match="spaces"):
-        build_char_tokenizer("ab ", ["a b"])
+        build_tiny_tokenizer("ab ", ["a b"])

@@ -112,12 +112,11 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
     agent rollouts and updates, area under the curve, and rollouts to reach ``target`` (default: the
     reference curriculum's mean final held-out success)."""
     finals = {label: [r.rows[-1].get("heldout_success") for r in runs if r.rows] for label, runs in groups.items()}
-    steps = {label: [r.rows[-1].get("heldout_step_accuracy") for r in runs if r.rows]
-             for label, runs in groups.items()}
     if target is None and reference in groups:
         target = _mean_std(finals[reference])["mean"]
     out = {"reference": reference, "target_success": target, "curricula": {}}
     for label, runs in groups.items():
+        step_finals = [r.rows[-1].get("heldout_step_accuracy") for r in runs if r.rows]
         levels: dict[str, list[float]] = {}
         for r in runs:
             for level, value in (r.rows[-1].get("heldout_by_level") or {}).items() if r.rows else ():
@@ -131,7 +130,7 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
             "heldout_warmstart": _mean_std([r.warm.get("heldout_success") for r in runs]),
             "dev_final": _mean_std([r.rows[-1].get("dev_success") for r in runs if r.rows]),
             # the single-step protocol, for domains with an expert (None elsewhere)
-            "heldout_step_accuracy_final": {**_mean_std(steps[label]), "per_seed": steps[label]},
+            "heldout_step_accuracy_final": {**_mean_std(step_finals), "per_seed": step_finals},
             "heldout_step_accuracy_warmstart": _mean_std([r.warm.get("heldout_step_accuracy") for r in runs]),
             "heldout_by_level": {k: float(np.mean(v)) for k, v in sorted(levels.items(), key=lambda kv: int(kv[0])
                                                                          if kv[0].isdigit() else kv[0])},

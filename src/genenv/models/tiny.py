@@ -7,7 +7,7 @@ ordinary Hugging Face objects, saved as a normal model folder.
 A domain may also name whole words (``Domain.tiny_words``): each becomes one token, with and without a
 leading space, wherever it stands as a whole word; everything else stays one token per character, so any
 text over the alphabet still encodes and decodes exactly. A name the agent must copy from its prompt
-("countertop 1") is then two tokens instead of twelve characters, and prompts are about four times shorter.
+("countertop 1") is then two tokens instead of twelve characters (household prompts: 3.6x shorter).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def word_pattern(words: Sequence[str]) -> str:
     return f"(?: |(?<![A-Za-z0-9_]))(?:{alternatives})(?![A-Za-z0-9_])|{ANY_CHARACTER}"
 
 
-def build_char_tokenizer(alphabet: str, words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
-    """A character-level tokenizer: every character of ``alphabet`` is one token, and every word of ``words``
+def build_tiny_tokenizer(alphabet: str, words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+    """The tiny models' tokenizer: every character of ``alphabet`` is one token, and every word of ``words``
     (which must be spelled in the alphabet) too, with and without a leading space; BOS is prepended."""
     chars = sorted(set(alphabet))
     unknown = sorted({c for word in words for c in word} - set(chars))
@@ -67,7 +67,7 @@ def build_char_tokenizer(alphabet: str, words: Sequence[str] = ()) -> PreTrained
 def build_tiny_policy(cfg: TinyModelConfig, alphabet: str, seed: int, device: str = "cpu",
                       words: Sequence[str] = ()) -> Policy:
     """A freshly initialised tiny Llama (weights fixed by ``seed``) with its char (+ ``words``) tokenizer."""
-    tokenizer = build_char_tokenizer(alphabet, words)
+    tokenizer = build_tiny_tokenizer(alphabet, words)
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_heads,
