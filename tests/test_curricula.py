@@ -10,6 +10,7 @@ from genenv.config import CURRICULA, load_config
 from genenv.domains import Task
 from genenv.io import read_jsonl
 from genenv.pool import TaskPool
+from genenv.splits import DEV_REASON, HELDOUT_REASON
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,11 @@ def test_fixed_data_curricula_never_generate_and_keep_their_set(curriculum_runs)
         assert {r["task_pool_size"] for r in rows} == {fixed["size"]}  # the set never grows
         assert all(r["drawn_tasks"] == 12 and r["p_hat_mean"] is not None for r in rows)
         assert fixed["seed_tasks"] == cfg.domain.num_seed_tasks
-        if curriculum == "offline":  # (1.8 - 1) x the seeds, from the domain's own generator: all valid
-            assert fixed["generated"] == round(0.8 * cfg.domain.num_seed_tasks) == fixed["valid"]
+        if curriculum == "offline":  # (1.8 - 1) x the seeds, from the domain's own generator: all valid but the
+            # held-out and dev tasks among them, which are rejected
+            assert fixed["generated"] == round(0.8 * cfg.domain.num_seed_tasks)
+            assert set(fixed["invalid_reasons"]) <= {HELDOUT_REASON, DEV_REASON}
+            assert fixed["valid"] == fixed["generated"] - sum(fixed["invalid_reasons"].values())
         else:  # static_variations (5) simulator generations per seed, validated
             assert fixed["generated"] == 5 * cfg.domain.num_seed_tasks
         assert fixed["size"] == cfg.domain.num_seed_tasks + fixed["added"]

@@ -129,3 +129,51 @@ def test_tiny_tokenizer_refuses_words_outside_the_alphabet():
         build_tiny_tokenizer("abc", ["abd"])
     with pytest.raises(ValueError, match="spaces"):
         build_tiny_tokenizer("ab ", ["a b"])
+
+
+def test_loaded_weights_live_in_torch_memory(tiny_policy, tmp_path):
+    """from_pretrained leaves weights in the memory-mapped file at unaligned offsets, where some CPUs' kernels
+    round differently than for torch's own allocations: a loaded policy owns aligned, contiguous memory."""
+    tiny_policy.save(tmp_path / "p")
+    loaded = Policy.load(tmp_path / "p")
+    for name, tensor in [*loaded.model.named_parameters(), *loaded.model.named_buffers()]:
+        assert tensor.data_ptr() % 64 == 0 and tensor.is_contiguous(), name
+    assert loaded.model.lm_head.weight is loaded.model.model.embed_tokens.weight  # still tied
+
+
+def _with_generation_config(policy, folder, **settings):
+    """Save ``policy`` as a checkpoint whose generation_config.json sets ``settings`` (as real ones do)."""
+    from transformers import GenerationConfig
+    policy.model.generation_config = GenerationConfig(**settings)
+    policy.save(folder)
+    (folder / "generation_config.json").write_text(GenerationConfig(**settings).to_json_string())
+    return Policy.load(folder)
+
+
+def test_checkpoint_generation_config_does_not_leak_into_sampling(tiny_policy, tmp_path):
+    """Sampling is exactly softmax(logits / T) and greedy is argmax, whatever the checkpoint's
+    generation_config says (Qwen2.5-Instruct ships repetition_penalty=1.05; others top_k, top_p, do_sample)."""
+    prompt = tiny_policy.encode_prompt("12+3=")
+    with torch.no_grad():
+        first = tiny_policy.model(torch.tensor([prompt])).logits[0, -1]
+    likeliest = int(first.argmax())
+    policy = _with_generation_config(tiny_policy, tmp_path / "ckpt", do_sample=True, temperature=0.3, top_k=2,
+                                     top_p=0.5, repetition_penalty=5.0, suppress_tokens=[likeliest])
+    # greedy: the argmax path, computed by hand
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(8):
+            ids.append(int(policy.model(torch.tensor([ids])).logits[0, -1].argmax()))
+    expected = ids[len(prompt):]
+    if policy.eos_token_id in expected:
+        expected = expected[:expected.index(policy.eos_token_id) + 1]
+    for seed in (0, 1):
+        assert policy.generate([None], prompt_ids=[prompt], greedy=True, max_new_tokens=8, seed=seed)[0][0].token_ids \
+            == expected
+    # sampling at T = 1.5: the first token's frequencies over 4,000 draws against softmax(logits / 1.5)
+    draws = policy.generate([None], prompt_ids=[prompt], n=4000, max_new_tokens=1, temperature=1.5, seed=0)[0]
+    counts = torch.bincount(torch.tensor([g.token_ids[0] for g in draws]), minlength=first.numel()).double()
+    probs = torch.softmax(first.double() / 1.5, dim=-1)
+    sigma = (4000 * probs * (1 - probs)).sqrt()
+    assert probs[likeliest] > 0.04 and counts[likeliest] > 0  # the suppressed token is drawn
+    assert ((counts - 4000 * probs).abs() <= 5 * sigma + 3).all()

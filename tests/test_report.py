@@ -138,6 +138,8 @@ def test_report_of_one_recorded_run(comparison, tmp_path):
     assert result.returncode == 0, result.stderr
     html_text = (run_dir / "report.html").read_text()
     assert len(_images(html_text)) == len(PLOTS)
+    # the smoke preset's held-out and dev sets take a share of addition's 100 level-1 tasks: the report says so
+    assert "id='data-split'" in html_text and "Levels too small to split: level 1 has 100 distinct tasks" in html_text
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["curricula"]["genenv"]["heldout_final"]["per_seed"] == [
         read_jsonl(run_dir / "metrics.jsonl")[-1]["heldout_success"]]

@@ -171,3 +171,84 @@ def test_warm_start_cache_key_follows_the_tiny_tokenizer():
     real = load_config("household-smoke", ["agent.model=/some/folder"])
     assert _cache_key("agent", real, real.agent, domain) == _cache_key("agent", real, real.agent, make_domain(
         "household", **cfg.domain.options))
+
+
+def test_progress_is_plain_lines_when_not_a_terminal(tmp_path):
+    """`make run > log 2>&1` got hundreds of carriage-return refreshes; off a terminal, progress is plain lines."""
+    env = {**os.environ, "GENENV_CACHE": str(tmp_path / "cache")}  # a warm start to show progress of
+    result = subprocess.run(_cli("run", "--preset", "smoke", "--out", str(tmp_path / "r"), "epochs=2", "threads=1",
+                                 "progress=true"), capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout + result.stderr
+    assert "\r" not in output
+    lines = output.splitlines()
+    assert any(line.startswith("warm start: agent: 150/150 (100%)") for line in lines)
+    assert any(line.startswith("epochs: 2/2 (100%)") for line in lines)
+    assert sum(line.startswith("epoch ") for line in lines) == 2  # the per-epoch summary lines
+
+
+def test_plain_progress_prints_every_interval():
+    import io
+
+    from genenv.progress import PlainProgress
+    stream = io.StringIO()
+    bar = PlainProgress(4, "steps", interval=0.0, stream=stream)
+    for _ in range(4):
+        bar.update()
+    bar.close()
+    assert stream.getvalue().splitlines()[:2] == ["steps: 1/4 (25%), 0 s, ~0 s left", "steps: 2/4 (50%), 0 s, ~0 s left"]
+    assert stream.getvalue().splitlines()[-1] == "steps: 4/4 (100%), 0 s"
+
+
+def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monkeypatch):
+    """Killed between the two renames of a checkpoint swap (latest -> latest.old done, build -> latest not), a
+    run resumes from latest.old; its next checkpoints must keep the pool logs whole, so that a second kill and
+    resume still match an uninterrupted run (the second resume failed with IndexError in TaskPool.apply)."""
+    from genenv import coevolve
+    from genenv.io import atomic_replace_dir
+    smoke = ["threads=1"]
+    reference = run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=tmp_path / "reference", log=lambda m: None)
+
+    class Killed(Exception):
+        pass
+
+    def killed_between_renames(build, target):
+        if build.name == ".build-2":
+            os.replace(target, target.with_name(target.name + ".old"))
+            raise Killed
+        atomic_replace_dir(build, target)
+
+    killed = tmp_path / "killed"
+    monkeypatch.setattr(coevolve, "atomic_replace_dir", killed_between_renames)
+    with pytest.raises(Killed):
+        run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, log=lambda m: None)
+    monkeypatch.undo()
+    ckpts = killed / "checkpoints"
+    assert not (ckpts / "latest").exists() and (ckpts / "latest.old").exists()
+    run(load_config("smoke", [*smoke, "epochs=3"]), run_dir=killed, resume=True, log=lambda m: None)  # then "killed"
+    assert json.loads((ckpts / "latest" / "state.json").read_text())["epoch"] == 3
+    run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, resume=True, log=lambda m: None)
+    assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
+
+
+def test_replayed_tasks_record_the_posterior_p_hat(tmp_path):
+    """With curriculum_reward.posterior every p_hat the pool records is (k + 1) / (n + 2), replayed tasks too."""
+    cfg = load_config("smoke", ["threads=1", "epochs=2", "curriculum_reward.posterior=true"])
+    out = run(cfg, run_dir=tmp_path / "posterior", log=lambda m: None)
+    events = [json.loads(line) for line in (out / "checkpoints" / "task_pool.log.jsonl").read_text().splitlines()]
+    recorded = [e["p_hat"] for e in events if "p_hat" in e]
+    n = cfg.agent.group_size
+    allowed = {(k + 1) / (n + 2) for k in range(n + 1)}
+    assert len(recorded) >= 2 * 12 and all(p in allowed for p in recorded)  # >= the replayed tasks alone
+
+
+def test_both_optimisers_take_their_weight_decay_from_the_config():
+    from genenv.coevolve import _make_players
+    from genenv.models.tiny import build_tiny_policy
+    cfg = load_config("smoke", ["agent.weight_decay=0.02", "env.weight_decay=0.0"])
+    agent = build_tiny_policy(cfg.agent.tiny, "0123456789+", seed=0)
+    env = build_tiny_policy(cfg.env.tiny, "0123456789+", seed=1)
+    players = _make_players(cfg, agent, env)
+    assert [g["weight_decay"] for g in players.agent_opt.param_groups] == [0.02]
+    assert [g["weight_decay"] for g in players.env_opt.param_groups] == [0.0]
+    assert load_config("smoke").env.weight_decay == 0.01  # the value every run so far used (torch's default)

@@ -2,7 +2,8 @@
 
 Per epoch t:
   1. generate_tasks    the simulator writes `variations` tasks for each of `seeds_per_epoch` seed tasks
-  2. validate_tasks    parse + ground each one; invalid ones are counted, get R_env = 0, never reach the agent
+  2. validate_tasks    parse + ground each one, reject held-out and dev tasks; invalid ones are counted, get
+                       R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task (plus replay tasks from the training pool)
   4. score_batches     p_hat per seed batch (or per task) and R_env = exp(-beta (p_hat - alpha)^2)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
@@ -16,7 +17,6 @@ Every random stream is derived from (seed, epoch, phase), so a resumed run repea
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import os
 import time
@@ -38,20 +38,14 @@ from genenv.domains.base import Domain
 from genenv.io import append_jsonl, atomic_replace_dir, atomic_write_json, atomic_write_jsonl, read_jsonl
 from genenv.models.policy import Policy
 from genenv.pool import EnvExample, EnvPool, TaskPool
+from genenv.progress import progress_bar
 from genenv.rollout import Episode, rollout, single_step_accuracy
+from genenv.seeding import phase_rng, phase_seed
+from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 PHASES = ("seeds", "generate", "replay", "rollout", "agent_update", "env_update", "evaluate")
 TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction")
-
-
-def phase_seed(seed: int, epoch: int, phase: str) -> int:
-    digest = hashlib.sha256(f"{seed}/{epoch}/{phase}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
-
-
-def phase_rng(seed: int, epoch: int, phase: str) -> np.random.Generator:
-    return np.random.default_rng(phase_seed(seed, epoch, phase))
 
 
 # ============================================================================ state
@@ -77,19 +71,21 @@ class RunState:
     total_agent_updates: int = 0
     total_generated: int = 0
     nonfinite_skips: int = 0
+    # bytes of each pool's append-only log that belong to the last checkpoint written or resumed from
+    pool_log_bytes: dict = field(default_factory=lambda: {"task_pool": 0, "env_pool": 0})
 
     def to_json(self) -> dict:
         """Everything but the pools, which live in append-only logs next to the checkpoint."""
         return {"epoch": self.epoch, "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
                 "last_p_hat_mean": self.last_p_hat_mean, "total_rollouts": self.total_rollouts,
                 "total_agent_updates": self.total_agent_updates, "total_generated": self.total_generated,
-                "nonfinite_skips": self.nonfinite_skips}
+                "nonfinite_skips": self.nonfinite_skips, "pool_log_bytes": dict(self.pool_log_bytes)}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunState":
         state = cls(epoch=data["epoch"], grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
         for key in ("last_p_hat_mean", "total_rollouts", "total_agent_updates", "total_generated",
-                    "nonfinite_skips"):
+                    "nonfinite_skips", "pool_log_bytes"):
             setattr(state, key, data[key])
         return state
 
@@ -165,10 +161,11 @@ def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], 
             for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
 
 
-def validate_tasks(domain: Domain, generated: list[Generated]) -> None:
-    """Phase 2: parse and ground every generation. Never raises on arbitrary text."""
+def validate_tasks(domain: Domain, generated: list[Generated], split: DataSplit) -> None:
+    """Phase 2: parse and ground every generation; a held-out or dev task is rejected. Never raises on
+    arbitrary text."""
     for item in generated:
-        item.parsed = domain.parse_and_validate(item.raw)
+        item.parsed = split.exclude(domain.parse_and_validate(item.raw))
 
 
 def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], epoch: int,
@@ -257,7 +254,8 @@ def select_env_batch(cfg: RunConfig, generated: list[Generated], epoch: int) -> 
 def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected: list[EnvExample],
                      epoch: int) -> dict:
     """Phase 7: reward-weighted regression of the simulator toward in-band generations."""
-    stats = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_steps": 0, "env_kl_capped": 0}
+    stats = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_kl_to_initial": None, "env_steps": 0,
+             "env_kl_capped": 0, "env_rejected_kl": None}
     if cfg.curriculum != "genenv" or not selected:
         return stats
     ec = cfg.env
@@ -275,7 +273,9 @@ def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected
                         rng=rng)
     state.nonfinite_skips += result["skipped"]
     stats.update(env_loss=_finite_or_none(result["loss"]), env_kl=_finite_or_none(result["kl"]),
-                 env_update_kl=result["update_kl"], env_steps=result["steps"], env_kl_capped=result["kl_capped"])
+                 env_update_kl=result["update_kl"], env_kl_to_initial=_finite_or_none(result["kl_to_initial"]),
+                 env_steps=result["steps"], env_kl_capped=result["kl_capped"],
+                 env_rejected_kl=_finite_or_none(result["rejected_kl"]))
     return stats
 
 
@@ -320,8 +320,8 @@ def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, heldout: list[Ta
 
 # ============================================================================ the epoch
 
-def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState, heldout: list[Task],
-              dev: list[Task], epoch: int, phase_bar=None) -> tuple[dict, list[Generated]]:
+def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState, split: DataSplit, epoch: int,
+              phase_bar=None) -> tuple[dict, list[Generated]]:
     timer = PhaseTimer(phase_bar)
     model_seconds_before = _model_seconds(players)
 
@@ -331,7 +331,7 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
             seeds = sample_seeds(cfg, state, epoch)
             generated = generate_tasks(cfg, domain, players.env, state, seeds, epoch)
     with timer("validate"):
-        validate_tasks(domain, generated)
+        validate_tasks(domain, generated, split)
     valid = [g for g in generated if g.valid]
     with timer("rollout"):
         groups = rollout_agent(cfg, domain, players.agent, [g.parsed for g in valid], epoch, "rollout")
@@ -347,15 +347,16 @@ def run_epoch(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
         selected = select_env_batch(cfg, generated, epoch)
         env_stats = update_simulator(cfg, players, state, selected, epoch)
     with timer("pools"):
+        cr = cfg.curriculum_reward
         for task, group in zip(drawn_tasks, drawn_groups):
             rewards = [e.reward for e in group]
-            state.task_pool.add(task, "generated", epoch, cur.success_rate(rewards, cfg.curriculum_reward
-                                                                           .success_threshold))
+            state.task_pool.add(task, "generated", epoch, cur.success_rate(rewards, cr.success_threshold,
+                                                                           cr.posterior))
         grow_pools(state, generated, selected, epoch)
     eval_stats = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
     if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
         with timer("evaluate"):
-            eval_stats = evaluate_all(cfg, domain, players.agent, heldout, dev)
+            eval_stats = evaluate_all(cfg, domain, players.agent, split.heldout, split.dev)
 
     all_groups = groups + drawn_groups
     state.total_rollouts += sum(len(g) for g in all_groups)
@@ -447,11 +448,11 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     log = log or (lambda msg: tqdm.write(msg))
     torch.set_num_threads(cfg.threads)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
-    heldout = domain.heldout_tasks(cfg.domain.heldout_per_level)
-    dev = domain.dev_tasks(cfg.domain.heldout_per_level)
+    split = data_split(cfg, domain)
     ckpt = run_dir / "checkpoints" / "latest"
-    if resume and not ckpt.exists() and (run_dir / "checkpoints" / "latest.old").exists():
-        ckpt = run_dir / "checkpoints" / "latest.old"  # killed between the two renames of a checkpoint swap
+    if resume and not ckpt.exists() and ckpt.with_name("latest.old").exists():
+        # killed between the two renames of a checkpoint swap: the previous checkpoint takes its name back
+        os.replace(ckpt.with_name("latest.old"), ckpt)
     if resume and ckpt.exists():
         players, state = load_checkpoint(cfg, ckpt, run_dir)
         log(f"resuming {run_dir} at epoch {state.epoch}")
@@ -460,18 +461,18 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text_yaml(run_dir / "config.yaml", to_dict(cfg))
-        players, state = initial_players(cfg, domain, run_dir, log)
+        players, state = initial_players(cfg, domain, split, run_dir, log)
         (run_dir / "metrics.jsonl").write_text("")
-        warm = evaluate_all(cfg, domain, players.agent, heldout, dev)
+        warm = evaluate_all(cfg, domain, players.agent, split.heldout, split.dev)
         atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
                                                         **warm})
         log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
             f"by level {_fmt_levels(warm['heldout_by_level'])}")
         save_checkpoint(players, state, run_dir)
 
-    bar = tqdm(total=cfg.epochs, initial=state.epoch, desc="epochs", disable=not cfg.progress, dynamic_ncols=True)
+    bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
     for epoch in range(state.epoch, cfg.epochs):
-        metrics, generated = run_epoch(cfg, domain, players, state, heldout, dev, epoch, phase_bar=bar)
+        metrics, generated = run_epoch(cfg, domain, players, state, split, epoch, phase_bar=bar)
         state.epoch = epoch + 1
         start = time.perf_counter()
         write_samples(cfg, run_dir, epoch, generated)
@@ -499,12 +500,19 @@ def export_final(players: Players, run_dir: Path) -> None:
         atomic_replace_dir(build, run_dir / "final" / name)
 
 
-def initial_players(cfg: RunConfig, domain: Domain, run_dir: Path, log) -> tuple[Players, RunState]:
-    with tqdm(total=cfg.agent.warmstart.steps, desc="warm start: agent", disable=not cfg.progress,
-              dynamic_ncols=True, leave=False) as bar:
-        agent, agent_info = warm_start_agent(cfg, domain, progress=bar, log=log)
-    with tqdm(total=cfg.env.warmstart.steps, desc="warm start: simulator", disable=not cfg.progress,
-              dynamic_ncols=True, leave=False) as bar:
+def initial_players(cfg: RunConfig, domain: Domain, split: DataSplit, run_dir: Path,
+                    log) -> tuple[Players, RunState]:
+    """The warm-started players and the first state: the seed tasks in the pool (and a fixed-data curriculum's
+    set). The seed set never holds a held-out or dev task; ``data_split.json`` says what the split cost."""
+    seeds = training_seed_tasks(cfg, domain, split)
+    accounts = level_accounts(domain, split, seeds)
+    atomic_write_json(run_dir / "data_split.json", accounts)
+    for sentence in accounts["small_levels"]:
+        log(f"note: {sentence}")
+    with progress_bar(cfg.agent.warmstart.steps, "warm start: agent", enabled=cfg.progress, leave=False) as bar:
+        agent, agent_info = warm_start_agent(cfg, domain, progress=bar, log=log, seeds=seeds)
+    with progress_bar(cfg.env.warmstart.steps, "warm start: simulator", enabled=cfg.progress,
+                      leave=False) as bar:
         env, env_info = warm_start_simulator(cfg, domain, progress=bar, log=log)
     atomic_write_json(run_dir / "warmstart_info.json", {"agent": agent_info, "env": env_info,
                                                         "agent_parameters": agent.num_parameters(),
@@ -513,16 +521,15 @@ def initial_players(cfg: RunConfig, domain: Domain, run_dir: Path, log) -> tuple
     env.save(run_dir / "checkpoints" / "initial" / "env")
     players = _make_players(cfg, agent, env)
     state = RunState()
-    seeds = domain.seed_tasks(np.random.default_rng(_seed_tasks_seed(cfg)), cfg.domain.num_seed_tasks)
     for task in seeds:
         state.task_pool.add(task, "seed", -1)
     if cfg.curriculum not in GENERATIVE_CURRICULA:
-        build_fixed_set(cfg, domain, players.env, state, seeds, run_dir, log)
+        build_fixed_set(cfg, domain, players.env, state, seeds, split, run_dir, log)
     return players, state
 
 
 def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, seeds: list[Task],
-                    run_dir: Path, log) -> dict:
+                    split: DataSplit, run_dir: Path, log) -> dict:
     """The training set of a fixed-data curriculum, written once before training (paper's ablation rows).
 
     static / learnability: ``baseline.static_variations`` simulator generations per seed task (GenEnv-Static);
@@ -541,7 +548,7 @@ def build_fixed_set(cfg: RunConfig, domain: Domain, env: Policy, state: RunState
             generated = _write_once(cfg, domain, env, [seeds[i] for i in picks], 1)
     else:
         generated = _write_once(cfg, domain, env, seeds, bc.static_variations)
-    validate_tasks(domain, generated)
+    validate_tasks(domain, generated, split)
     before = len(state.task_pool)
     for item in generated:
         if item.valid:
@@ -567,17 +574,12 @@ def _write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], 
     return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"))
 
 
-def _seed_tasks_seed(cfg: RunConfig) -> int:
-    from genenv.warmstart import _seed
-    return _seed(cfg.seed, "seed_tasks")
-
-
 def _make_players(cfg: RunConfig, agent: Policy, env: Policy, refs: tuple[Policy, Policy] | None = None) -> Players:
     """Frozen references of the warm-started players, optional LoRA adapters, and the optimisers."""
     agent_ref, env_ref = refs or (agent.frozen_copy(), env.frozen_copy())
     _apply_lora(cfg, agent, env)
     agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
-    env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr)
+    env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
     return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
 
 
@@ -613,24 +615,15 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
     players.env.save_weights(build / "env.safetensors")
     torch.save({"agent": players.agent_opt.state_dict(), "env": players.env_opt.state_dict(),
                 "torch_rng": torch.get_rng_state()}, build / "optimizers.pt")
-    # Pools: append this epoch's events to the logs first; the checkpoint records how many lines are its own,
-    # so bytes appended by a run killed before the swap below are dropped on resume.
-    log_lengths = {}
+    # Pools: append this epoch's events to the logs first, after cutting them back to the bytes the previous
+    # checkpoint owns (kept in the state, never re-read from a folder a kill may have renamed); the new
+    # checkpoint records its own sizes, so bytes appended by a run killed before the swap are dropped on resume.
     for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
-        log_lengths[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
-                                            _log_length(root / "latest", name))
+        state.pool_log_bytes[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
+                                                     state.pool_log_bytes[name])
         pool.pending = []
-    (build / "state.json").write_text(json.dumps({**state.to_json(), "pool_log_bytes": log_lengths,
-                                                  "last_metrics": last_metrics}))
+    (build / "state.json").write_text(json.dumps({**state.to_json(), "last_metrics": last_metrics}))
     atomic_replace_dir(build, root / "latest")
-
-
-def _log_length(ckpt: Path, name: str) -> int:
-    """Bytes of the pool log that belong to the checkpoint in ``ckpt`` (0 before the first one)."""
-    state_file = ckpt / "state.json"
-    if not state_file.exists():
-        return 0
-    return json.loads(state_file.read_text())["pool_log_bytes"][name]
 
 
 def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:

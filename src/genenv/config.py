@@ -74,7 +74,7 @@ class AgentConfig:
     lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     lr: float = knob(3e-4, "AdamW learning rate for GRPO (1e-3 collapsed the 0.5M default on the dev set)", lo=0.0)
-    weight_decay: float = knob(0.0, "AdamW weight decay", lo=0.0)
+    weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
     temperature: float = knob(1.0, "sampling temperature for rollouts", lo=0.0)
     max_new_tokens: int = knob(16, "longest response per turn", lo=1)
@@ -109,10 +109,15 @@ class EnvConfig:
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)
-    rwr_steps: int = knob(4, "RWR gradient steps per epoch, at most (one pass over the weighted set)", lo=0)
+    weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
+                               "default, what every run so far used)", lo=0.0)
+    rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
+                          "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
-    max_kl: float = knob(0.5, "cap on the KL of one epoch's update; steps stop once it is passed", lo=0.0)
+    max_kl: float = knob(0.5, "cap on the KL of one epoch's update to the simulator before it, checked after "
+                         "every step on the weighted set: a step past it is undone and ends the update (0 = no cap)",
+                         lo=0.0)
     grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     pool_replay: float = knob(0.0, "share of each RWR batch drawn from earlier epochs' weighted sets", lo=0.0,
                               hi=1.0)

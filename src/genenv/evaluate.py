@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
 
 from genenv.io import atomic_write_json
+from genenv.progress import progress_bar
 
 
 def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int) -> list[str | None]:
@@ -47,7 +47,7 @@ def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new
 
     prompts = [bfcl.chat_messages(e) for e in entries]
     responses = []
-    with tqdm(total=len(entries), desc=f"bfcl {category}", dynamic_ncols=True, leave=False) as bar:
+    with progress_bar(len(entries), f"bfcl {category}", leave=False) as bar:
         for first in range(0, len(prompts), 8 * batch_size):  # progress in slices of a few batches
             chunk = prompts[first:first + 8 * batch_size]
             responses.extend(_greedy_responses(policy, chunk, max_new_tokens, batch_size))
@@ -66,8 +66,7 @@ def _multi_turn_category(policy, category: str, entries: list[dict], out: Path, 
                          batch_size: int, max_steps: int) -> dict:
     from genenv.benchmarks import bfcl, bfcl_multiturn
 
-    with tqdm(total=bfcl_multiturn.count_turns(entries), desc=f"bfcl {category} (turns)", dynamic_ncols=True,
-              leave=False) as bar:
+    with progress_bar(bfcl_multiturn.count_turns(entries), f"bfcl {category} (turns)", leave=False) as bar:
         rows = bfcl_multiturn.run_turns(
             entries, lambda chats: _greedy_responses(policy, chats, max_new_tokens, batch_size),
             max_steps=max_steps, progress=bar.update)
@@ -145,7 +144,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
     if policy is None:
         policy = Policy.load(resolve_model(model, log), device=device)
     start = time.perf_counter()
-    with tqdm(total=len(files), desc="alfworld games", dynamic_ncols=True, leave=False) as bar:
+    with progress_bar(len(files), "alfworld games", leave=False) as bar:
         scores = alfworld.eval_games(policy, HouseholdDomain(max_steps=max_steps), files, max_steps=max_steps,
                                      max_new_tokens=max_new_tokens, max_context_tokens=max_context_tokens,
                                      progress=bar.update)

@@ -40,6 +40,7 @@ class RunRecord:
     rows: list[dict]
     warm: dict = field(default_factory=dict)
     fixed_set: dict | None = None
+    data_split: dict | None = None   # data_split.json: the held-out/dev/seed sets per level
 
     @property
     def epochs_planned(self) -> int:
@@ -77,8 +78,9 @@ def load_run(path: str | Path, label: str | None = None) -> RunRecord:
     config = yaml.safe_load((path / "config.yaml").read_text()) or {}
     warm = json.loads((path / "warmstart.json").read_text()) if (path / "warmstart.json").exists() else {}
     fixed = json.loads((path / "fixed_set.json").read_text()) if (path / "fixed_set.json").exists() else None
+    split = json.loads((path / "data_split.json").read_text()) if (path / "data_split.json").exists() else None
     return RunRecord(path, label or config.get("curriculum", path.name), int(config.get("seed", 0)), config,
-                     read_jsonl(path / "metrics.jsonl"), warm, fixed)
+                     read_jsonl(path / "metrics.jsonl"), warm, fixed, split)
 
 
 # ============================================================================ numbers
@@ -421,6 +423,20 @@ figure{margin:18px 0}figcaption{color:#555;font-size:14px;margin-top:4px}img{max
 .note{color:#555;font-size:14px}code{background:#f4f4f4;padding:0 3px}"""
 
 
+def split_note(groups: dict[str, list[RunRecord]]) -> str:
+    """The data split in one paragraph: sizes of the sets, and the levels too small to split without cost."""
+    splits = [r.data_split for runs in groups.values() for r in runs if r.data_split]
+    if not splits:
+        return ""
+    first = splits[0]
+    small = list(dict.fromkeys(sentence for split in splits for sentence in split.get("small_levels", [])))
+    text = (f"Data split: {first['heldout_tasks']} held-out and {first['dev_tasks']} dev tasks; no task of either "
+            f"is trained on (seed tasks, generated tasks and fixed sets that equal one are rejected and counted).")
+    if small:
+        text += " Levels too small to split: " + "; ".join(html.escape(s) for s in small) + "."
+    return f"<p class='note' id='data-split'>{text}</p>"
+
+
 def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title: str,
                  summary: dict | None = None, intro: str = "") -> Path:
     """``out_dir/report.html`` (every plot embedded) and ``out_dir/plots/*.png``; returns the HTML path."""
@@ -448,6 +464,7 @@ def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title:
         f"p_hat (per {html.escape(str(cr.get('p_hat_level', 'batch')))}), the band-hit rate and difficulty describe "
         "the tasks each curriculum chose: the simulator's valid generations for genenv and random, the drawn "
         "tasks (in batches of env.variations) for static, offline and learnability.</p>")
+    parts.append(split_note(groups))
     parts.append("<h2>Results</h2>" + results_table(summary))
     parts.append("<h3>Final held-out success per level (mean over seeds)</h3>" + level_table(summary))
     for name, caption in PLOTS.items():

@@ -9,6 +9,7 @@ everything that determines the weights, so runs with the same seed and settings 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,27 +21,45 @@ import numpy as np
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.config import RunConfig, to_dict
-from genenv.domains.base import Domain
+from genenv.domains.base import Domain, Task
 from genenv.models.policy import Policy
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.rollout import context_budget, fit_contexts, rollout
+from genenv.seeding import stream_seed
+from genenv.splits import data_split, training_seed_tasks
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2   # 2: every field that shapes a warm start in the key; seed sets never hold evaluation tasks
+
+# The config fields that shape each player's warm start (dotted paths; a section stands for all its fields).
+# The agent's: its seed tasks (seed, domain incl. heldout_per_level, which the seed set must avoid), its model,
+# the SFT settings, how its prompts are built and trimmed (max_new_tokens, max_context_tokens), and the
+# success check that decides whether another round is trained (generation_batch, success_threshold); device
+# and threads, which change floating-point results. tests/test_warmstart.py fails when a new config field is
+# neither listed here nor declared irrelevant there.
+WARMSTART_FIELDS = {
+    "agent": ("seed", "device", "threads", "domain", "agent.model", "agent.tiny", "agent.warmstart", "agent.dtype",
+              "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
+              "curriculum_reward.success_threshold"),
+    "env": ("seed", "device", "threads", "domain", "env.model", "env.tiny", "env.warmstart", "env.dtype"),
+}
 
 
 def cache_root() -> Path:
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
+def _config_value(cfg: RunConfig, dotted: str):
+    value = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return to_dict(value) if dataclasses.is_dataclass(value) else value
+
+
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
-    payload = {"v": CACHE_VERSION, "role": role, "seed": cfg.seed, "domain": to_dict(cfg.domain),
-               "model": player_cfg.model, "tiny": to_dict(player_cfg.tiny),
-               "warmstart": to_dict(player_cfg.warmstart)}
-    # (kept out of the key at their defaults, so existing caches stay valid)
-    if player_cfg.dtype != "float32":
-        payload["dtype"] = player_cfg.dtype
-    if domain.format_version != 1:
-        payload["format"] = domain.format_version
+    """The cache folder of a warm start: the fields in ``WARMSTART_FIELDS[role]`` and the domain's identity
+    (its name, task format version and, for tiny models, its tokenizer)."""
+    payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
+               **{name: _config_value(cfg, name) for name in WARMSTART_FIELDS[role]}}
     if player_cfg.model == "tiny" and domain.alphabet is not None:
         payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
@@ -52,7 +71,7 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
         if domain.alphabet is None:
             raise ValueError(f"{role}.model: domain {domain.name!r} has no alphabet for a tiny model; "
                              "give a model folder path")
-        return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=_seed(cfg.seed, role, "init"),
+        return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=stream_seed(cfg.seed, role, "init"),
                                  device=cfg.device, words=domain.tiny_words)
     from genenv.models.registry import ModelNotAvailable, resolve_model
     try:
@@ -63,14 +82,9 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
     return Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
 
 
-def _seed(seed: int, *names: str) -> int:
-    digest = hashlib.sha256(("/".join(names) + f"/{seed}").encode()).digest()
-    return int.from_bytes(digest[:4], "little")
-
-
 def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -> float:
     """Greedy success on fresh tasks from the seed distribution (a check set, not the held-out set)."""
-    rng = np.random.default_rng(_seed(cfg.seed, "agent", "check"))
+    rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "check"))
     tasks = domain.seed_tasks(rng, n)
     groups = rollout(domain, policy, tasks, group_size=1, max_new_tokens=domain.agent_max_new_tokens,
                      greedy=True, batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
@@ -88,14 +102,17 @@ def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> lis
     return [WeightedExample(ids, policy.encode_target(target)) for ids, (_, _, target) in zip(prompt_ids, steps)]
 
 
-def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
+def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
+                     seeds: list[Task] | None = None) -> tuple[Policy, dict]:
+    """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`)."""
     folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.agent.dtype)
     policy = _base_policy("agent", cfg, cfg.agent, domain)
     ws = cfg.agent.warmstart
-    rng = np.random.default_rng(_seed(cfg.seed, "agent", "warmstart"))
-    seeds = domain.seed_tasks(np.random.default_rng(_seed(cfg.seed, "seed_tasks")), cfg.domain.num_seed_tasks)
+    rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "warmstart"))
+    if seeds is None:
+        seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
     examples = agent_examples(cfg, domain, policy, seeds)
     info = {"rounds": 0, "seed_success": None, "loss": None}
     for round_index in range(ws.max_rounds):
@@ -112,8 +129,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print) -
     else:
         warnings.warn(f"agent warm start ended below agent.warmstart.min_success ({info['seed_success']:.3f} < "
                       f"{ws.min_success}); raise agent.warmstart.steps or max_rounds", RuntimeWarning, stacklevel=2)
-    _save_cached(policy, folder, info)
-    return policy, info
+    return _save_cached(policy, folder, info, cfg, cfg.agent.dtype)
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
@@ -122,8 +138,8 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         return _load_cached(folder, cfg, cfg.env.dtype)
     policy = _base_policy("env", cfg, cfg.env, domain)
     ws = cfg.env.warmstart
-    rng = np.random.default_rng(_seed(cfg.seed, "env", "warmstart"))
-    corpus = domain.simulator_corpus(np.random.default_rng(_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
+    rng = np.random.default_rng(stream_seed(cfg.seed, "env", "warmstart"))
+    corpus = domain.simulator_corpus(np.random.default_rng(stream_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
     examples = [WeightedExample(policy.encode_prompt(domain.simulator_prompt(seed, stats)),
                                 policy.encode_target(task.text)) for seed, stats, task in corpus]
     info = {"rounds": 0, "loss": None}
@@ -132,15 +148,16 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
                                     progress=progress)
         info.update(rounds=1, loss=float(np.mean(curve[-20:])))
         log(f"simulator warm start: loss {info['loss']:.4f}")
-    _save_cached(policy, folder, info)
-    return policy, info
+    return _save_cached(policy, folder, info, cfg, cfg.env.dtype)
 
 
 def _load_cached(folder: Path, cfg: RunConfig, dtype: str = "float32") -> tuple[Policy, dict]:
     return Policy.load(folder, device=cfg.device, dtype=dtype), json.loads((folder / "warmstart.json").read_text())
 
 
-def _save_cached(policy: Policy, folder: Path, info: dict) -> None:
+def _save_cached(policy: Policy, folder: Path, info: dict, cfg: RunConfig, dtype: str) -> tuple[Policy, dict]:
+    """Save a fresh warm start to the cache and continue from the saved copy, loaded back: a run that trained
+    its warm start and one that found it cached then start from the same bytes, loaded the same way."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     build = folder.with_name(folder.name + f".tmp{os.getpid()}")
     if build.exists():
@@ -149,5 +166,6 @@ def _save_cached(policy: Policy, folder: Path, info: dict) -> None:
     (build / "warmstart.json").write_text(json.dumps(info))
     if folder.exists():  # another process finished first; keep theirs
         shutil.rmtree(build)
-        return
-    os.replace(build, folder)
+    else:
+        os.replace(build, folder)
+    return _load_cached(folder, cfg, dtype)

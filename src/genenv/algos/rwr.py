@@ -3,13 +3,14 @@
 loss = sum_i w_i NLL(task_i | context_i) / sum_i w_i + eta * KL(pi_env || pi_env^0)
 
 NLL and KL are per sequence (summed over the task tokens only, never the context). The KL to the initial
-simulator uses the k3 estimator on the generated tokens. The size of one epoch's update is capped: before
-each step the KL between the current simulator and the simulator at the start of the update is estimated
-on the batch, and the update stops once it passes ``max_kl``.
+simulator uses the k3 estimator on the generated tokens. The size of one epoch's update is capped: after
+each step the KL between the simulator and the simulator at the start of the update is estimated on the
+whole weighted set, and a step that passes ``max_kl`` is undone and ends the update.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -59,42 +60,44 @@ def _batch(policy, examples: list[WeightedExample]):
     return batch, weights
 
 
+def _set_kl(policy, batches, start_logps) -> float:
+    """Mean per-sequence KL between the policy now and the log-probs ``start_logps`` it had, over ``batches``."""
+    policy.model.eval()
+    with torch.no_grad():
+        kls = [sequence_kl(policy.token_logprobs(batch)[0], before, batch.response_mask)
+               for (batch, _), before in zip(batches, start_logps)]
+    return torch.cat(kls).mean().item()
+
+
 def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *, steps: int, batch_size: int,
                kl_coef: float = 0.05, max_kl: float = 0.5, grad_clip: float = 1.0,
                rng: np.random.Generator) -> dict:
-    """Weighted-regression steps over one shuffled pass of ``examples`` (at most ``steps`` minibatches).
+    """``steps`` optimiser steps of weighted regression on ``examples``, capped in KL.
 
-    Returns the mean loss / NLL / KL-to-initial over the steps taken, the update's KL to the start of the
-    update (``update_kl``), how many steps ran and whether the KL cap stopped the update.
+    Minibatches of ``batch_size`` are drawn in passes over the set, each pass a fresh shuffle, so a set that
+    fits one minibatch still gets ``steps`` steps. After every step the KL between the simulator and the
+    simulator at the start of this update is measured on the whole set (``update_kl``); a step that takes it
+    past ``max_kl`` is undone (weights and optimiser state restored) and the update stops (``kl_capped``), so
+    the kept update never exceeds the cap. Returns the mean loss / NLL / KL-to-reference of the kept steps,
+    ``kl_to_initial`` (the simulator's KL to ``reference`` on the set after the update), the number of kept
+    steps and the KL of an undone step (``rejected_kl``).
     """
-    stats = {"loss": float("nan"), "nll": float("nan"), "kl": float("nan"), "update_kl": 0.0, "steps": 0,
-             "kl_capped": 0, "skipped": 0}
+    stats = {"loss": float("nan"), "nll": float("nan"), "kl": float("nan"), "update_kl": 0.0,
+             "kl_to_initial": None, "steps": 0, "kl_capped": 0, "rejected_kl": None, "skipped": 0}
     if not examples or steps <= 0:
         return stats
-    losses, nlls, kls = [], [], []
-    # One pass over the weighted set at most: re-fitting the same few strings many times collapsed the
-    # simulator into degenerate text (measured on the default domain).
-    order = rng.permutation(len(examples))
-    batches = []
-    for i in range(0, len(order), batch_size):
-        batches.append(_batch(policy, [examples[j] for j in order[i:i + batch_size]]))
-    batches = batches[:steps]
-    # log-probs of the simulator as it was before this update, for the max-KL cap (no model copy needed)
+    whole_set = [_batch(policy, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
     start_logps = []
-    if max_kl > 0:
+    if max_kl > 0:  # log-probs of the simulator before this update, for the cap (no model copy needed)
         policy.model.eval()
         with torch.no_grad():
-            start_logps = [policy.token_logprobs(b)[0] for b, _ in batches]
-    for step, (batch, weights) in enumerate(batches):
+            start_logps = [policy.token_logprobs(batch)[0] for batch, _ in whole_set]
+    minibatches = _passes(len(examples), batch_size, rng)
+    losses, nlls, kls = [], [], []
+    for _ in range(steps):
+        batch, weights = _batch(policy, [examples[j] for j in next(minibatches)])
         policy.model.train()
         logp, _ = policy.token_logprobs(batch)
-        if start_logps and step > 0:
-            with torch.no_grad():
-                update_kl = sequence_kl(logp.detach(), start_logps[step], batch.response_mask).mean().item()
-            stats["update_kl"] = update_kl
-            if update_kl > max_kl:
-                stats["kl_capped"] = 1
-                break
         ref_logp = None
         if reference is not None and kl_coef > 0:
             with torch.no_grad():
@@ -105,6 +108,7 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
             warnings.warn("RWR: non-finite loss, step skipped", RuntimeWarning, stacklevel=2)
             stats["skipped"] += 1
             continue
+        before = _snapshot(policy, optimizer) if start_logps else None
         with policy.timed():
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(),
@@ -115,18 +119,48 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
                 stats["skipped"] += 1
                 continue
             optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if start_logps:
+            update_kl = _set_kl(policy, whole_set, start_logps)
+            if not update_kl <= max_kl:  # (a NaN KL is past the cap too)
+                _restore(policy, optimizer, before)
+                stats.update(kl_capped=1, rejected_kl=update_kl)
+                break
+            stats["update_kl"] = update_kl
         losses.append(loss.item())
         nlls.append(parts["nll"])
         kls.append(parts["kl"])
         stats["steps"] += 1
-    if start_logps and stats["steps"] and not stats["kl_capped"]:
-        # the size of the whole update, measured on the last batch after its step
-        with torch.no_grad():
-            now, _ = policy.token_logprobs(batch)
-            stats["update_kl"] = sequence_kl(now, start_logps[step], batch.response_mask).mean().item()
     if losses:
         stats.update(loss=float(np.mean(losses)), nll=float(np.mean(nlls)), kl=float(np.mean(kls)))
+    if reference is not None:
+        policy.model.eval()
+        with torch.no_grad():
+            reference_logps = [reference.token_logprobs(batch)[0] for batch, _ in whole_set]
+        stats["kl_to_initial"] = _set_kl(policy, whole_set, reference_logps)
     return stats
+
+
+def _passes(n: int, batch_size: int, rng: np.random.Generator):
+    """Index minibatches of ``n`` examples forever: pass after pass, each a fresh shuffle cut into batches."""
+    while True:
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            yield order[start:start + batch_size].tolist()
+
+
+def _snapshot(policy, optimizer) -> tuple[list[torch.Tensor], dict]:
+    """The trainable weights and the optimiser state, to undo one step."""
+    return ([p.detach().clone() for p in policy.trainable_parameters()],
+            copy.deepcopy(optimizer.state_dict()))
+
+
+def _restore(policy, optimizer, snapshot) -> None:
+    weights, optimizer_state = snapshot
+    with torch.no_grad():
+        for param, saved in zip(policy.trainable_parameters(), weights):
+            param.copy_(saved)
+    optimizer.load_state_dict(optimizer_state)
 
 
 def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, batch_size: int, lr: float,

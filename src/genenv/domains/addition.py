@@ -67,8 +67,9 @@ class AdditionDomain(LeveledDomain):
         return self.make_task(a, b)
 
     # -------------------------------------------------------------- data
-    def may_overlap_heldout(self, task):
-        return task.level == 1  # level 1 has only ~100 tasks, so it may overlap the held-out set
+    def level_size(self, level):
+        """Pairs whose longer operand has ``level`` digits: 100 at level 1, 10^(2L) - 10^(2L-2) above."""
+        return 100 if level == 1 else 10 ** (2 * level) - 10 ** (2 * level - 2)
 
     def corpus_seed_level(self, rng):
         return int(rng.integers(1, self.width + 1))

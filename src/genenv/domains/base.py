@@ -76,7 +76,8 @@ class Domain:
         raise NotImplementedError
 
     def heldout_tasks(self, per_level: int) -> list[Task]:
-        """Fixed evaluation set over every level. Deterministic; never trained on."""
+        """Fixed evaluation set over every level. Deterministic; never trained on (the library rejects any
+        training task whose text equals one of these or a dev task)."""
         raise NotImplementedError
 
     def dev_tasks(self, per_level: int) -> list[Task]:
@@ -94,6 +95,11 @@ class Domain:
 
     def levels(self) -> list[int]:
         raise NotImplementedError
+
+    def level_size(self, level: int) -> int | None:
+        """How many distinct tasks ``level`` has, where that is known and small enough to matter (None: not
+        known, or effectively unlimited). Used to report levels the held-out and dev sets take a share of."""
+        return None
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed: Task, stats: dict) -> str:
@@ -164,14 +170,9 @@ class LeveledDomain(Domain):
     heldout_seed: int = 0
     dev_seed: int = 1
     seed_levels: list[int] = []
-    heldout_exclusion_per_level: int = 100   # seed tasks avoid the first this-many held-out tasks of each level
 
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
         raise NotImplementedError
-
-    def may_overlap_heldout(self, task: Task) -> bool:
-        """Whether a seed task may also be a held-out task (levels too small to keep apart)."""
-        return False
 
     def corpus_seed_level(self, rng: np.random.Generator) -> int:
         """Level of the seed task shown to the simulator in one corpus entry."""
@@ -192,12 +193,12 @@ class LeveledDomain(Domain):
         return self._level_set(self.dev_seed, per_level)
 
     def seed_tasks(self, rng, n):
-        heldout = {t.text for t in self.heldout_tasks(self.heldout_exclusion_per_level)}
+        """``n`` distinct tasks of the seed levels (the library drops any held-out or dev task among them)."""
         tasks, seen, tries = [], set(), 0
         while len(tasks) < n and tries < 50 * n:
             tries += 1
             task = self.random_task(rng, int(rng.choice(self.seed_levels)))
-            if task.text in seen or (task.text in heldout and not self.may_overlap_heldout(task)):
+            if task.text in seen:
                 continue
             seen.add(task.text)
             tasks.append(task)

@@ -81,7 +81,6 @@ def first_action(response: str) -> str:
 class HouseholdDomain(LeveledDomain):
     heldout_seed = HELDOUT_SEED
     dev_seed = DEV_SEED
-    heldout_exclusion_per_level = 50
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
     tiny_words = TINY_WORDS
     multi_turn = True

@@ -1,0 +1,73 @@
+"""Progress display: tqdm bars on a terminal, plain periodic lines anywhere else.
+
+Redirected to a file or a pipe (``make run > log 2>&1``, CI, a cluster job), a tqdm bar writes hundreds of
+carriage-return refreshes into the log; :class:`PlainProgress` writes one line per ``interval`` seconds and
+one when the work ends instead. Both offer the part of tqdm's interface the library uses.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from tqdm.auto import tqdm
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True, initial: int = 0, leave: bool = True,
+                 stream=None):
+    """A progress display for ``total`` steps: tqdm when ``stream`` (stderr) is a terminal, else plain lines."""
+    stream = stream or sys.stderr
+    if enabled and not _is_terminal(stream):
+        return PlainProgress(total, desc, initial, stream=stream)
+    return tqdm(total=total, desc=desc, initial=initial, disable=not enabled, dynamic_ncols=True, leave=leave,
+                file=stream)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class PlainProgress:
+    """``desc: n/total (pct%), elapsed, ~left`` every ``interval`` seconds and once at the end, one line each."""
+
+    def __init__(self, total: int, desc: str, initial: int = 0, interval: float = 30.0, stream=None):
+        self.total, self.desc, self.n, self.interval = total, desc, initial, interval
+        self.stream = stream or sys.stderr
+        self._initial = initial
+        self._start = self._last = time.monotonic()
+        self._closed = False
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._print(now)
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        """(tqdm's phase display: not shown in plain lines)"""
+
+    def close(self) -> None:
+        if not self._closed and self.n > self._initial:  # (nothing done, e.g. a cached warm start: no line)
+            self._print(time.monotonic())
+        self._closed = True
+
+    def _print(self, now: float) -> None:
+        elapsed = now - self._start
+        done = self.n - self._initial
+        left = (self.total - self.n) * elapsed / done if done > 0 else None
+        pct = 100.0 * self.n / self.total if self.total else 100.0
+        text = f"{self.desc}: {self.n}/{self.total} ({pct:.0f}%), {elapsed:.0f} s"
+        if left is not None and self.n < self.total:
+            text += f", ~{left:.0f} s left"
+        print(text, file=self.stream, flush=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

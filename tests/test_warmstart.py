@@ -1,0 +1,101 @@
+"""Warm starts: one code path whether trained now or found in the cache, and a cache key on all that shapes them."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from genenv.config import RunConfig, load_config
+from genenv.domains import make_domain
+from genenv.warmstart import WARMSTART_FIELDS, _cache_key, warm_start_agent, warm_start_simulator
+
+# Config fields that do not change either warm start (what co-evolution does after it, and bookkeeping).
+# A new config field must be added here or to WARMSTART_FIELDS in genenv/warmstart.py.
+NOT_IN_WARMSTART = {
+    "name", "out_dir", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
+    "agent.lora_rank", "agent.lr", "agent.weight_decay", "agent.group_size", "agent.temperature", "agent.clip_eps",
+    "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
+    "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs",
+    "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
+    "env.rwr_steps", "env.rwr_batch", "env.kl_coef", "env.max_kl", "env.grad_clip", "env.pool_replay",
+    "env.generation_batch",
+    "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
+    "curriculum_reward.p_hat_level", "curriculum_reward.posterior",
+    "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
+    "baseline.learnability_floor",
+}
+
+
+def _leaf_fields(cls, prefix=""):
+    for f in dataclasses.fields(cls):
+        path = prefix + f.name
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            yield path, type(default)
+        else:
+            yield path, None
+
+
+def _covered(path: str) -> bool:
+    listed = {name for names in WARMSTART_FIELDS.values() for name in names}
+    return any(path == name or path.startswith(name + ".") for name in listed) or path in NOT_IN_WARMSTART
+
+
+def test_every_config_field_is_classified():
+    """A new knob must say whether it shapes a warm start, or a stale cached one would be reused silently."""
+    unclassified = []
+    for path, section in _leaf_fields(RunConfig):
+        if section is None:
+            unclassified += [] if _covered(path) else [path]
+        elif not _covered(path):
+            unclassified += [f"{path}.{sub}" for sub, _ in _leaf_fields(section) if not _covered(f"{path}.{sub}")]
+    assert not unclassified
+
+
+@pytest.mark.parametrize("override", ["agent.max_new_tokens=12", "agent.max_context_tokens=30",
+                                      "agent.generation_batch=7", "curriculum_reward.success_threshold=0.5",
+                                      "domain.heldout_per_level=5", "agent.warmstart.steps=3", "threads=3",
+                                      "seed=4", "agent.tiny.hidden_size=48"])
+def test_agent_cache_key_follows_what_shapes_the_agent_warm_start(override):
+    base = load_config("smoke")
+    changed = load_config("smoke", [override])
+    domain = make_domain("addition", **base.domain.options)
+    assert _cache_key("agent", changed, changed.agent, domain) != _cache_key("agent", base, base.agent, domain)
+
+
+def test_simulator_cache_key_ignores_agent_settings():
+    base = load_config("smoke")
+    domain = make_domain("addition", **base.domain.options)
+    for override in ("agent.max_new_tokens=12", "agent.lr=1.0", "env.lr=1.0", "epochs=9"):
+        changed = load_config("smoke", [override])
+        assert _cache_key("env", changed, changed.env, domain) == _cache_key("env", base, base.env, domain)
+    changed = load_config("smoke", ["env.warmstart.corpus_size=11"])
+    assert _cache_key("env", changed, changed.env, domain) != _cache_key("env", base, base.env, domain)
+
+
+def test_cache_key_follows_the_domain_format_version():
+    cfg = load_config("smoke")
+    domain = make_domain("addition", **cfg.domain.options)
+    key = _cache_key("agent", cfg, cfg.agent, domain)
+    domain.format_version = 7
+    assert _cache_key("agent", cfg, cfg.agent, domain) != key
+
+
+@pytest.mark.parametrize("role", ["agent", "env"])
+def test_trained_and_cached_warm_starts_are_the_same_model(role, tmp_path, monkeypatch):
+    """The run that trains a warm start continues from the saved copy, loaded back, exactly like a run that finds
+    it in the cache: same bytes, same memory layout, the same log-probs bit for bit (guaranteed by construction:
+    the same file loaded by the same code)."""
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    cfg = load_config("smoke", ["threads=1"])
+    domain = make_domain("addition", **cfg.domain.options)
+    warm_start = warm_start_agent if role == "agent" else warm_start_simulator
+    trained, info = warm_start(cfg, domain, log=lambda m: None)
+    cached, cached_info = warm_start(cfg, domain, log=lambda m: None)
+    assert info == cached_info
+    for (name, a), b in zip(trained.model.named_parameters(), cached.model.parameters()):
+        assert a.equal(b) and a.data_ptr() % 64 == b.data_ptr() % 64 == 0, name
+    ids = trained.encode_prompts(["1234+5678=", "s5|12000000+3000000>"])
+    batch = trained.build_batch(ids, [[5, 6, 7], [8, 9]])
+    with torch.no_grad():
+        assert trained.token_logprobs(batch)[0].equal(cached.token_logprobs(batch)[0])
