@@ -13,7 +13,7 @@ import time
 import numpy as np
 from _preset import preset_from_args
 
-from genenv.coevolve import write_tasks
+from genenv.generation import write_tasks
 from genenv.domains import Invalid
 from genenv.seeding import stream_seed
 from genenv.warmstart import warm_start_simulator

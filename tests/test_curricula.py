@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from genenv.coevolve import rollout_budget, run
-from genenv.config import CURRICULA, load_config
+from genenv.config import load_config
+from genenv.curricula import curriculum_names
 from genenv.domains import Task
 from genenv.io import read_jsonl
 from genenv.pool import TaskPool
@@ -17,7 +18,7 @@ from genenv.splits import DEV_REASON, HELDOUT_REASON
 def curriculum_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("curricula")
     return {c: run(load_config("smoke", ["threads=1", f"curriculum={c}"]), run_dir=root / c, log=lambda m: None)
-            for c in CURRICULA}
+            for c in curriculum_names()}
 
 
 def test_every_curriculum_gets_the_same_agent_rollouts(curriculum_runs):

@@ -1,6 +1,6 @@
 """Multi-turn rollouts through the Domain protocol, with a small multi-turn test domain."""
 
-from genenv.domains.base import Domain, StepResult, Task
+from genenv.domains.base import Domain, Invalid, StepResult, Task
 from genenv.models.policy import Generation
 from genenv.rollout import rollout
 
@@ -9,6 +9,30 @@ class CountdownDomain(Domain):
     """The agent must say the counter's value each turn; the counter then drops. Zero ends the episode."""
     multi_turn = True
     max_turns = 4
+
+    def levels(self):
+        return [1, 2, 3, 4, 5]
+
+    def _task(self, start):
+        return Task(str(start), f"n={start}>", None, start)
+
+    def seed_tasks(self, rng, n):
+        return [self._task(int(rng.integers(1, 3))) for _ in range(n)]
+
+    def heldout_tasks(self, per_level):
+        return [self._task(level) for level in self.levels() for _ in range(per_level)]
+
+    def simulator_corpus(self, rng, n):
+        return [(self._task(1), {"success_rate": None}, self._task(int(rng.integers(1, 6)))) for _ in range(n)]
+
+    def simulator_prompt(self, seed, stats):
+        return f"{seed.text}>"
+
+    def parse_task(self, text):
+        return self._task(int(text)) if text.strip().isdigit() else Invalid("not a number", text)
+
+    def score(self, task, response):  # (a single action never finishes a countdown above 1)
+        return float(task.text == "1" and response.strip() == "1")
 
     def reset(self, task, seed=0):
         start = int(task.text)

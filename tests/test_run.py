@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from genenv.coevolve import TIMING_KEYS, run
+from genenv.coevolve import run
 from genenv.config import load_config
 from genenv.io import read_jsonl
+from genenv.metrics import TIMING_KEYS
 
 REQUIRED_KEYS = {"epoch", "generated", "valid", "invalid_rate", "p_hat_mean", "band_hit_rate", "r_env_mean",
                  "difficulty_mean", "heldout_success", "heldout_by_level", "agent_loss", "agent_kl",
@@ -204,7 +205,7 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     """Killed between the two renames of a checkpoint swap (latest -> latest.old done, build -> latest not), a
     run resumes from latest.old; its next checkpoints must keep the pool logs whole, so that a second kill and
     resume still match an uninterrupted run (the second resume failed with IndexError in TaskPool.apply)."""
-    from genenv import coevolve
+    from genenv import io
     from genenv.io import atomic_replace_dir
     smoke = ["threads=1"]
     reference = run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=tmp_path / "reference", log=lambda m: None)
@@ -219,7 +220,7 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
         atomic_replace_dir(build, target)
 
     killed = tmp_path / "killed"
-    monkeypatch.setattr(coevolve, "atomic_replace_dir", killed_between_renames)
+    monkeypatch.setattr(io, "atomic_replace_dir", killed_between_renames)
     with pytest.raises(Killed):
         run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, log=lambda m: None)
     monkeypatch.undo()
@@ -243,12 +244,12 @@ def test_replayed_tasks_record_the_posterior_p_hat(tmp_path):
 
 
 def test_both_optimisers_take_their_weight_decay_from_the_config():
-    from genenv.coevolve import _make_players
+    from genenv.checkpoint import make_players
     from genenv.models.tiny import build_tiny_policy
     cfg = load_config("smoke", ["agent.weight_decay=0.02", "env.weight_decay=0.0"])
     agent = build_tiny_policy(cfg.agent.tiny, "0123456789+", seed=0)
     env = build_tiny_policy(cfg.env.tiny, "0123456789+", seed=1)
-    players = _make_players(cfg, agent, env)
+    players = make_players(cfg, agent, env)
     assert [g["weight_decay"] for g in players.agent_opt.param_groups] == [0.02]
     assert [g["weight_decay"] for g in players.env_opt.param_groups] == [0.0]
     assert load_config("smoke").env.weight_decay == 0.01  # the value every run so far used (torch's default)

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from genenv.coevolve import Generated, run, validate_tasks
+from genenv.coevolve import run, validate_tasks
+from genenv.generation import Candidate
 from genenv.config import load_config
 from genenv.domains import Task, make_domain
 from genenv.splits import DEV_REASON, HELDOUT_REASON, data_split, level_accounts, training_seed_tasks
@@ -42,8 +43,8 @@ def test_generated_evaluation_tasks_are_rejected_with_a_reason():
     heldout, dev = split.heldout[5], next(t for t in split.dev if t.text not in split.heldout_texts)
     fresh = next(domain.make_task(a, 77) for a in range(100, 1000)
                  if domain.make_task(a, 77).text not in _evaluation_texts(split))
-    generated = [Generated(0, fresh, "", [], [], text, None) for text in (heldout.text, dev.text, fresh.text)]
-    validate_tasks(domain, generated, split)
+    generated = [Candidate(0, fresh, "", [], [], text, None) for text in (heldout.text, dev.text, fresh.text)]
+    generated = validate_tasks(domain, generated, split)
     assert [g.parsed.reason if not g.valid else "valid" for g in generated] == [HELDOUT_REASON, DEV_REASON, "valid"]
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def _run(args) -> int:
-    from genenv.coevolve import load_run_config, run
+    from genenv.checkpoint import load_run_config
+    from genenv.coevolve import run
     from genenv.config import load_config
 
     if args.resume:
@@ -35,8 +36,7 @@ def _run(args) -> int:
 
 def _compare(args) -> int:
     from genenv.compare import compare
-    from genenv.config import CURRICULA
-    summary = compare(args.out, preset=args.preset, curricula=args.curricula or ",".join(CURRICULA),
+    summary = compare(args.out, preset=args.preset, curricula=args.curricula,
                       seeds=args.seeds, overrides=args.overrides, config_file=args.config,
                       offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target)
     print(summary_table(summary))
@@ -138,8 +138,12 @@ def _domains(args) -> int:
 
 
 def _config(args) -> int:
-    from genenv.config import describe, load_config, to_dict
+    from genenv.config import describe, load_config, preset_names, presets_dir, to_dict
     import yaml
+    if args.presets:
+        for name in preset_names():
+            print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
+        return 0
     if args.describe:
         for name, default, help_text in describe():
             print(f"{name:40s} {default!r:12}  {help_text}")
@@ -156,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "with dotted KEY=VALUE pairs, e.g. `genenv run epochs=3 agent.lr=1e-4`; "
                            "`genenv config --describe` lists them.")
     run_p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. agent.lr=1e-4 epochs=3")
-    run_p.add_argument("--preset", default="default", help="a config under configs/ (default: default)")
+    run_p.add_argument("--preset", default="default",
+                       help="a shipped preset (`genenv config --presets` lists them; default: default)")
     run_p.add_argument("--config", help="a YAML file applied after the preset")
     run_p.add_argument("--out", help="run folder (default: out_dir/name)")
     run_p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
@@ -203,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_p = sub.add_parser("config", help="print the resolved config (or --describe every field)")
     cfg_p.add_argument("overrides", nargs="*")
     cfg_p.add_argument("--preset", default="default")
-    cfg_p.add_argument("--describe", action="store_true")
+    cfg_p.add_argument("--describe", action="store_true", help="every field, its default and what it does")
+    cfg_p.add_argument("--presets", action="store_true", help="the shipped presets and where they are")
     cfg_p.set_defaults(func=_config)
     return parser
 

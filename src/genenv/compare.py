@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from genenv.config import CURRICULA, ConfigError, load_config
+from genenv.config import ConfigError, load_config
+from genenv.curricula import curriculum_names
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import RunRecord, load_run, summarize, write_report
 
@@ -48,10 +49,10 @@ def parse_arms(curricula: str, offline_multipliers: str = "1.8,3.3") -> list[Arm
     arms = []
     names = [c.strip() for c in curricula.split(",") if c.strip()]
     if not names:
-        raise ConfigError("--curricula: name at least one of " + ", ".join(CURRICULA))
+        raise ConfigError("--curricula: name at least one of " + ", ".join(curriculum_names()))
     for name in names:
-        if name not in CURRICULA:
-            raise ConfigError(f"--curricula: {name!r} is not a curriculum; choose from {', '.join(CURRICULA)}")
+        if name not in curriculum_names():
+            raise ConfigError(f"--curricula: {name!r} is not a curriculum; choose from {', '.join(curriculum_names())}")
         if name == "offline":
             try:
                 multipliers = [float(m) for m in offline_multipliers.split(",") if m.strip()]
@@ -90,13 +91,13 @@ def _run_pair(command: list[str], log_file: Path) -> int:
                               env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
 
 
-def compare(out: str | Path, preset: str = "default", curricula: str = ",".join(CURRICULA), seeds="3",
+def compare(out: str | Path, preset: str = "default", curricula: str | None = None, seeds="3",
             overrides: list[str] | tuple[str, ...] = (), config_file: str | None = None,
             offline_multipliers: str = "1.8,3.3", workers: int = 1, target: float | None = None,
             log=print) -> dict:
     """Run every (curriculum, seed) pair not finished yet, then write summary.json and report.html."""
     out = Path(out)
-    arms = parse_arms(curricula, offline_multipliers)
+    arms = parse_arms(curricula or ",".join(curriculum_names()), offline_multipliers)
     seed_list = parse_seeds(seeds)
     if workers < 1:
         raise ConfigError(f"--workers: expected at least 1, got {workers}")

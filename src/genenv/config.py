@@ -1,6 +1,6 @@
 """Every knob of a run, as dataclasses with documented defaults.
 
-Configs come from YAML files (``configs/*.yaml``) plus dotted command-line overrides
+Configs come from presets (``genenv/configs/*.yaml``, package data) and YAML files, plus dotted command-line overrides
 (``agent.lr=1e-4 epochs=3``). Anything wrong raises :class:`ConfigError` with one line that names the
 field and what is allowed; the CLI turns it into exit status 2.
 """
@@ -11,14 +11,13 @@ import dataclasses
 
 import typing
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
-CURRICULA = ("genenv", "random", "static", "offline", "learnability")
-GENERATIVE_CURRICULA = ("genenv", "random")
 
 
 class ConfigError(ValueError):
@@ -171,8 +170,8 @@ class RunConfig:
     curriculum: str = knob("genenv", "genenv: full method; random: simulator generates, never trained; "
                            "static: 5 variations per seed written once; offline: a fixed augmentation of "
                            "baseline.offline_multiplier x the seed set; learnability: the static set sampled "
-                           "by p(1-p), no generation. Every curriculum gets the same agent rollouts per epoch",
-                           choices=CURRICULA)
+                           "by p(1-p), no generation. Every curriculum gets the same agent rollouts per epoch "
+                           "(one class each in genenv.curricula)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
@@ -253,6 +252,12 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     obj = cls(**kwargs)
     if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
+    if cls is RunConfig:
+        # (imported here: the curricula import the loop's modules, which import this one)
+        from genenv.curricula import curriculum_names
+        if obj.curriculum not in curriculum_names():
+            raise ConfigError(f"curriculum: {obj.curriculum!r} is not allowed; choose one of "
+                              f"{', '.join(curriculum_names())}")
     return obj
 
 
@@ -295,9 +300,12 @@ def parse_override(text: str) -> dict:
 
 
 def presets_dir() -> Path:
-    """configs/ next to the package source (repository layout) or in the working directory."""
-    here = Path(__file__).resolve().parents[2] / "configs"
-    return here if here.is_dir() else Path.cwd() / "configs"
+    """The shipped presets: ``genenv/configs/`` inside the installed package (package data)."""
+    return Path(str(resources.files("genenv") / "configs"))
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in presets_dir().glob("*.yaml"))
 
 
 def read_yaml(path: Path) -> dict:
@@ -316,19 +324,34 @@ def read_yaml(path: Path) -> dict:
 
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
                 config_file: str | Path | None = None) -> RunConfig:
-    """Defaults < preset (configs/NAME.yaml) < config file < dotted overrides."""
+    """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
+
+    A preset's ``domain.options`` belong to the preset's domain: when the config file or an override names
+    another domain and gives no options of its own, the preset's options are dropped (``--preset smoke
+    domain.name=household`` runs the household with its defaults, not with addition's ``width``)."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
         if not path.exists():
-            names = sorted(p.stem for p in presets_dir().glob("*.yaml"))
-            raise ConfigError(f"preset: no preset named {preset!r}; available: {', '.join(names)}")
-        data = _deep_merge(data, read_yaml(path))
-    if config_file:
-        data = _deep_merge(data, read_yaml(Path(config_file)))
+            raise ConfigError(f"preset: no preset named {preset!r}; available: {', '.join(preset_names())}")
+        data = read_yaml(path)
+    preset_domain = data.get("domain") or {}
+    later = read_yaml(Path(config_file)) if config_file else {}
+    later = merge_overrides(later, overrides)
+    data = _deep_merge(data, later)
+    domain = data.get("domain") or {}
+    if (isinstance(domain, dict) and isinstance(preset_domain, dict) and "options" in preset_domain
+            and domain.get("name", DomainConfig.name) != preset_domain.get("name", DomainConfig.name)
+            and "options" not in (later.get("domain") or {})):
+        data["domain"] = {k: v for k, v in domain.items() if k != "options"}
+    return from_dict(RunConfig, data)
+
+
+def merge_overrides(data: dict, overrides) -> dict:
+    """``data`` with dotted ``key=value`` overrides merged on top."""
     for item in overrides:
         data = _deep_merge(data, parse_override(item))
-    return from_dict(RunConfig, data)
+    return data
 
 
 def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
@@ -344,7 +367,7 @@ def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
     return rows
 
 
-__all__ = ["ConfigError", "CURRICULA", "GENERATIVE_CURRICULA", "BaselineConfig", "RunConfig", "AgentConfig",
+__all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig",
            "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict", "parse_override",
            "describe"]

@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -66,6 +67,17 @@ def atomic_replace_dir(build: Path, target: Path) -> None:
     os.replace(build, target)
     if old.exists():
         shutil.rmtree(old)
+
+
+def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str | None = None) -> None:
+    """Write a whole folder into a fresh sibling build folder (``write(build)``), then swap it in as ``target``
+    (:func:`atomic_replace_dir`): readers see the old folder or the new one, never a half-written one."""
+    build = target.with_name(build_name or f".{target.name}.build")
+    if build.exists():
+        shutil.rmtree(build)
+    build.mkdir(parents=True)
+    write(build)
+    atomic_replace_dir(build, target)
 
 
 def _jsonable(value):

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -20,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
-from genenv.config import RunConfig, to_dict
-from genenv.domains.base import Domain, Task
+from genenv.config import ConfigError, RunConfig, to_dict
+from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.models.policy import Policy
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.rollout import context_budget, fit_contexts, rollout
@@ -57,13 +58,27 @@ def _config_value(cfg: RunConfig, dotted: str):
 
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     """The cache folder of a warm start: the fields in ``WARMSTART_FIELDS[role]`` and the domain's identity
-    (its name, task format version and, for tiny models, its tokenizer)."""
+    and code: its class, a fingerprint of its modules' source (:func:`code_fingerprint`: editing the domain
+    retrains), its ``format_version`` (for what the source cannot show, e.g. data files) and, for tiny models,
+    its tokenizer."""
+    cls = type(domain)
     payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
+               "domain_class": f"{cls.__module__}.{cls.__qualname__}", "domain_code": code_fingerprint(cls),
                **{name: _config_value(cfg, name) for name in WARMSTART_FIELDS[role]}}
     if player_cfg.model == "tiny" and domain.alphabet is not None:
         payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{cfg.domain.name}-{role}-{digest}"
+    return f"{re.sub(r'[^A-Za-z0-9_-]+', '_', cfg.domain.name)}-{role}-{digest}"
+
+
+def check_alphabet(domain: Domain, texts, what: str) -> None:
+    """A tiny tokenizer encodes only the domain's ``alphabet``: characters outside it are an error naming them
+    (they would silently become [UNK] tokens)."""
+    alphabet = set(domain.alphabet or "")
+    missing = sorted({char for text in texts for char in text} - alphabet)
+    if missing:
+        raise ConfigError(f"domain {domain.name!r}: its {what} use characters outside its alphabet, which a tiny "
+                          f"model cannot encode: {''.join(missing)!r}; add them to the domain's alphabet")
 
 
 def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy:
@@ -77,7 +92,6 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
     try:
         folder = resolve_model(player_cfg.model)
     except ModelNotAvailable as err:
-        from genenv.config import ConfigError
         raise ConfigError(f"{role}.model: {err}") from None
     return Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
 
@@ -113,11 +127,17 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "warmstart"))
     if seeds is None:
         seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
+    if cfg.agent.model == "tiny":
+        check_alphabet(domain, (text for task in seeds for history, observation, target in
+                                domain.warmstart_examples(task)
+                                for text in (domain.agent_context(history, observation), target)), "agent prompts")
     examples = agent_examples(cfg, domain, policy, seeds)
     info = {"rounds": 0, "seed_success": None, "loss": None}
     for round_index in range(ws.max_rounds):
         if ws.steps == 0:
             break
+        if progress is not None and round_index > 0:  # another round: the bar grows with it
+            progress.total = ws.steps * (round_index + 1)
         curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
                                     progress=progress)
         info.update(rounds=round_index + 1, loss=float(np.mean(curve[-20:])))
@@ -140,6 +160,9 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     ws = cfg.env.warmstart
     rng = np.random.default_rng(stream_seed(cfg.seed, "env", "warmstart"))
     corpus = domain.simulator_corpus(np.random.default_rng(stream_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
+    if cfg.env.model == "tiny":
+        check_alphabet(domain, (text for seed, stats, task in corpus
+                                for text in (domain.simulator_prompt(seed, stats), task.text)), "simulator prompts")
     examples = [WeightedExample(policy.encode_prompt(domain.simulator_prompt(seed, stats)),
                                 policy.encode_target(task.text)) for seed, stats, task in corpus]
     info = {"rounds": 0, "loss": None}

@@ -8,12 +8,12 @@ reported through ``effective_fraction``.
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from genenv.algos.optim import guarded_step
 
 
 @dataclass
@@ -98,22 +98,36 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     loss, stats = grpo_loss(logp, old, ref_logp, advantages, batch.response_mask, clip_eps, kl_coef,
                             entropy, entropy_coef)
     stats["loss"] = loss.item()
-    stats["skipped"] = 0
     stats.setdefault("kl", 0.0)
-    optimizer.zero_grad(set_to_none=True)
-    if not math.isfinite(stats["loss"]):
-        warnings.warn("GRPO: non-finite loss, step skipped", RuntimeWarning, stacklevel=2)
-        stats["skipped"] = 1
-        return stats
-    with policy.timed():
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip if grad_clip > 0 else
-                                                   float("inf"))
-        if not torch.isfinite(grad_norm):
-            optimizer.zero_grad(set_to_none=True)
-            warnings.warn("GRPO: non-finite gradient, step skipped", RuntimeWarning, stacklevel=2)
-            stats["skipped"] = 1
-            return stats
-        optimizer.step()
-    stats["grad_norm"] = float(grad_norm)
+    grad_norm = guarded_step(policy, optimizer, loss, grad_clip, "GRPO")
+    stats["skipped"] = int(grad_norm is None)
+    if grad_norm is not None:
+        stats["grad_norm"] = grad_norm
     return stats
+
+
+def informative_samples(groups) -> list[list[PolicySample]]:
+    """GRPO samples of the informative groups of rollout episodes (every turn of an episode shares its advantage)."""
+    informative = []
+    for group in groups:
+        rewards = [e.reward for e in group]
+        if is_informative(rewards):
+            informative.append([PolicySample(t.prompt_ids, t.response_ids, t.logprobs, float(a))
+                                for e, a in zip(group, group_advantages(rewards)) for t in e.turns])
+    return informative
+
+
+def grpo_update(policy, reference, optimizer, buffer: list[list[PolicySample]], *, rng: np.random.Generator,
+                passes: int, minibatch_groups: int, **step_options) -> tuple[list[dict], int]:
+    """``passes`` shuffled passes over the buffered groups, one :func:`grpo_step` per ``minibatch_groups``
+    groups. Returns the stats of the steps taken and how many were skipped (non-finite)."""
+    steps, skipped = [], 0
+    for _ in range(passes):
+        order = rng.permutation(len(buffer))
+        for start in range(0, len(order), minibatch_groups):
+            chunk = [s for i in order[start:start + minibatch_groups] for s in buffer[i]]
+            step = grpo_step(policy, reference, optimizer, chunk, **step_options)
+            skipped += step["skipped"]
+            if not step["skipped"]:
+                steps.append(step)
+    return steps, skipped

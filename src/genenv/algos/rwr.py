@@ -11,14 +11,13 @@ whole weighted set, and a step that passes ``max_kl`` is undone and ends the upd
 from __future__ import annotations
 
 import copy
-import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from genenv.algos.grpo import k3_kl
+from genenv.algos.optim import guarded_step
 
 
 @dataclass
@@ -103,22 +102,10 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
             with torch.no_grad():
                 ref_logp, _ = reference.token_logprobs(batch)
         loss, parts = rwr_loss(logp, ref_logp, batch.response_mask, weights, kl_coef)
-        optimizer.zero_grad(set_to_none=True)
-        if not math.isfinite(loss.item()):
-            warnings.warn("RWR: non-finite loss, step skipped", RuntimeWarning, stacklevel=2)
+        before = _snapshot(policy, optimizer) if start_logps else None
+        if guarded_step(policy, optimizer, loss, grad_clip, "RWR") is None:
             stats["skipped"] += 1
             continue
-        before = _snapshot(policy, optimizer) if start_logps else None
-        with policy.timed():
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(),
-                                                  grad_clip if grad_clip > 0 else float("inf"))
-            if not torch.isfinite(norm):
-                optimizer.zero_grad(set_to_none=True)
-                warnings.warn("RWR: non-finite gradient, step skipped", RuntimeWarning, stacklevel=2)
-                stats["skipped"] += 1
-                continue
-            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if start_logps:
             update_kl = _set_kl(policy, whole_set, start_logps)
@@ -175,11 +162,7 @@ def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, 
         logp, _ = policy.token_logprobs(batch)
         # token-mean NLL: sequences of different length weigh by their tokens
         loss = -(logp * batch.response_mask).sum() / batch.response_mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        with policy.timed():
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip)
-            optimizer.step()
+        guarded_step(policy, optimizer, loss, grad_clip, "SFT")
         curve.append(loss.item())
         if progress is not None:
             progress.update(1)

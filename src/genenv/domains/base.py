@@ -8,8 +8,14 @@ domain decides what is true), and how an agent is scored: ``score`` for single-t
 
 from __future__ import annotations
 
+import abc
+import hashlib
+import importlib
+import importlib.metadata
+import inspect
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,12 +59,17 @@ class StepResult:
     state: Any = None
 
 
-class Domain:
-    """Base class. Single-turn domains implement ``score``; multi-turn ones override ``reset``/``step``.
+class Domain(abc.ABC):
+    """Base class. A domain implements the abstract methods below (constructing one that misses any fails at
+    once, naming them); single-turn domains score a response (``score``), multi-turn ones also override
+    ``reset``/``step``.
 
-    Subclasses set ``name`` and ``alphabet`` (characters the tiny tokenizer must cover; ``None`` for a
-    domain meant for real tokenizers), optionally ``tiny_words`` (whole words the tiny tokenizer keeps as one
-    token each, see :mod:`genenv.models.tiny`), and implement the methods below that raise.
+    Class attributes: ``alphabet`` (every character the tiny tokenizer must encode: task texts, prompts,
+    answers, observations and the simulator prompt; ``None`` for a domain meant for real tokenizers only),
+    ``tiny_words`` (whole words the tiny tokenizer keeps as one token each, see :mod:`genenv.models.tiny`),
+    ``format_version`` (bump it when task texts or prompts change in a way the source fingerprint of the
+    domain's modules cannot see, e.g. a data file), ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps
+    on response and task length), ``multi_turn`` and ``max_turns``. ``name`` is set by :func:`register`.
     """
 
     name: str = "base"
@@ -71,10 +82,12 @@ class Domain:
     format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
 
     # -------------------------------------------------------------- data
+    @abc.abstractmethod
     def seed_tasks(self, rng: np.random.Generator, n: int) -> list[Task]:
         """Base training data: the paper's original training samples (easy levels)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def heldout_tasks(self, per_level: int) -> list[Task]:
         """Fixed evaluation set over every level. Deterministic; never trained on (the library rejects any
         training task whose text equals one of these or a dev task)."""
@@ -84,6 +97,7 @@ class Domain:
         """A fixed development set, disjoint in sampling from the held-out set: tune hyperparameters here."""
         return []
 
+    @abc.abstractmethod
     def simulator_corpus(self, rng: np.random.Generator, n: int) -> list[tuple[Task, dict, Task]]:
         """(seed, stats, task) triples of every difficulty: the simulator's warm-start 'world knowledge'."""
         raise NotImplementedError
@@ -93,7 +107,9 @@ class Domain:
         offline-augmentation baseline. Default: the tasks of ``simulator_corpus``."""
         return [task for _, _, task in self.simulator_corpus(rng, n)]
 
+    @abc.abstractmethod
     def levels(self) -> list[int]:
+        """The difficulty levels tasks are bucketed in (``Task.level``; evaluation reports each)."""
         raise NotImplementedError
 
     def level_size(self, level: int) -> int | None:
@@ -102,9 +118,14 @@ class Domain:
         return None
 
     # -------------------------------------------------------------- simulator side
+    @abc.abstractmethod
     def simulator_prompt(self, seed: Task, stats: dict) -> str:
+        """What the simulator is conditioned on: a seed task and ``stats`` (``stats["success_rate"]``: the
+        agent's recent success on the seed, a float in [0, 1], or None when unknown). Every character of it
+        must be in ``alphabet`` for tiny models."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def parse_task(self, text: str) -> Task | Invalid:
         """Parse untrusted simulator text. Must never raise."""
         raise NotImplementedError
@@ -118,6 +139,7 @@ class Domain:
         return float(task.level)
 
     # -------------------------------------------------------------- agent side
+    @abc.abstractmethod
     def score(self, task: Task, response: str) -> float:
         """Reward in [0, 1] of a single-turn response."""
         raise NotImplementedError
@@ -161,8 +183,10 @@ class Domain:
 
 
 class LeveledDomain(Domain):
-    """A domain that draws tasks procedurally by level (``random_task(rng, level)``): the fixed held-out and
-    dev sets, the seed set (``seed_levels`` only, never a held-out task) and the simulator's corpus follow.
+    """A domain that draws tasks procedurally by level: it writes ``random_task(rng, level)`` and ``levels()``,
+    and the fixed held-out and dev sets, the seed set (``seed_levels`` only) and the simulator's corpus follow.
+    It still writes the simulator's side (``simulator_prompt``, ``parse_task``, optionally ``validate``) and the
+    agent's (``score``).
 
     Subclasses set ``heldout_seed``, ``dev_seed`` and ``seed_levels`` and may override the hooks below.
     """
@@ -171,7 +195,9 @@ class LeveledDomain(Domain):
     dev_seed: int = 1
     seed_levels: list[int] = []
 
+    @abc.abstractmethod
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
+        """A task of ``level`` drawn from ``rng`` (the held-out, dev and seed sets and the corpus are built on it)."""
         raise NotImplementedError
 
     def corpus_seed_level(self, rng: np.random.Generator) -> int:
@@ -213,7 +239,8 @@ class LeveledDomain(Domain):
         return corpus
 
 
-_REGISTRY: dict[str, Callable[..., Domain]] = {}
+_REGISTRY: dict[str, type[Domain]] = {}
+ENTRY_POINT_GROUP = "genenv.domains"
 
 
 def register(name: str):
@@ -225,16 +252,66 @@ def register(name: str):
     return wrap
 
 
+def domain_class(name: str) -> type[Domain]:
+    """The domain class ``domain.name`` names: a registered name, the name of an entry point in the
+    ``genenv.domains`` group of an installed package, or ``package.module:ClassName`` (imported; works in
+    every process a run starts, since the name travels in the run's config)."""
+    from genenv.config import ConfigError
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if ":" in name:
+        module_name, _, class_name = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ConfigError(f"domain.name: cannot import {module_name!r} ({err}); is it on the Python path?") from None
+        cls = getattr(module, class_name, None)
+    else:
+        points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+        if not points:
+            known = sorted({*_REGISTRY, *plugin_names()})
+            raise ConfigError(f"domain.name: unknown domain {name!r}; registered: {', '.join(known)}; or give "
+                              "package.module:ClassName")
+        cls = points[0].load()
+    if not (isinstance(cls, type) and issubclass(cls, Domain)):
+        raise ConfigError(f"domain.name: {name!r} is not a genenv Domain subclass")
+    if "name" not in cls.__dict__:
+        cls.name = name
+    return cls
+
+
+def plugin_names() -> list[str]:
+    """Domains installed packages offer through the ``genenv.domains`` entry-point group."""
+    return sorted(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
 def make_domain(name: str, **options) -> Domain:
-    if name not in _REGISTRY:
-        from genenv.config import ConfigError
-        raise ConfigError(f"domain.name: unknown domain {name!r}; registered: {', '.join(sorted(_REGISTRY))}")
+    from genenv.config import ConfigError
+    cls = domain_class(name)
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise ConfigError(f"domain.name: {name!r} is incomplete: it does not implement {missing}")
     try:
-        return _REGISTRY[name](**options)
+        return cls(**options)
     except TypeError as err:
-        from genenv.config import ConfigError
         raise ConfigError(f"domain.options: {err}") from None
 
 
-def registered_domains() -> dict[str, Callable[..., Domain]]:
-    return dict(_REGISTRY)
+def registered_domains() -> dict[str, type[Domain]]:
+    """Built-in and registered domains, and the installed plugins' (loaded)."""
+    return {**{name: domain_class(name) for name in plugin_names()}, **_REGISTRY}
+
+
+def code_fingerprint(cls: type[Domain]) -> str:
+    """A hash of the source of every module the domain class is made of (its classes' modules and its
+    ``code_modules``): part of the warm-start cache key, so editing a domain retrains its cached players."""
+    modules = {sys.modules[c.__module__] for c in cls.__mro__ if c.__module__ in sys.modules
+               and c.__module__ not in ("builtins", "abc")}
+    modules |= set(getattr(cls, "code_modules", ()))
+    digest = hashlib.sha256()
+    for module in sorted(modules, key=lambda m: m.__name__):
+        try:
+            digest.update(inspect.getsource(module).encode())
+        except (OSError, TypeError):  # no source (a compiled or interactive module): its name only
+            digest.update(module.__name__.encode())
+    return digest.hexdigest()[:12]

@@ -85,6 +85,7 @@ class HouseholdDomain(LeveledDomain):
     tiny_words = TINY_WORDS
     multi_turn = True
     format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
+    code_modules = (engine,)  # the engine's rules and texts shape the tasks too (warm-start cache key)
 
     def __init__(self, max_steps: int = 30, seed_levels: list[int] | None = None,
                  max_receptacles: int = 6, max_distractors: int = 3):

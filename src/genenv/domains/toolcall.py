@@ -104,7 +104,8 @@ class ToolCallDomain(Domain):
     (held-out; default simple_python, multiple; must be disjoint), ``single_call_only`` (True: tasks whose
     answer is one call), ``prompt_style`` ('bfcl': BFCL's own system prompt, as BFCL prompts chat models;
     'compact': functions JSON + question, for tiny test models), ``max_task_chars`` (keep only tasks whose
-    JSON text is at most this long; for tiny models)."""
+    JSON text is at most this long; for tiny models), ``alphabet_only`` (keep only tasks written entirely in
+    ``alphabet``, printable ASCII: for tiny models, which cannot encode other characters)."""
 
     alphabet = string.printable  # for the tiny char-level models of tests; real models bring their tokenizer
     agent_max_new_tokens = 128
@@ -112,7 +113,8 @@ class ToolCallDomain(Domain):
     format_version = 2  # 2: task JSON in natural key order
 
     def __init__(self, train_categories: list[str] | None = None, eval_categories: list[str] | None = None,
-                 single_call_only: bool = True, prompt_style: str = "bfcl", max_task_chars: int | None = None):
+                 single_call_only: bool = True, prompt_style: str = "bfcl", max_task_chars: int | None = None,
+                 alphabet_only: bool = False):
         from genenv.benchmarks import bfcl
         self.train_categories = list(train_categories or bfcl.TRAIN_CATEGORIES)
         self.eval_categories = list(eval_categories or ("simple_python", "multiple"))
@@ -123,6 +125,7 @@ class ToolCallDomain(Domain):
         self.single_call_only = single_call_only
         self.prompt_style = prompt_style
         self.max_task_chars = max_task_chars
+        self.alphabet_only = alphabet_only
         self._bfcl = bfcl
         self._training: list[Task] | None = None
 
@@ -137,7 +140,13 @@ class ToolCallDomain(Domain):
         return self._training
 
     def _short_enough(self, tasks: list[Task]) -> list[Task]:
-        return [t for t in tasks if len(t.text) <= self.max_task_chars] if self.max_task_chars else tasks
+        """The tasks the options keep: at most ``max_task_chars`` long, and written in the alphabet if asked."""
+        if self.max_task_chars:
+            tasks = [t for t in tasks if len(t.text) <= self.max_task_chars]
+        if self.alphabet_only:
+            alphabet = set(self.alphabet)
+            tasks = [t for t in tasks if set(t.text + t.prompt + (t.answer or "")) <= alphabet]
+        return tasks
 
     def seed_tasks(self, rng, n):
         tasks = self._training_tasks()

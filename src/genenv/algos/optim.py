@@ -1,0 +1,29 @@
+"""The one guarded optimiser step every update uses (GRPO, RWR, SFT)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+
+def guarded_step(policy, optimizer, loss: torch.Tensor, grad_clip: float, what: str) -> float | None:
+    """Backward, clip the gradient norm to ``grad_clip`` (0: no clip) and step; returns the gradient norm.
+
+    A non-finite loss or gradient skips the step with a warning naming ``what`` and returns None, so one bad
+    batch never writes NaNs into the weights. Time spent here counts as model time of ``policy``."""
+    optimizer.zero_grad(set_to_none=True)
+    if not math.isfinite(loss.item()):
+        warnings.warn(f"{what}: non-finite loss, step skipped", RuntimeWarning, stacklevel=3)
+        return None
+    with policy.timed():
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip if grad_clip > 0 else
+                                              float("inf"))
+        if not torch.isfinite(norm):
+            optimizer.zero_grad(set_to_none=True)
+            warnings.warn(f"{what}: non-finite gradient, step skipped", RuntimeWarning, stacklevel=3)
+            return None
+        optimizer.step()
+    return float(norm)

@@ -1,0 +1,194 @@
+"""What a run carries from epoch to epoch (players, state) and its atomic persistence in the run folder.
+
+``checkpoints/initial/`` holds the warm-started players (the KL references, as Hugging Face folders);
+``checkpoints/latest/`` the weights, optimiser states, RNG state and run state after the last finished epoch,
+built in a side folder and swapped in atomically. The pools live in append-only logs next to it
+(``task_pool.log.jsonl``, ``env_pool.log.jsonl``): each checkpoint records how many bytes of each log are its
+own, so events appended by a run killed before its swap are dropped on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from genenv.algos.grpo import PolicySample
+from genenv.config import RunConfig, from_dict, merge_overrides, read_yaml, to_dict
+from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
+from genenv.models.policy import Policy
+from genenv.pool import EnvPool, TaskPool
+from genenv.seeding import phase_seed
+
+
+@dataclass
+class Players:
+    """The two policies, their frozen initial copies (KL references) and their optimisers."""
+    agent: Policy
+    agent_ref: Policy
+    env: Policy
+    env_ref: Policy
+    agent_opt: torch.optim.Optimizer
+    env_opt: torch.optim.Optimizer
+
+    def model_seconds(self) -> float:
+        return sum(p.model_seconds for p in (self.agent, self.agent_ref, self.env, self.env_ref))
+
+
+@dataclass
+class RunState:
+    epoch: int = 0                         # next epoch to run
+    task_pool: TaskPool = field(default_factory=TaskPool)
+    env_pool: EnvPool = field(default_factory=EnvPool)
+    grpo_buffer: list = field(default_factory=list)   # informative groups waiting for an update
+    last_p_hat_mean: float | None = None
+    total_rollouts: int = 0
+    total_agent_updates: int = 0
+    total_generated: int = 0
+    nonfinite_skips: int = 0
+    # bytes of each pool's append-only log that belong to the last checkpoint written or resumed from
+    pool_log_bytes: dict = field(default_factory=lambda: {"task_pool": 0, "env_pool": 0})
+
+    def to_json(self) -> dict:
+        """Everything but the pools, which live in append-only logs next to the checkpoint."""
+        return {"epoch": self.epoch, "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
+                "last_p_hat_mean": self.last_p_hat_mean, "total_rollouts": self.total_rollouts,
+                "total_agent_updates": self.total_agent_updates, "total_generated": self.total_generated,
+                "nonfinite_skips": self.nonfinite_skips, "pool_log_bytes": dict(self.pool_log_bytes)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> RunState:
+        state = cls(epoch=data["epoch"], grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
+        for key in ("last_p_hat_mean", "total_rollouts", "total_agent_updates", "total_generated",
+                    "nonfinite_skips", "pool_log_bytes"):
+            setattr(state, key, data[key])
+        return state
+
+
+def make_players(cfg: RunConfig, agent: Policy, env: Policy, refs: tuple[Policy, Policy] | None = None) -> Players:
+    """Frozen references of the warm-started players, optional LoRA adapters, and the optimisers."""
+    agent_ref, env_ref = refs or (agent.frozen_copy(), env.frozen_copy())
+    _apply_lora(cfg, agent, env)
+    agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
+    env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
+    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
+
+
+def _apply_lora(cfg: RunConfig, agent: Policy, env: Policy) -> None:
+    for name, policy, rank in (("agent", agent, cfg.agent.lora_rank), ("env", env, cfg.env.lora_rank)):
+        if rank > 0 and not policy.has_lora:
+            policy.apply_lora(rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
+
+
+# ============================================================================ saving
+
+def save_initial(agent: Policy, env: Policy, run_dir: Path) -> None:
+    """The warm-started players (before any adapter), the KL references every resume rebuilds from."""
+    agent.save(run_dir / "checkpoints" / "initial" / "agent")
+    env.save(run_dir / "checkpoints" / "initial" / "env")
+
+
+def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metrics: dict | None = None) -> None:
+    """Write checkpoints/latest atomically: build a new folder, then swap it in.
+
+    The epoch's metrics row travels with the checkpoint, so a run killed between the checkpoint and the
+    metrics append gets the row back on resume."""
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    # Pools: append this epoch's events to the logs first, after cutting them back to the bytes the previous
+    # checkpoint owns (kept in the state, never re-read from a folder a kill may have renamed); the new
+    # checkpoint records its own sizes, so bytes appended by a run killed before the swap are dropped on resume.
+    for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
+        state.pool_log_bytes[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
+                                                     state.pool_log_bytes[name])
+        pool.pending = []
+
+    def write(build: Path) -> None:
+        # weights only: config and tokenizer never change and live in checkpoints/initial/
+        players.agent.save_weights(build / "agent.safetensors")
+        players.env.save_weights(build / "env.safetensors")
+        torch.save({"agent": players.agent_opt.state_dict(), "env": players.env_opt.state_dict(),
+                    "torch_rng": torch.get_rng_state()}, build / "optimizers.pt")
+        (build / "state.json").write_text(json.dumps({**state.to_json(), "last_metrics": last_metrics}))
+    build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}")
+
+
+def export_final(players: Players, run_dir: Path) -> None:
+    """The trained players as ordinary Hugging Face folders: runs/<name>/final/{agent,env}."""
+    for name, policy in (("agent", players.agent), ("env", players.env)):
+        build_then_swap(run_dir / "final" / name, policy.save)
+
+
+def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
+    """Cut the log back to ``keep_bytes`` (what the last checkpoint owns), append ``events``; return its size."""
+    with open(path, "ab") as handle:
+        handle.truncate(keep_bytes)
+        handle.seek(keep_bytes)
+        handle.write("".join(json.dumps(e) + "\n" for e in events).encode())
+        handle.flush()
+        os.fsync(handle.fileno())
+        return handle.tell()
+
+
+def save_config(cfg: RunConfig, run_dir: Path) -> None:
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+# ============================================================================ resuming
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """checkpoints/latest, or None before the first one. A run killed between the two renames of a swap left
+    only latest.old: it takes its name back first, so no later save runs without a complete checkpoint."""
+    ckpt = run_dir / "checkpoints" / "latest"
+    if not ckpt.exists() and ckpt.with_name("latest.old").exists():
+        os.replace(ckpt.with_name("latest.old"), ckpt)
+    return ckpt if ckpt.exists() else None
+
+
+def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
+    initial = run_dir / "checkpoints" / "initial"
+    agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
+    env = Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype)
+    refs = agent.frozen_copy(), env.frozen_copy()
+    _apply_lora(cfg, agent, env)  # the checkpoint holds the adapted model's weights
+    agent.load_weights(ckpt / "agent.safetensors")
+    env.load_weights(ckpt / "env.safetensors")
+    players = make_players(cfg, agent, env, refs)
+    saved = torch.load(ckpt / "optimizers.pt", weights_only=False)
+    players.agent_opt.load_state_dict(saved["agent"])
+    players.env_opt.load_state_dict(saved["env"])
+    torch.set_rng_state(saved["torch_rng"])
+    saved_state = json.loads((ckpt / "state.json").read_text())
+    state = RunState.from_json(saved_state)
+    root = run_dir / "checkpoints"
+    for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
+        for event in read_pool_log(root / f"{name}.log.jsonl", saved_state["pool_log_bytes"][name]):
+            pool.apply(event)
+    _restore_metrics(run_dir / "metrics.jsonl", state.epoch, saved_state.get("last_metrics"))
+    return players, state
+
+
+def read_pool_log(path: Path, size: int) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, "rb") as handle:
+        data = handle.read(size)
+    return [json.loads(line) for line in data.decode().splitlines() if line]
+
+
+def _restore_metrics(path: Path, epochs_done: int, last_metrics: dict | None) -> None:
+    """Keep the metrics of checkpointed epochs only; put back the last one if the kill came before it."""
+    rows = [r for r in read_jsonl(path) if r.get("epoch", 1 << 30) < epochs_done]
+    if last_metrics is not None and last_metrics["epoch"] == epochs_done - 1 and (
+            not rows or rows[-1]["epoch"] != last_metrics["epoch"]):
+        rows.append(last_metrics)
+    atomic_write_jsonl(path, rows)
+
+
+def load_run_config(run_dir: str | Path, overrides=()) -> RunConfig:
+    """A run folder's resolved config, with dotted ``overrides`` on top (``genenv run --resume DIR epochs=300``)."""
+    return from_dict(RunConfig, merge_overrides(read_yaml(Path(run_dir) / "config.yaml"), overrides))

@@ -1,0 +1,94 @@
+"""Candidate tasks of an epoch: what the simulator wrote (or a fixed-data curriculum drew), and what was learned
+about each. A :class:`Candidate` is immutable; each phase of the loop returns new ones."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from genenv import curriculum as cur
+from genenv.domains.base import Domain, Invalid, Task
+from genenv.rollout import Episode
+from genenv.splits import DataSplit
+
+if TYPE_CHECKING:
+    from genenv.config import RunConfig
+    from genenv.models.policy import Policy
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One simulator output (or drawn task) and everything learned about it during the epoch."""
+    batch: int                  # index of the seed it was written from (drawn tasks: consecutive groups)
+    seed: Task
+    context: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    raw: str
+    parsed: Task | Invalid
+    episodes: tuple[Episode, ...] = ()
+    p_hat_task: float | None = None
+    p_hat: float | None = None   # the p_hat that sets R_env (batch or task level)
+    r_env: float = 0.0
+    in_band: bool = False
+    source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
+
+    @property
+    def valid(self) -> bool:
+        return isinstance(self.parsed, Task)
+
+
+def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int,
+                sample_seed: int) -> list[Candidate]:
+    """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet)."""
+    contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
+    gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
+                        temperature=cfg.env.temperature, seed=sample_seed, batch_size=cfg.env.generation_batch)
+    return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"))
+            for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
+
+
+def validated(domain: Domain, candidates: list[Candidate], split: DataSplit) -> list[Candidate]:
+    """Every candidate parsed and grounded by the domain; a held-out or dev task is rejected. Never raises on
+    arbitrary text."""
+    return [dataclasses.replace(c, parsed=split.exclude(domain.parse_and_validate(c.raw))) for c in candidates]
+
+
+def with_episodes(candidates: list[Candidate], groups: list[list[Episode]]) -> list[Candidate]:
+    """The valid candidates, in order, get the rollout groups ``groups`` (one per valid candidate)."""
+    groups_left = iter(groups)
+    return [dataclasses.replace(c, episodes=tuple(next(groups_left))) if c.valid else c for c in candidates]
+
+
+def scored(cfg: RunConfig, candidates: list[Candidate]) -> list[Candidate]:
+    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0)."""
+    cr = cfg.curriculum_reward
+    successes_by_batch: dict[int, list[float]] = {}
+    p_hat_task = []
+    for c in candidates:
+        p = None
+        if c.valid and c.episodes:
+            rewards = [e.reward for e in c.episodes]
+            p = cur.success_rate(rewards, cr.success_threshold, cr.posterior)
+            successes_by_batch.setdefault(c.batch, []).extend(rewards)
+        p_hat_task.append(p)
+    out = []
+    for c, p_task in zip(candidates, p_hat_task):
+        if p_task is None:
+            out.append(c)
+            continue
+        p = (cur.success_rate(successes_by_batch[c.batch], cr.success_threshold, cr.posterior)
+             if cr.p_hat_level == "batch" else p_task)
+        out.append(dataclasses.replace(c, p_hat_task=p_task, p_hat=p, r_env=cur.alpha_reward(p, cr.alpha, cr.beta),
+                                       in_band=cur.in_band(p, cr.alpha, cr.k_min)))
+    return out
+
+
+def drawn_candidates(cfg: RunConfig, tasks: list[Task], groups: list[list[Episode]]) -> list[Candidate]:
+    """The tasks a fixed-data curriculum drew this epoch, as scored candidates like the simulator's.
+
+    Consecutive draws are grouped in batches of ``env.variations`` tasks, so that with ``p_hat_level=batch``
+    their p_hat has the granularity of a simulator seed batch and band-hit rates compare across curricula."""
+    return scored(cfg, [Candidate(index // cfg.env.variations, task, "", [], [], task.text, task, tuple(group),
+                                  source="drawn") for index, (task, group) in enumerate(zip(tasks, groups))])

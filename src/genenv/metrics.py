@@ -1,0 +1,163 @@
+"""One row of ``metrics.jsonl`` per epoch, the one-line summary printed after it, the samples file, timings."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from genenv import curriculum as cur
+from genenv.config import RunConfig
+from genenv.domains.base import Domain
+from genenv.generation import Candidate
+from genenv.io import atomic_write_jsonl
+from genenv.rollout import Episode
+
+TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction")
+NO_EVALUATION = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
+
+
+class PhaseTimer:
+    """Wall time per named phase (``with timer("rollout"): ...``), shown on the progress bar as it runs."""
+
+    def __init__(self, bar=None):
+        self.seconds: dict[str, float] = {}
+        self.bar = bar
+        self._start = time.perf_counter()
+
+    def __call__(self, name: str):
+        return _Phase(self, name)
+
+    @property
+    def total(self) -> float:
+        return time.perf_counter() - self._start
+
+
+class _Phase:
+    def __init__(self, timer: PhaseTimer, name: str):
+        self.timer, self.name = timer, name
+
+    def __enter__(self):
+        if self.timer.bar is not None:
+            self.timer.bar.set_postfix_str(self.name, refresh=True)
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        seconds = self.timer.seconds
+        seconds[self.name] = seconds.get(self.name, 0.0) + time.perf_counter() - self.start
+        return False
+
+
+def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch: int, generated: list[Candidate],
+                  groups: list[list[Episode]], drawn: list[Candidate], agent_stats: dict, env_stats: dict,
+                  eval_stats: dict, timer: PhaseTimer, model_seconds: float) -> dict:
+    """One row of metrics.jsonl.
+
+    The curriculum's own statistics (p_hat, band hit rate, R_env, difficulty, levels) describe the tasks the
+    curriculum chose this epoch: the simulator's valid generations when it ``generates``, else the drawn tasks
+    (in batches of ``env.variations``); p_hat per batch or per task as configured. ``train_*`` keys describe
+    every task the agent rolled out (replay included), alike for all curricula."""
+    cr = cfg.curriculum_reward
+    items = [g for g in generated if g.valid] if generates else drawn
+    batches: dict[int, Candidate] = {}
+    for g in items:
+        if g.p_hat is not None:
+            batches.setdefault(g.batch if cr.p_hat_level == "batch" else id(g), g)
+    batch_p = [g.p_hat for g in batches.values()]
+    tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
+                                                                      for e in grp)
+    fresh_episodes = [e for g in items for e in g.episodes]
+    all_episodes = [e for grp in groups for e in grp]
+    reasons = Counter(g.parsed.reason for g in generated if not g.valid)
+    valid_count = len(generated) - sum(reasons.values())
+    total = timer.total
+    gen_seconds = timer.seconds.get("generate", 0.0) + timer.seconds.get("rollout", 0.0)
+    return {
+        "epoch": epoch,
+        "curriculum": cfg.curriculum,
+        "generated": len(generated),
+        "valid": valid_count,
+        "invalid_rate": (1.0 - valid_count / len(generated)) if generated else (0.0 if generates else None),
+        "invalid_reasons": dict(reasons),
+        "p_hat_mean": mean(batch_p),
+        "band_hit_rate": mean([float(cur.in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
+        "r_env_mean": mean([g.r_env for g in (generated if generates else drawn)]),
+        "in_band_tasks": sum(1 for g in items if g.in_band),
+        "difficulty_mean": mean([domain.difficulty(g.parsed) for g in items]),
+        "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in items).items())),
+        "task_length_mean": mean([len(g.token_ids) for g in generated]),
+        "rollout_success_mean": mean([float(e.reward >= cr.success_threshold) for e in fresh_episodes]),
+        "response_length_mean": mean([e.response_tokens for e in fresh_episodes]),
+        "drawn_tasks": len(drawn),
+        "rollouts_this_epoch": len(all_episodes),
+        "train_success_mean": mean([float(e.reward >= cr.success_threshold) for e in all_episodes]),
+        "train_difficulty_mean": mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
+        **eval_stats,
+        **agent_stats,
+        **env_stats,
+        "rollouts": state.total_rollouts,
+        "total_agent_updates": state.total_agent_updates,
+        "task_pool_size": len(state.task_pool),
+        "env_pool_size": len(state.env_pool),
+        "nonfinite_skips": state.nonfinite_skips,
+        "seconds_by_phase": {k: round(v, 4) for k, v in timer.seconds.items()},
+        "seconds_total": round(total, 4),
+        "generated_tokens_per_second": tokens_generated / gen_seconds if gen_seconds > 0 else None,
+        "model_time_fraction": model_seconds / total if total > 0 else None,
+    }
+
+
+def add_phase(metrics: dict, name: str, seconds: float) -> None:
+    """Fold a phase timed outside the epoch (the checkpoint) into the epoch's timings."""
+    model_seconds = (metrics["model_time_fraction"] or 0.0) * metrics["seconds_total"]
+    metrics["seconds_by_phase"][name] = round(seconds, 4)
+    metrics["seconds_total"] = round(metrics["seconds_total"] + seconds, 4)
+    metrics["model_time_fraction"] = model_seconds / metrics["seconds_total"] if metrics["seconds_total"] else None
+
+
+def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Candidate]) -> None:
+    """samples/epoch_N.jsonl: every candidate task of the epoch, its verdict, scores and example rollouts."""
+    rows = []
+    for g in candidates:
+        row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw,
+               "valid": g.valid, "reason": None if g.valid else g.parsed.reason}
+        if g.valid:
+            row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
+                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
+                       rollouts=[{"response": e.final_action, "reward": e.reward,
+                                  "terminated": e.terminated, "truncated": e.truncated}
+                                 for e in g.episodes[:cfg.samples_rollouts_shown]])
+        else:
+            row.update(r_env=0.0, in_band=False)
+        rows.append(row)
+    atomic_write_jsonl(run_dir / "samples" / f"epoch_{epoch}.jsonl", rows)
+
+
+def mean(values):
+    """The mean of the values that are not None (None when there are none)."""
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def finite_or_none(value):
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
+def fmt(value, spec=".3f"):
+    return "  -  " if value is None else format(value, spec)
+
+
+def fmt_levels(levels: dict | None) -> str:
+    return " ".join(f"{v:.2f}" for v in levels.values()) if levels else "-"
+
+
+def summary_line(m: dict, generates: bool) -> str:
+    """The epoch in one line (printed after every epoch)."""
+    tasks = f"valid {m['valid']:3d}/{m['generated']:3d}" if generates else f"drawn {m['drawn_tasks']:3d}"
+    return (f"epoch {m['epoch']:3d} | {tasks} | p_hat {fmt(m['p_hat_mean'])} "
+            f"| band {fmt(m['band_hit_rate'], '.2f')} | R_env {fmt(m['r_env_mean'])} "
+            f"| level {fmt(m['difficulty_mean'], '.2f')} | eff {fmt(m['effective_fraction'], '.2f')} "
+            f"| upd {m['agent_updates']} | env steps {m['env_steps']} "
+            f"| dev {fmt(m['dev_success'])} | held-out {fmt(m['heldout_success'])} | {m['seconds_total']:.1f}s")
