@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test bench clean
+.PHONY: install run test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,16 @@ run: install
 	$(VENV)/bin/genenv run $(ARGS)
 
 test: install
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# quick feedback while working: lint + the tests not marked slow (`make test` and CI run everything)
+test-fast: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 bench: install
 	$(PY) benchmarks/throughput.py

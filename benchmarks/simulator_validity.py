@@ -13,8 +13,8 @@ import time
 import numpy as np
 from _preset import preset_from_args
 
-from genenv.generation import write_tasks
 from genenv.domains import Invalid
+from genenv.generation import write_tasks
 from genenv.seeding import stream_seed
 from genenv.warmstart import warm_start_simulator
 

@@ -53,8 +53,10 @@ def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float
     run_bare(), run_policy()  # warm-up
     bare, ours = [], []
     for _ in range(repeats):  # interleaved, so drift in machine load hits both alike
-        t = time.perf_counter(); n = run_bare(); bare.append(n / (time.perf_counter() - t))
-        t = time.perf_counter(); n = run_policy(); ours.append(n / (time.perf_counter() - t))
+        for run_once, rates in ((run_bare, bare), (run_policy, ours)):
+            start = time.perf_counter()
+            tokens = run_once()
+            rates.append(tokens / (time.perf_counter() - start))
     return statistics.median(ours), statistics.median(bare)
 
 

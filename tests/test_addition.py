@@ -1,5 +1,6 @@
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from genenv.domains import Invalid, Task, make_domain
 
@@ -45,7 +46,8 @@ def test_seed_and_heldout_sets():
     assert [domain.level_size(level) for level in (1, 2, 3)] == [100, 9900, 990000]
     for level in (1, 2):  # the size is the number of distinct tasks random_task can draw at the level
         rng = np.random.default_rng(level)
-        assert len({domain.random_task(rng, level).text for _ in range(2000 if level == 1 else 150000)}) == domain.level_size(level)
+        draws = 2000 if level == 1 else 150000
+        assert len({domain.random_task(rng, level).text for _ in range(draws)}) == domain.level_size(level)
 
 
 def test_simulator_prompt_and_corpus_cover_all_levels():
@@ -59,6 +61,7 @@ def test_simulator_prompt_and_corpus_cover_all_levels():
 
 def test_bad_domain_options_are_config_errors():
     import pytest
+
     from genenv.config import ConfigError
     with pytest.raises(ConfigError, match="domain"):
         make_domain("addition", width=99)

@@ -66,6 +66,7 @@ class PlanPolicy:
         return out
 
 
+@pytest.mark.slow
 def test_eval_games_scores_full_episodes_and_single_steps(tmp_path):
     from genenv.evaluate import eval_alfworld
     tasks = _one_world_per_task_type()[:3]

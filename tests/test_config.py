@@ -60,3 +60,37 @@ def test_describe_lists_every_knob_with_help():
     names = {name for name, _, _ in rows}
     assert {"agent.lr", "env.max_kl", "curriculum_reward.beta", "agent.min_informative_groups"} <= names
     assert all(help_text for _, _, help_text in rows)
+
+
+@pytest.mark.slow
+def test_presets_ship_in_the_wheel(tmp_path):
+    """Installed from the wheel, outside the checkout, every preset is found (they are package data)."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from genenv.config import preset_names
+    root = Path(__file__).resolve().parents[1]
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path / "wheel"), str(root)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    site = tmp_path / "site"
+    zipfile.ZipFile(next((tmp_path / "wheel").glob("genenv-*.whl"))).extractall(site)
+    probe = ("import genenv, genenv.config as c; print(genenv.__file__); print(','.join(c.preset_names())); "
+             "print(c.load_config('household').domain.name)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    location, names, domain = out.stdout.split()
+    assert location.startswith(str(site)) and names.split(",") == preset_names() and domain == "household"
+    assert {"default", "smoke", "paper", "household"} <= set(names.split(","))
+
+
+def test_preset_domain_options_apply_only_to_the_presets_domain():
+    """--preset smoke sets addition's width; naming another domain drops it instead of failing in that domain."""
+    assert load_config("smoke").domain.options == {"width": 4}
+    assert load_config("smoke", ["domain.name=household"]).domain.options == {}
+    kept = load_config("smoke", ["domain.name=household", "domain.options={max_steps: 20}"])
+    assert kept.domain.options == {"max_steps": 20}
+    assert load_config("smoke", ["domain.name=addition"]).domain.options == {"width": 4}

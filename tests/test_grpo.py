@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from genenv.algos.grpo import (PolicySample, clipped_surrogate, group_advantages, grpo_loss, grpo_step,
-                               is_informative, k3_kl)
+from genenv.algos.grpo import (
+    PolicySample,
+    clipped_surrogate,
+    group_advantages,
+    grpo_loss,
+    grpo_step,
+    is_informative,
+    k3_kl,
+)
 
 
 def test_group_advantages_hand_values():

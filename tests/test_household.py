@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from genenv.domains import Invalid, make_domain
 from genenv.domains import household_engine as engine
@@ -254,6 +255,7 @@ def test_every_word_of_the_domain_is_one_tiny_token(domain):
     the expert's states, look/inventory/examine/a nonsense action, world JSON, the simulator prompt), so a name
     the agent copies is a few tokens; a word added to the texts later fails here."""
     import re
+
     from genenv.domains.household import TINY_WORDS
     from genenv.models.tiny import build_tiny_tokenizer
     texts = []
@@ -277,6 +279,7 @@ def test_every_word_of_the_domain_is_one_tiny_token(domain):
     assert tokenizer.decode(ids, skip_special_tokens=True) == tasks[0].prompt
 
 
+@pytest.mark.slow
 def test_household_smoke_run_with_tiny_models(tmp_path):
     from genenv.coevolve import run
     from genenv.config import load_config

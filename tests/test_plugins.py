@@ -26,6 +26,7 @@ def _cli(*args, pythonpath=(EXAMPLES,)):
     return subprocess.run([sys.executable, "-m", "genenv.cli", *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_example_domain_trains_through_the_public_api(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))
     # the smoke preset's domain options (addition's width) do not follow to another domain
@@ -40,6 +41,7 @@ def test_example_domain_trains_through_the_public_api(tmp_path, monkeypatch):
     assert json.loads((out / "data_split.json").read_text())["small_levels"][0].startswith("level 2 has 100")
 
 
+@pytest.mark.slow
 def test_example_domain_through_the_cli_run_resume_compare_report(tmp_path):
     run_dir = tmp_path / "run"
     first = _cli("run", "--preset", "smoke", "--out", str(run_dir), f"domain.name={SORTING}", *FAST, "epochs=1")
@@ -56,6 +58,7 @@ def test_example_domain_through_the_cli_run_resume_compare_report(tmp_path):
     assert set(summary["curricula"]) == {"genenv", "static"}
 
 
+@pytest.mark.slow
 def test_entry_point_plugin_is_found_by_name(tmp_path):
     """An installed package registers a domain by name through the `genenv.domains` entry-point group."""
     dist = tmp_path / "sorting_plugin-1.0.dist-info"

@@ -45,7 +45,7 @@ def test_save_load_roundtrip(tiny_policy, tmp_path):
     for a, b in zip(tiny_policy.model.state_dict().values(), loaded.model.state_dict().values()):
         assert torch.equal(a, b)
     assert loaded.tokenizer("12+3").input_ids == tiny_policy.tokenizer("12+3").input_ids
-    assert loaded.decode(loaded.encode_target("12+3")) == "12+3"
+    assert loaded.decode_many([loaded.encode_target("12+3")]) == ["12+3"]
 
 
 def test_frozen_copy_is_independent(tiny_policy):
@@ -92,8 +92,9 @@ def test_build_batch_layout(tiny_policy):
 def test_tiny_tokenizer_word_tokens_round_trip(tmp_path):
     """Listed words are one token (with or without a leading space) only as whole words; every other text over
     the alphabet stays one token per character and decodes exactly, also after save/load."""
-    from genenv.models.tiny import build_tiny_tokenizer
     import string
+
+    from genenv.models.tiny import build_tiny_tokenizer
     words = ["go", "to", "cab", "cabinet", "1", "pick_and_place_simple"]
     tokenizer = build_tiny_tokenizer(string.ascii_letters + string.digits + " _.,\n", words)
 
@@ -110,7 +111,8 @@ def test_tiny_tokenizer_word_tokens_round_trip(tmp_path):
         assert tokenizer.decode(tokenizer(text).input_ids, skip_special_tokens=True) == text
     tokenizer.save_pretrained(tmp_path)
     from transformers import AutoTokenizer
-    assert AutoTokenizer.from_pretrained(tmp_path)("go to cabinet 1").input_ids == tokenizer("go to cabinet 1").input_ids
+    text = "go to cabinet 1"
+    assert AutoTokenizer.from_pretrained(tmp_path)(text).input_ids == tokenizer(text).input_ids
 
 
 def test_tiny_tokenizer_without_words_is_the_char_tokenizer():
@@ -124,6 +126,7 @@ def test_tiny_tokenizer_without_words_is_the_char_tokenizer():
 
 def test_tiny_tokenizer_refuses_words_outside_the_alphabet():
     import pytest
+
     from genenv.models.tiny import build_tiny_tokenizer
     with pytest.raises(ValueError, match="alphabet"):
         build_tiny_tokenizer("abc", ["abd"])

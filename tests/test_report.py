@@ -80,6 +80,7 @@ def comparison(tmp_path_factory):
     return out, summary, logs
 
 
+@pytest.mark.slow
 def test_compare_runs_every_pair_and_summarises(comparison):
     out, summary, logs = comparison
     assert set(summary["curricula"]) == {"genenv", "static"}
@@ -94,6 +95,7 @@ def test_compare_runs_every_pair_and_summarises(comparison):
     assert sum("[start]" in line for line in logs) == 4
 
 
+@pytest.mark.slow
 def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
     out, _, _ = comparison
     finished = run_dir_of(out, Arm("genenv", ()), 0)
@@ -115,6 +117,7 @@ def _images(html_text):
     return re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html_text)
 
 
+@pytest.mark.slow
 def test_comparison_report_has_every_plot(comparison):
     out, _, _ = comparison
     html_text = (out / "report.html").read_text()
@@ -128,6 +131,7 @@ def test_comparison_report_has_every_plot(comparison):
         "http-equiv", "")  # self-contained: nothing fetched
 
 
+@pytest.mark.slow
 def test_report_of_one_recorded_run(comparison, tmp_path):
     out, _, _ = comparison
     import shutil
@@ -145,6 +149,7 @@ def test_report_of_one_recorded_run(comparison, tmp_path):
         read_jsonl(run_dir / "metrics.jsonl")[-1]["heldout_success"]]
 
 
+@pytest.mark.slow
 def test_report_rebuilds_a_comparison(comparison):
     out, _, _ = comparison
     (out / "report.html").unlink()
@@ -172,8 +177,8 @@ def test_paired_rollouts_hand_values():
 def test_summary_reports_single_step_accuracy_where_the_domain_has_it():
     """Household-style runs log heldout_step_accuracy: the summary, text table and HTML table show it per seed;
     runs without it (addition) keep the table as it was."""
-    from genenv.cli import summary_table
     from genenv.report import results_table
+    from genenv.report import text_table as summary_table
     with_steps = [_record("genenv", k, [0.2, v]) for k, v in enumerate([0.3, 0.5])]
     for record, accuracy in zip(with_steps, [0.7, 0.8]):
         record.rows[-1]["heldout_step_accuracy"] = accuracy
@@ -184,7 +189,7 @@ def test_summary_reports_single_step_accuracy_where_the_domain_has_it():
     assert g["heldout_step_accuracy_final"]["mean"] == pytest.approx(0.75)
     assert g["heldout_step_accuracy_warmstart"]["mean"] == pytest.approx(0.6)
     assert "single-step" in summary_table(summary) and "0.750 +- 0.071" in summary_table(summary)
-    assert "<td>0.700 0.800</td>" in results_table(summary)
+    assert "<td>0.700 0.800</td>" in results_table(summary) and "<td>0.750 +- 0.071</td>" in results_table(summary)
     plain = summarize({"genenv": [_record("genenv", 0, [0.2, 0.4])]})
     assert plain["curricula"]["genenv"]["heldout_step_accuracy_final"]["n"] == 0
     assert "single-step" not in summary_table(plain) and "single-step" not in results_table(plain)

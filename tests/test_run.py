@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -65,6 +64,7 @@ def test_run_folder_contents(smoke_run):
     assert "heldout_success" in warm
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(smoke_run, tmp_path):
     again = run(load_config("smoke", ["threads=1"]), run_dir=tmp_path / "again", log=lambda m: None)
     assert _stable(read_jsonl(again / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
@@ -90,6 +90,7 @@ def _cli(*args):
     return [sys.executable, "-m", "genenv.cli", *args]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
     epochs = "epochs=8"
     reference = tmp_path / "reference"
@@ -117,12 +118,14 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 
+@pytest.mark.slow
 def test_existing_run_is_not_overwritten(smoke_run):
     result = subprocess.run(_cli("run", "--preset", "smoke", "--out", str(smoke_run)), capture_output=True,
                             text=True)
     assert result.returncode == 2 and "--resume" in result.stderr
 
 
+@pytest.mark.slow
 def test_resume_restores_metrics_row_lost_after_checkpoint(smoke_run, tmp_path):
     """A kill between the checkpoint swap and the metrics append loses no row."""
     import shutil
@@ -134,6 +137,7 @@ def test_resume_restores_metrics_row_lost_after_checkpoint(smoke_run, tmp_path):
     assert _stable(read_jsonl(copy / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
 
 
+@pytest.mark.slow
 def test_lora_players_train_adapters_and_resume_exactly(tmp_path, monkeypatch):
     """lora_rank > 0: only adapters train, the export is an ordinary merged folder, a resumed run matches
     (the first run trains its warm start, the second loads it from the cache: the adapters' initialisation
@@ -174,6 +178,7 @@ def test_warm_start_cache_key_follows_the_tiny_tokenizer():
         "household", **cfg.domain.options))
 
 
+@pytest.mark.slow
 def test_progress_is_plain_lines_when_not_a_terminal(tmp_path):
     """`make run > log 2>&1` got hundreds of carriage-return refreshes; off a terminal, progress is plain lines."""
     env = {**os.environ, "GENENV_CACHE": str(tmp_path / "cache")}  # a warm start to show progress of
@@ -197,10 +202,12 @@ def test_plain_progress_prints_every_interval():
     for _ in range(4):
         bar.update()
     bar.close()
-    assert stream.getvalue().splitlines()[:2] == ["steps: 1/4 (25%), 0 s, ~0 s left", "steps: 2/4 (50%), 0 s, ~0 s left"]
+    assert stream.getvalue().splitlines()[:2] == ["steps: 1/4 (25%), 0 s, ~0 s left",
+                                                  "steps: 2/4 (50%), 0 s, ~0 s left"]
     assert stream.getvalue().splitlines()[-1] == "steps: 4/4 (100%), 0 s"
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monkeypatch):
     """Killed between the two renames of a checkpoint swap (latest -> latest.old done, build -> latest not), a
     run resumes from latest.old; its next checkpoints must keep the pool logs whole, so that a second kill and

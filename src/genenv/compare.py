@@ -8,6 +8,7 @@ curriculum (paired comparisons). At the end ``DIR/summary.json`` and ``DIR/repor
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,10 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names
+from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import RunRecord, load_run, summarize, write_report
+from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 
 @dataclass(frozen=True)
@@ -151,10 +156,6 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
 
 def _warm_start_each_seed(configs, arms, seeds, log) -> None:
     """Fill the warm-start cache once per seed before runs fan out (all curricula share it)."""
-    import torch
-
-    from genenv.domains import make_domain
-    from genenv.warmstart import warm_start_agent, warm_start_simulator
     for seed in seeds:
         cfg = configs[arms[0], seed]
         domain = make_domain(cfg.domain.name, **cfg.domain.options)
@@ -191,7 +192,6 @@ def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float
 
 def report_comparison(out: str | Path) -> Path:
     """Rebuild summary.json and report.html of a comparison folder from its runs."""
-    import json
     out = Path(out)
     plan = json.loads((out / "compare.json").read_text())
     arms = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]

@@ -8,7 +8,6 @@ field and what is allowed; the CLI turns it into exit status 2.
 from __future__ import annotations
 
 import dataclasses
-
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-
 
 
 class ConfigError(ValueError):
@@ -62,8 +59,8 @@ class WarmStartConfig:
 
 
 @dataclass
-class AgentConfig:
-    """The agent policy, trained with GRPO."""
+class PlayerConfig:
+    """What both players (agent and simulator) have: a model, its warm start and how it runs."""
     model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
                       "Face model folder")
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
@@ -72,6 +69,13 @@ class AgentConfig:
                       choices=("float32", "bfloat16"))
     lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
+    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
+    generation_batch: int = knob(512, "sequences per generate() call", lo=1)
+
+
+@dataclass
+class AgentConfig(PlayerConfig):
+    """The agent policy, trained with GRPO."""
     lr: float = knob(3e-4, "AdamW learning rate for GRPO (1e-3 collapsed the 0.5M default on the dev set)", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
@@ -83,27 +87,17 @@ class AgentConfig:
     clip_eps: float = knob(0.2, "PPO/GRPO ratio clip", lo=0.0, hi=1.0)
     kl_coef: float = knob(0.001, "k3 KL penalty to the frozen initial agent", lo=0.0)
     entropy_coef: float = knob(0.0, "entropy bonus (logged either way)", lo=0.0)
-    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     replay_fraction: float = knob(0.5, "extra tasks re-rolled from the training pool, as a fraction of the "
                                   "fresh generated tasks", lo=0.0)
     min_informative_groups: int = knob(16, "dynamic sampling: update only once this many non-zero-variance "
                                        "groups are buffered (1 = update every epoch)", lo=1)
     minibatch_groups: int = knob(32, "groups per gradient step", lo=1)
     update_epochs: int = knob(1, "passes over the buffered groups per update", lo=1)
-    generation_batch: int = knob(512, "sequences per generate() call", lo=1)
 
 
 @dataclass
-class EnvConfig:
+class EnvConfig(PlayerConfig):
     """The environment simulator, trained with reward-weighted regression (RWR)."""
-    model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
-                      "Face model folder")
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
-    dtype: str = knob("float32", "weights dtype of a real model (bfloat16 halves memory; use on a GPU)",
-                      choices=("float32", "bfloat16"))
-    lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
-                          "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
@@ -117,10 +111,8 @@ class EnvConfig:
     max_kl: float = knob(0.5, "cap on the KL of one epoch's update to the simulator before it, checked after "
                          "every step on the weighted set: a step past it is undone and ends the update (0 = no cap)",
                          lo=0.0)
-    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     pool_replay: float = knob(0.0, "share of each RWR batch drawn from earlier epochs' weighted sets", lo=0.0,
                               hi=1.0)
-    generation_batch: int = knob(512, "sequences per generate() call", lo=1)
 
 
 @dataclass
@@ -254,7 +246,7 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
     if cls is RunConfig:
         # (imported here: the curricula import the loop's modules, which import this one)
-        from genenv.curricula import curriculum_names
+        from genenv.curricula import curriculum_names  # noqa: PLC0415 (import cycle)
         if obj.curriculum not in curriculum_names():
             raise ConfigError(f"curriculum: {obj.curriculum!r} is not allowed; choose one of "
                               f"{', '.join(curriculum_names())}")

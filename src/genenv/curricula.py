@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from genenv.config import ConfigError
 from genenv.domains.base import Domain, Task
 from genenv.generation import Candidate, write_tasks
 from genenv.pool import TaskPool
@@ -44,7 +45,6 @@ def curriculum_names() -> tuple[str, ...]:
 
 def make_curriculum(name: str) -> Curriculum:
     if name not in _REGISTRY:
-        from genenv.config import ConfigError
         raise ConfigError(f"curriculum: {name!r} is not a curriculum; choose one of {', '.join(_REGISTRY)}")
     return _REGISTRY[name]()
 

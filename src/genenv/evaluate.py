@@ -15,9 +15,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import torch
 
+from genenv.benchmarks import alfworld, bfcl, bfcl_multiturn
+from genenv.domains.household import HouseholdDomain
 from genenv.io import atomic_write_json
+from genenv.models.policy import Policy
+from genenv.models.registry import resolve_model
 from genenv.progress import progress_bar
+from genenv.rollout import context_budget
 
 
 def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int) -> list[str | None]:
@@ -25,7 +31,6 @@ def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: in
 
     A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``.
     """
-    from genenv.rollout import context_budget
 
     prompt_ids = policy.encode_prompts(prompts)
     budget = context_budget(policy, max_new_tokens)
@@ -43,7 +48,6 @@ def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: in
 
 def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
                   batch_size: int) -> dict:
-    from genenv.benchmarks import bfcl
 
     prompts = [bfcl.chat_messages(e) for e in entries]
     responses = []
@@ -64,7 +68,6 @@ def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new
 
 def _multi_turn_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
                          batch_size: int, max_steps: int) -> dict:
-    from genenv.benchmarks import bfcl, bfcl_multiturn
 
     with progress_bar(bfcl_multiturn.count_turns(entries), f"bfcl {category} (turns)", leave=False) as bar:
         rows = bfcl_multiturn.run_turns(
@@ -81,11 +84,7 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
               max_steps: int = 5, log=print, policy=None) -> dict:
     """Accuracy per category and overall. AST categories score one response per entry; multi-turn
     categories score every turn on its own (``genenv.benchmarks.bfcl_multiturn``), so their unit is a turn."""
-    import torch
 
-    from genenv.benchmarks import bfcl, bfcl_multiturn
-    from genenv.models.policy import Policy
-    from genenv.models.registry import resolve_model
 
     torch.set_num_threads(threads)
     entries_by_category = {}  # bad names fail before the model loads
@@ -131,12 +130,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
                   log=print, policy=None) -> dict:
     """A household agent on ALFWorld game files (e.g. the official valid_unseen split) in ALFWorld's engine:
     full-episode success and single-step accuracy, overall and per task type; writes OUT/scores.json."""
-    import torch
 
-    from genenv.benchmarks import alfworld
-    from genenv.domains.household import HouseholdDomain
-    from genenv.models.policy import Policy
-    from genenv.models.registry import resolve_model
 
     torch.set_num_threads(threads)
     alfworld._require()

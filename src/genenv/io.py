@@ -9,6 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
+
+def cache_root() -> Path:
+    """Where genenv caches warm starts and prepared models: ``$GENENV_CACHE``, else ``~/.cache/genenv``."""
+    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
+
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
@@ -81,12 +88,8 @@ def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str
 
 
 def _jsonable(value):
-    try:
-        import numpy as np
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")

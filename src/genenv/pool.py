@@ -21,14 +21,6 @@ class PoolEntry:
     epoch: int                  # epoch it joined (-1 for seed tasks)
     p_hat_history: list[float] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        return {"task": self.task.to_json(), "source": self.source, "epoch": self.epoch,
-                "p_hat_history": self.p_hat_history}
-
-    @classmethod
-    def from_json(cls, data: dict) -> "PoolEntry":
-        return cls(Task.from_json(data["task"]), data["source"], data["epoch"], list(data["p_hat_history"]))
-
 
 class TaskPool:
     """Every change is also recorded as an event (``pending``), so checkpoints append only what is new."""
@@ -85,17 +77,6 @@ class TaskPool:
         picks = rng.choice(len(self.entries), size=n, replace=n > len(self.entries), p=weights / weights.sum())
         return [self.entries[i].task for i in picks]
 
-    def count(self, source: str) -> int:
-        return sum(1 for e in self.entries if e.source == source)
-
-    def to_json(self) -> list[dict]:
-        return [e.to_json() for e in self.entries]
-
-    @classmethod
-    def from_json(cls, data: list[dict]) -> "TaskPool":
-        return cls([PoolEntry.from_json(d) for d in data])
-
-
 @dataclass
 class EnvExample:
     context: str
@@ -122,10 +103,3 @@ class EnvPool:
 
     def before(self, epoch: int) -> list[EnvExample]:
         return [e for e in self.examples if e.epoch < epoch]
-
-    def to_json(self) -> list[dict]:
-        return [e.__dict__ for e in self.examples]
-
-    @classmethod
-    def from_json(cls, data: list[dict]) -> "EnvPool":
-        return cls([EnvExample(**d) for d in data])

@@ -178,9 +178,11 @@ def _mean_from(record: RunRecord, key: str, first_epoch: int) -> float | None:
 # ============================================================================ plots
 
 def _plt():
-    import matplotlib
+    """pyplot on the headless Agg backend, chosen only when a report is drawn (importing genenv.report must
+    not change the backend of a notebook that imports it)."""
+    import matplotlib  # noqa: PLC0415 (see the docstring)
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415
     return plt
 
 
@@ -244,7 +246,7 @@ def plot_heldout(groups, ax):
 def plot_p_hat(groups, axes, alpha: float, k_min: float):
     colors, window = _colors(groups), _window(groups)
     ax, ax_band = axes
-    ax.axhspan(alpha - k_min, alpha + k_min, color="green", alpha=0.12, label=f"alpha +- k_min")
+    ax.axhspan(alpha - k_min, alpha + k_min, color="green", alpha=0.12, label="alpha +- k_min")
     ax.axhline(alpha, color="green", lw=1, ls="--")
     drawn = False
     for label, runs in groups.items():
@@ -371,34 +373,65 @@ def has_step_accuracy(summary: dict) -> bool:
     return any(s.get("heldout_step_accuracy_final", {}).get("n") for s in summary["curricula"].values())
 
 
+def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
+    """The comparison's columns, one cell per curriculum: (key, header, cells). Both the HTML report and the
+    text table of ``genenv compare`` are drawn from these (the text table shows the keys in TEXT_COLUMNS)."""
+    curricula = summary["curricula"]
+
+    def column(key, header, cell):
+        return key, header, [cell(s) for s in curricula.values()]
+
+    def reach(s):
+        r = s["rollouts_to_target"]
+        return (f"{_fmt(r['mean_where_reached'], ',.0f')} ({r['reached']}/{r['of']} seeds)" if r["reached"]
+                else f"never (0/{r['of']})")
+    columns = [
+        ("curriculum", "curriculum", list(curricula)),
+        column("seeds", "seeds", lambda s: str(len(s["seeds"]))),
+        column("final", "held-out final (mean +- std)",
+               lambda s: f"{_fmt(s['heldout_final']['mean'])} +- {_fmt(s['heldout_final']['std'])}"),
+        column("per_seed", "per seed", lambda s: " ".join(_fmt(v) for v in s["heldout_final"]["per_seed"])),
+    ]
+    if has_step_accuracy(summary):
+        columns += [column("single_step", "single-step final (mean +- std)",
+                           lambda s: f"{_fmt(s['heldout_step_accuracy_final']['mean'])} +- "
+                                     f"{_fmt(s['heldout_step_accuracy_final']['std'])}"),
+                    column("single_step_per_seed", "single-step per seed",
+                           lambda s: " ".join(_fmt(v) for v in s["heldout_step_accuracy_final"]["per_seed"]))]
+    columns += [
+        column("auc", "AUC", lambda s: _fmt(s["auc"]["mean"])),
+        column("tasks", "training tasks", lambda s: _fmt(s["samples_used"]["mean"], ",.0f")),
+        column("rollouts", "agent rollouts", lambda s: _fmt(s["rollouts"]["mean"], ",.0f")),
+        column("updates", "agent updates", lambda s: _fmt(s["agent_updates"]["mean"], ".0f")),
+        column("reach", f"rollouts to reach {_fmt(summary.get('target_success'))}", reach),
+        column("paired_reach", f"rollouts to reach {summary.get('reference')}'s final, per seed (multiple of its "
+               "own)", lambda s: _paired_text(s["paired_to_reference_final"])),
+        column("p_hat", "p_hat (epoch >= 2)", lambda s: _fmt(s["p_hat_mean_from_epoch_2"]["mean"])),
+        column("band", "band hit (epoch >= 2)", lambda s: _fmt(s["band_hit_rate_from_epoch_2"]["mean"], ".2f")),
+    ]
+    return columns
+
+
+TEXT_COLUMNS = ("curriculum", "seeds", "final", "single_step", "auc", "tasks", "rollouts", "updates", "reach")
+
+
 def results_table(summary: dict) -> str:
-    """The paper's ablation table, one row per curriculum, with the seed spread."""
-    step = has_step_accuracy(summary)
-    head = ("<tr><th>curriculum</th><th>seeds</th><th>held-out final (mean &plusmn; std)</th><th>per seed</th>"
-            + ("<th>single-step accuracy final (per seed)</th>" if step else "") +
-            "<th>AUC</th><th>training tasks</th><th>agent rollouts</th><th>agent updates</th>"
-            f"<th>rollouts to reach {_fmt(summary.get('target_success'))}</th>"
-            f"<th>rollouts to reach {html.escape(str(summary.get('reference')))}'s final, per seed "
-            "(multiple of its own)</th><th>p_hat (epoch &ge; 2)</th>"
-            "<th>band hit (epoch &ge; 2)</th></tr>")
-    rows = []
-    for label, s in summary["curricula"].items():
-        final = s["heldout_final"]
-        reach = s["rollouts_to_target"]
-        reach_text = (f"{_fmt(reach['mean_where_reached'], ',.0f')} ({reach['reached']}/{reach['of']} seeds)"
-                      if reach["reached"] else f"never (0/{reach['of']})")
-        rows.append(
-            f"<tr><td>{html.escape(label)}</td><td>{len(s['seeds'])}</td>"
-            f"<td>{_fmt(final['mean'])} &plusmn; {_fmt(final['std'])}</td>"
-            f"<td>{' '.join(_fmt(v) for v in final['per_seed'])}</td>"
-            + (f"<td>{' '.join(_fmt(v) for v in s['heldout_step_accuracy_final']['per_seed'])}</td>" if step else "")
-            + f"<td>{_fmt(s['auc']['mean'])}</td>"
-            f"<td>{_fmt(s['samples_used']['mean'], ',.0f')}</td><td>{_fmt(s['rollouts']['mean'], ',.0f')}</td>"
-            f"<td>{_fmt(s['agent_updates']['mean'], '.0f')}</td><td>{reach_text}</td>"
-            f"<td>{_paired_text(s['paired_to_reference_final'])}</td>"
-            f"<td>{_fmt(s['p_hat_mean_from_epoch_2']['mean'])}</td>"
-            f"<td>{_fmt(s['band_hit_rate_from_epoch_2']['mean'], '.2f')}</td></tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
+    """The paper's ablation table as HTML, one row per curriculum, with the seed spread."""
+    columns = results_columns(summary)
+    head = "".join(f"<th>{html.escape(header)}</th>" for _, header, _ in columns)
+    rows = ["".join(f"<td>{html.escape(cells[i])}</td>" for _, _, cells in columns)
+            for i in range(len(summary["curricula"]))]
+    return f"<table><tr>{head}</tr>{''.join(f'<tr>{row}</tr>' for row in rows)}</table>"
+
+
+def text_table(summary: dict) -> str:
+    """The same numbers as plain text (``genenv compare`` prints it): the columns in TEXT_COLUMNS."""
+    columns = [c for c in results_columns(summary) if c[0] in TEXT_COLUMNS]
+    widths = [max(len(header), *(len(cell) for cell in cells)) for _, header, cells in columns]
+    lines = ["  ".join(header.ljust(w) for (_, header, _), w in zip(columns, widths))]
+    for i in range(len(summary["curricula"])):
+        lines.append("  ".join(cells[i].ljust(w) for (_, _, cells), w in zip(columns, widths)))
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _paired_text(paired: dict) -> str:

@@ -23,7 +23,9 @@ import numpy as np
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.config import ConfigError, RunConfig, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
+from genenv.io import cache_root
 from genenv.models.policy import Policy
+from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.rollout import context_budget, fit_contexts, rollout
 from genenv.seeding import stream_seed
@@ -43,10 +45,6 @@ WARMSTART_FIELDS = {
               "curriculum_reward.success_threshold"),
     "env": ("seed", "device", "threads", "domain", "env.model", "env.tiny", "env.warmstart", "env.dtype"),
 }
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
 def _config_value(cfg: RunConfig, dotted: str):
@@ -88,7 +86,6 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
                              "give a model folder path")
         return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=stream_seed(cfg.seed, role, "init"),
                                  device=cfg.device, words=domain.tiny_words)
-    from genenv.models.registry import ModelNotAvailable, resolve_model
     try:
         folder = resolve_model(player_cfg.model)
     except ModelNotAvailable as err:
@@ -101,7 +98,8 @@ def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -
     rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "check"))
     tasks = domain.seed_tasks(rng, n)
     groups = rollout(domain, policy, tasks, group_size=1, max_new_tokens=domain.agent_max_new_tokens,
-                     greedy=True, batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
+                     greedy=True, batch_size=cfg.agent.generation_batch,
+                     max_context_tokens=cfg.agent.max_context_tokens)
     return float(np.mean([g[0].reward >= cfg.curriculum_reward.success_threshold for g in groups]))
 
 

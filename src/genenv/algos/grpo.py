@@ -64,10 +64,9 @@ def clipped_surrogate(logp, old_logp, advantages, clip_eps: float = 0.2):
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, kl_coef=0.001, entropy=None,
               entropy_coef=0.0):
     """Token-level mean of the clipped surrogate + kl_coef * k3 KL - entropy_coef * entropy."""
-    surrogate, clip_active, ratio = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+    surrogate, clip_active, _ = clipped_surrogate(logp, old_logp, advantages, clip_eps)
     loss = masked_mean(surrogate, mask)
-    stats = {"clip_fraction": masked_mean(clip_active, mask).item(),
-             "ratio_mean": masked_mean(ratio.detach(), mask).item()}
+    stats = {"clip_fraction": masked_mean(clip_active, mask).item()}
     if ref_logp is not None:
         kl = masked_mean(k3_kl(logp, ref_logp), mask)
         loss = loss + kl_coef * kl

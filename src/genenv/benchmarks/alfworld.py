@@ -20,6 +20,9 @@ import re
 from pathlib import Path
 
 from genenv.domains import household_engine as engine
+from genenv.domains.household import first_action
+from genenv.io import atomic_write_json
+from genenv.rollout import context_budget, fit_history
 
 ALFRED_NAMES = {"alarmclock": "AlarmClock", "armchair": "ArmChair", "bathtubbasin": "BathtubBasin",
                 "butterknife": "ButterKnife", "cd": "CD", "cellphone": "CellPhone", "coffeemachine": "CoffeeMachine",
@@ -81,7 +84,8 @@ def pddl_problem(world: engine.World) -> str:
                + [f"{_location(i)} - location" for i in range(len(world.receptacles) + 1)])
     init = [f"(atLocation agent1 {_location(0)})"]
     for r in world.receptacles:
-        init += [f"(receptacleType {rid[r]} {alfred_type(engine.kind(r))})", f"(receptacleAtLocation {rid[r]} {loc[r]})"]
+        init += [f"(receptacleType {rid[r]} {alfred_type(engine.kind(r))})",
+                 f"(receptacleAtLocation {rid[r]} {loc[r]})"]
         if engine.kind(r) in engine.OPENABLE:
             init.append(f"(openable {rid[r]})")
             if r not in world.closed:
@@ -137,7 +141,6 @@ def game_data(world: engine.World, walkthrough: list[str] | None = None) -> dict
 def export_game(world: engine.World, folder: str | Path, walkthrough: list[str] | None = None) -> Path:
     """Write ``folder/game.tw-pddl`` (and a minimal ``traj_data.json`` naming the task type, which ALFWorld's
     loaders read). Returns the game file's path."""
-    from genenv.io import atomic_write_json
     folder = Path(folder)
     if walkthrough is None:
         walkthrough = engine.search_expert(world) or engine.plan(world)
@@ -150,9 +153,9 @@ def export_game(world: engine.World, folder: str | Path, walkthrough: list[str] 
 def make_env(game_file: str | Path, max_steps: int = 50):
     """ALFWorld's text engine on one game file (TextWorld's PDDL env with ALFWorld's demangler)."""
     _require()
-    import textworld
-    import textworld.gym
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    import textworld  # noqa: PLC0415 (optional dependency, imported when used)
+    import textworld.gym  # noqa: PLC0415 (optional dependency, imported when used)
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # noqa: PLC0415 (optional dependency, imported when used)
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     env_id = textworld.gym.register_game(str(game_file), infos, max_episode_steps=max_steps,
                                          wrappers=[AlfredDemangler(), AlfredInfos])
@@ -197,8 +200,6 @@ def _task_type(game: Path) -> str:
 
 
 def _act(policy, domain, history, observation, budget, max_new_tokens) -> str:
-    from genenv.domains.household import first_action
-    from genenv.rollout import fit_history
     context, ids = fit_history(domain, policy, history, observation, budget)
     return first_action(policy.generate([context], greedy=True, max_new_tokens=max_new_tokens,
                                         prompt_ids=[ids])[0][0].text)
@@ -213,7 +214,6 @@ def eval_games(policy, domain, games: list[Path], max_steps: int = 50, max_new_t
     states, each answered with the next action and scored by exact match). Both overall and per task type
     (from the game's ``traj_data.json`` or its folder name, as ALFWorld names them).
     """
-    from genenv.rollout import context_budget
     budget = context_budget(policy, max_new_tokens, max_context_tokens)
     results = []
     for game in games:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from genenv.io import atomic_write_jsonl
+
 VERSION_PREFIX = "BFCL_v4"
 MODEL_NAME = "genenv"          # the name our results carry in BFCL's files
 AST_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple",
@@ -64,10 +66,10 @@ def bfcl():
         raise BFCLNotInstalled("BFCL is not installed: `pip install --no-deps bfcl-eval==2026.3.23` "
                                "(`make install` does this)")
     _stub_model_registry()
-    from bfcl_eval.constants.enums import Language, ReturnFormat
-    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
-    from bfcl_eval.model_handler import utils as handler_utils
-    from bfcl_eval import utils as bfcl_utils
+    from bfcl_eval import utils as bfcl_utils  # noqa: PLC0415 (optional dependency, imported when used)
+    from bfcl_eval.constants.enums import Language, ReturnFormat  # noqa: PLC0415 (optional dependency, imported when used)
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: PLC0415 (optional dependency, imported when used)
+    from bfcl_eval.model_handler import utils as handler_utils  # noqa: PLC0415 (optional dependency, imported when used)
     return types.SimpleNamespace(Language=Language, ReturnFormat=ReturnFormat, ast_checker=ast_checker,
                                  system_prompt=handler_utils.system_prompt_pre_processing_chat_model,
                                  decode=handler_utils.default_decode_ast_prompting,
@@ -175,7 +177,6 @@ def check(entry: dict, response: str) -> dict:
 
 def write_result_file(out_dir: Path, category: str, rows: list[dict]) -> Path:
     """BFCL's result format: one JSON object per line with ``id`` and the raw ``result`` text."""
-    from genenv.io import atomic_write_jsonl
     path = Path(out_dir) / MODEL_NAME / f"{VERSION_PREFIX}_{category}_result.json"
     atomic_write_jsonl(path, [{"id": r["id"], "result": r["result"]} for r in rows])
     return path

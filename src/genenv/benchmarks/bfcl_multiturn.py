@@ -79,7 +79,7 @@ class Backends:
     """The API back-end instances of one BFCL entry, called by name: a registry, not an interpreter."""
 
     def __init__(self, entry: dict):
-        from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES
+        from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING, STATELESS_CLASSES  # noqa: PLC0415 (optional dependency)
 
         long_context = "long_context" in entry["id"]
         self.instances: dict[str, object] = {}
@@ -125,7 +125,7 @@ def load_entries(category: str, limit: int | None = None) -> list[dict]:
         raise ValueError(f"--categories: {category!r} is not a BFCL multi-turn category; choose from "
                          f"{', '.join(MULTI_TURN_CATEGORIES)}")
     bfcl.bfcl()
-    from bfcl_eval import utils as bfcl_utils
+    from bfcl_eval import utils as bfcl_utils  # noqa: PLC0415 (optional dependency, imported when used)
     entries = bfcl_utils.load_dataset_entry(category)  # adds the function docs of the involved classes
     answers = {a["id"]: a["ground_truth"] for a in
                bfcl._read_jsonl(bfcl.data_dir() / "possible_answer" / f"{bfcl.VERSION_PREFIX}_{category}.json")}
@@ -206,7 +206,7 @@ def step(state: TurnState, response: str | None, max_steps: int) -> None:
 
 def score(state: TurnState) -> dict:
     """BFCL's per-turn checks against a back-end copy that ran the ground truth up to this turn."""
-    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import response_checker, state_checker  # noqa: PLC0415 (optional dependency)
 
     if state.error_type == "prompt_exceeds_context":
         return {"valid": False, "error_type": state.error_type}

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from genenv.config import ConfigError
+
 
 @dataclass(frozen=True)
 class Task:
@@ -256,7 +258,6 @@ def domain_class(name: str) -> type[Domain]:
     """The domain class ``domain.name`` names: a registered name, the name of an entry point in the
     ``genenv.domains`` group of an installed package, or ``package.module:ClassName`` (imported; works in
     every process a run starts, since the name travels in the run's config)."""
-    from genenv.config import ConfigError
     if name in _REGISTRY:
         return _REGISTRY[name]
     if ":" in name:
@@ -264,7 +265,8 @@ def domain_class(name: str) -> type[Domain]:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise ConfigError(f"domain.name: cannot import {module_name!r} ({err}); is it on the Python path?") from None
+            raise ConfigError(f"domain.name: cannot import {module_name!r} ({err}); is it on the Python "
+                              "path?") from None
         cls = getattr(module, class_name, None)
     else:
         points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
@@ -286,7 +288,6 @@ def plugin_names() -> list[str]:
 
 
 def make_domain(name: str, **options) -> Domain:
-    from genenv.config import ConfigError
     cls = domain_class(name)
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))

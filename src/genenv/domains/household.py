@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
 from genenv.domains import household_engine as engine
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import string
 
-
+from genenv.benchmarks import bfcl
 from genenv.domains.base import Domain, Invalid, Task, register
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
@@ -115,7 +115,6 @@ class ToolCallDomain(Domain):
     def __init__(self, train_categories: list[str] | None = None, eval_categories: list[str] | None = None,
                  single_call_only: bool = True, prompt_style: str = "bfcl", max_task_chars: int | None = None,
                  alphabet_only: bool = False):
-        from genenv.benchmarks import bfcl
         self.train_categories = list(train_categories or bfcl.TRAIN_CATEGORIES)
         self.eval_categories = list(eval_categories or ("simple_python", "multiple"))
         if set(self.train_categories) & set(self.eval_categories):
@@ -126,14 +125,13 @@ class ToolCallDomain(Domain):
         self.prompt_style = prompt_style
         self.max_task_chars = max_task_chars
         self.alphabet_only = alphabet_only
-        self._bfcl = bfcl
         self._training: list[Task] | None = None
 
     # -------------------------------------------------------------- data
     def _training_tasks(self) -> list[Task]:
         """Every task of the training categories, read and converted once per domain object."""
         if self._training is None:
-            entries = [e for c in self.train_categories for e in self._bfcl.load_category(c)]
+            entries = [e for c in self.train_categories for e in bfcl.load_category(c)]
             if self.single_call_only:
                 entries = [e for e in entries if len(e["ground_truth"]) == 1 and len(e["question"]) == 1]
             self._training = self._short_enough([_task_from_entry(e) for e in entries])
@@ -156,7 +154,7 @@ class ToolCallDomain(Domain):
         """The evaluation categories, in file order; ``per_level`` caps each category (BFCL's own split)."""
         out = []
         for category in self.eval_categories:
-            tasks = [_task_from_entry(e) for e in self._bfcl.load_category(category) if len(e["question"]) == 1]
+            tasks = [_task_from_entry(e) for e in bfcl.load_category(category) if len(e["question"]) == 1]
             out.extend(self._short_enough(tasks)[:per_level])
         return out
 
@@ -260,12 +258,12 @@ class ToolCallDomain(Domain):
             return {"task": task}, json.dumps(task.meta["functions"], sort_keys=True) + "\n" + task.prompt + "\n"
         entry = {"id": task.meta.get("id", "generated"), "function": task.meta["functions"],
                  "question": [task.meta.get("messages") or [{"role": "user", "content": task.prompt}]]}
-        return {"task": task}, self._bfcl.chat_messages(entry)
+        return {"task": task}, bfcl.chat_messages(entry)
 
     def score(self, task, response):
         entry = {"function": task.meta["functions"], "ground_truth": task.meta["ground_truth"],
                  "category": task.meta.get("category", "simple")}
-        return 1.0 if self._bfcl.check(entry, response)["valid"] else 0.0
+        return 1.0 if bfcl.check(entry, response)["valid"] else 0.0
 
     def difficulty(self, task):
         return float(task.level)

@@ -144,9 +144,6 @@ class Policy:
         """Response tokens for supervised targets, ending with EOS."""
         return self.tokenizer(text, add_special_tokens=False).input_ids + [self.eos_token_id]
 
-    def decode(self, token_ids: list[int]) -> str:
-        return self.decode_many([token_ids])[0]
-
     def decode_many(self, sequences: list[list[int]]) -> list[str]:
         eos = self.eos_token_id
         stripped = [[t for t in ids if t != eos] for ids in sequences]
@@ -257,7 +254,7 @@ class Policy:
         The adapters' random initialisation is drawn from ``seed`` alone, not from the global torch stream,
         so a run is the same whether its warm start was trained in-process or loaded from the cache."""
         try:
-            from peft import LoraConfig, get_peft_model
+            from peft import LoraConfig, get_peft_model  # noqa: PLC0415 (optional dependency, imported when used)
         except ImportError:
             raise RuntimeError("lora_rank > 0 needs peft: pip install peft==0.21.2 (`make install` does)") from None
         config = LoraConfig(r=rank, lora_alpha=alpha or 2 * rank, lora_dropout=0.0, target_modules="all-linear",

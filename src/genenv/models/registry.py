@@ -16,6 +16,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from genenv.io import cache_root
+
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -36,10 +41,6 @@ class ModelNotAvailable(RuntimeError):
     """A named model whose package is not installed, or a path that is not a model folder."""
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
-
-
 def packaged_file(spec: PackagedModel) -> Path:
     """Where the package keeps its GGUF file (found without importing the package)."""
     found = importlib.util.find_spec(spec.package)
@@ -54,13 +55,11 @@ def packaged_file(spec: PackagedModel) -> Path:
 
 
 def model_folder(name: str) -> Path:
-    return _cache_root() / "models" / KNOWN_MODELS[name].folder
+    return cache_root() / "models" / KNOWN_MODELS[name].folder
 
 
 def convert_gguf(gguf_path: Path, out: Path) -> Path:
     """Read a GGUF file with transformers and write an ordinary HF folder (float32 safetensors + tokenizer)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     directory, filename = str(gguf_path.parent), gguf_path.name
