@@ -26,7 +26,7 @@ def ratio_text(summary: dict, label: str) -> str:
 
 
 def main() -> None:
-    from genenv.cli import summary_table
+    from genenv.report import text_table as summary_table
     from genenv.compare import compare
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
