@@ -26,8 +26,8 @@ def ratio_text(summary: dict, label: str) -> str:
 
 
 def main() -> None:
-    from genenv.report import text_table as summary_table
     from genenv.compare import compare
+    from genenv.report import text_table as summary_table
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="dotted overrides for every run, e.g. epochs=100")
