@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from genenv.config import ConfigError
-from genenv.domains.base import Domain, Task
+from genenv.domains.base import Domain, Task, registrar
 from genenv.generation import Candidate, write_tasks
 from genenv.pool import TaskPool
 from genenv.seeding import phase_seed
@@ -28,15 +28,7 @@ if TYPE_CHECKING:
     from genenv.models.policy import Policy
 
 _REGISTRY: dict[str, type[Curriculum]] = {}
-
-
-def register_curriculum(name: str):
-    """Class decorator: ``@register_curriculum("mine")`` makes ``curriculum=mine`` select the class."""
-    def wrap(cls):
-        _REGISTRY[name] = cls
-        cls.name = name
-        return cls
-    return wrap
+register_curriculum = registrar(_REGISTRY)   # ``@register_curriculum("mine")``: ``curriculum=mine`` selects it
 
 
 def curriculum_names() -> tuple[str, ...]:

@@ -245,13 +245,19 @@ _REGISTRY: dict[str, type[Domain]] = {}
 ENTRY_POINT_GROUP = "genenv.domains"
 
 
-def register(name: str):
-    """Class decorator: ``@register("addition")`` makes the domain available as ``domain.name``."""
-    def wrap(cls):
-        _REGISTRY[name] = cls
-        cls.name = name
-        return cls
-    return wrap
+def registrar(registry: dict):
+    """A decorator factory over ``registry``: ``@decorator("name")`` stores the class under ``name`` and sets its
+    ``name`` attribute (domains here, curricula in :mod:`genenv.curricula`)."""
+    def register(name: str):
+        def wrap(cls):
+            registry[name] = cls
+            cls.name = name
+            return cls
+        return wrap
+    return register
+
+
+register = registrar(_REGISTRY)   # ``@register("addition")`` makes the domain available as ``domain.name``
 
 
 def domain_class(name: str) -> type[Domain]:
