@@ -87,6 +87,22 @@ def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str
     atomic_replace_dir(build, target)
 
 
+def publish_dir(target: Path, write: Callable[[Path], None]) -> None:
+    """Write a cache folder once: into a build folder of this process (``write(build)``), then renamed to
+    ``target``, unless another process published ``target`` first (theirs is kept: the same inputs make the
+    same folder)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = target.with_name(f"{target.name}.build{os.getpid()}")
+    if build.exists():
+        shutil.rmtree(build)
+    build.mkdir()
+    write(build)
+    if target.exists():
+        shutil.rmtree(build)
+    else:
+        os.replace(build, target)
+
+
 def _jsonable(value):
     if isinstance(value, np.generic):
         return value.item()

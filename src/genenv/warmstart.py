@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
-import shutil
 import warnings
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import numpy as np
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.config import ConfigError, RunConfig, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
-from genenv.io import cache_root
+from genenv.io import cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
@@ -179,14 +177,8 @@ def _load_cached(folder: Path, cfg: RunConfig, dtype: str = "float32") -> tuple[
 def _save_cached(policy: Policy, folder: Path, info: dict, cfg: RunConfig, dtype: str) -> tuple[Policy, dict]:
     """Save a fresh warm start to the cache and continue from the saved copy, loaded back: a run that trained
     its warm start and one that found it cached then start from the same bytes, loaded the same way."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    build = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    if build.exists():
-        shutil.rmtree(build)
-    policy.save(build)
-    (build / "warmstart.json").write_text(json.dumps(info))
-    if folder.exists():  # another process finished first; keep theirs
-        shutil.rmtree(build)
-    else:
-        os.replace(build, folder)
+    def write(build: Path) -> None:
+        policy.save(build)
+        (build / "warmstart.json").write_text(json.dumps(info))
+    publish_dir(folder, write)
     return _load_cached(folder, cfg, dtype)

@@ -11,15 +11,13 @@ downloaded. ``resolve_model`` accepts such a name anywhere a model folder path i
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from genenv.io import cache_root
+from genenv.io import cache_root, publish_dir
 
 
 @dataclass(frozen=True)
@@ -77,15 +75,11 @@ def convert_gguf(gguf_path: Path, out: Path) -> Path:
                            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
     if getattr(config, "tie_word_embeddings", False):
         fresh.tie_weights()
-    build = out.with_name(out.name + f".build{os.getpid()}")
-    if build.exists():
-        shutil.rmtree(build)
-    fresh.save_pretrained(build, safe_serialization=True)
-    tokenizer.save_pretrained(build)
-    if out.exists():  # another process finished first
-        shutil.rmtree(build)
-    else:
-        os.replace(build, out)
+
+    def write(build: Path) -> None:
+        fresh.save_pretrained(build, safe_serialization=True)
+        tokenizer.save_pretrained(build)
+    publish_dir(out, write)
     return out
 
 
