@@ -13,12 +13,14 @@ from genenv.io import read_jsonl
 from genenv.pool import TaskPool
 from genenv.splits import DEV_REASON, HELDOUT_REASON
 
+BUILT_IN = ("genenv", "random", "static", "offline", "learnability", "oracle")
+
 
 @pytest.fixture(scope="module")
 def curriculum_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("curricula")
     return {c: run(load_config("smoke", ["threads=1", f"curriculum={c}"]), run_dir=root / c, log=lambda m: None)
-            for c in curriculum_names()}
+            for c in BUILT_IN}
 
 
 def test_every_curriculum_gets_the_same_agent_rollouts(curriculum_runs):
@@ -106,3 +108,54 @@ def test_learnability_sampler_falls_back_to_uniform():
     for i in range(3):
         pool.add(Task(str(i), str(i)), "seed", -1, 1.0)
     assert len(pool.sample_by_learnability(np.random.default_rng(0), 2, 0.0)) == 2
+
+
+def test_level_success_is_the_mean_last_p_hat_of_recent_tasks():
+    from genenv.curricula import level_success
+    pool = TaskPool()
+    for i, (level, p_hats) in enumerate([(1, [0.0, 1.0]), (1, [0.5]), (2, [0.25]), (2, []), (1, [0.0])]):
+        task = Task(f"t{i}", f"t{i}", "a", level)
+        pool.add(task, "generated", 0)
+        for p in p_hats:
+            pool.add(task, "generated", 0, p)
+    assert level_success(pool, [1, 2, 3], window=64) == {1: pytest.approx((1.0 + 0.5 + 0.0) / 3), 2: 0.25, 3: None}
+    assert level_success(pool, [1, 2, 3], window=2) == {1: 0.25, 2: 0.25, 3: None}  # the 2 latest of level 1
+
+
+def test_choose_level_targets_alpha_and_explores():
+    from genenv.curricula import choose_level
+    rng = np.random.default_rng(0)
+    rates = {1: 0.95, 2: 0.6, 3: 0.05}
+    assert {choose_level(rates, 0.5, 0.0, rng) for _ in range(50)} == {2}
+    assert {choose_level({1: 0.95, 2: None, 3: 0.05}, 0.5, 0.0, rng) for _ in range(50)} == {2}  # untried first
+    assert {choose_level({1: 0.4, 2: 0.6}, 0.5, 0.0, rng) for _ in range(200)} == {1, 2}  # ties at random
+    picks = [choose_level(rates, 0.5, 1.0, rng) for _ in range(300)]
+    assert set(picks) == {1, 2, 3}
+
+
+def test_oracle_writes_domain_tasks_at_the_frontier_and_never_trains_the_simulator(tmp_path):
+    cfg = load_config("smoke", ["threads=1", "curriculum=oracle", "epochs=3", "baseline.oracle_exploration=0"])
+    out = run(cfg, run_dir=tmp_path / "oracle", log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert all(r["env_steps"] == 0 and r["generated"] == 8 for r in rows)
+    # every fresh task is the domain's own: valid unless it is a held-out or dev task
+    for epoch in range(3):
+        samples = read_jsonl(out / "samples" / f"epoch_{epoch}.jsonl")
+        assert all(s["valid"] or s["reason"] in (HELDOUT_REASON, DEV_REASON) for s in samples)
+        assert all(s["context"] == "" for s in samples)  # no simulator prompt
+        # one level per seed batch (the oracle picks a level, then writes env.variations tasks at it)
+        by_batch = {}
+        for s in samples:
+            if s["valid"]:
+                by_batch.setdefault(s["batch"], set()).add(s["level"])
+        assert all(len(levels) == 1 for levels in by_batch.values())
+
+
+def test_oracle_refuses_a_domain_without_levels(tmp_path):
+    from genenv.config import ConfigError
+    with pytest.raises(ConfigError, match="oracle needs a domain that draws a task at a given level"):
+        run(load_config("toolcall-smoke", ["curriculum=oracle"]), run_dir=tmp_path / "r", log=lambda m: None)
+
+
+def test_built_in_curricula_are_registered():
+    assert set(BUILT_IN) <= set(curriculum_names())

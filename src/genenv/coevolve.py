@@ -2,7 +2,8 @@
 
 Before the first epoch: warm-start both players, put the seed tasks in the training pool (and, for a
 fixed-data curriculum, the set it writes once). Then per epoch t:
-  1. generate_tasks    the simulator writes `variations` tasks for each of `seeds_per_epoch` seed tasks
+  1. generate_tasks    the simulator writes `variations` tasks for each of `seeds_per_epoch` seed tasks (the
+                       oracle curriculum: the domain writes them at the level closest to alpha)
   2. validate_tasks    parse + ground each one, reject held-out and dev tasks; invalid ones are counted, get
                        R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
@@ -23,7 +24,6 @@ from __future__ import annotations
 import gc
 import json
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -45,11 +45,11 @@ from genenv.checkpoint import (
     save_initial,
 )
 from genenv.config import RunConfig
-from genenv.curricula import Curriculum, make_curriculum
+from genenv.curricula import Curriculum, add_fixed_set, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
-from genenv.io import append_jsonl, atomic_write_json, atomic_write_jsonl
+from genenv.io import append_jsonl, atomic_write_json
 from genenv.metrics import (
     NO_EVALUATION,
     PhaseTimer,
@@ -230,7 +230,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     timer = PhaseTimer(phase_bar)
     model_seconds_before = players.model_seconds()
     with timer("generate"):
-        generated = generate_tasks(cfg, domain, players.env, state, epoch) if curriculum.generates else []
+        generated = curriculum.fresh_tasks(cfg, domain, state.task_pool, epoch) if curriculum.generates else []
+        if generated is None:
+            generated = generate_tasks(cfg, domain, players.env, state, epoch)
     with timer("validate"):
         generated = validate_tasks(domain, generated, split)
     valid_tasks = [g.parsed for g in generated if g.valid]
@@ -272,6 +274,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     torch.set_num_threads(cfg.threads)
     curriculum = make_curriculum(cfg.curriculum)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    curriculum.check(domain)
     split = data_split(cfg, domain)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if ckpt is not None:
@@ -334,31 +337,5 @@ def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, spli
         state.task_pool.add(task, "seed", -1)
     fixed = curriculum.fixed_set(cfg, domain, players.env, seeds, phase_rng(cfg.seed, -1, "fixed_set"))
     if fixed is not None:
-        add_fixed_set(cfg, domain, state, seeds, split, *fixed, run_dir, log)
+        add_fixed_set(cfg, domain, state.task_pool, seeds, split, *fixed, run_dir, log)
     return players, state
-
-
-def add_fixed_set(cfg: RunConfig, domain: Domain, state: RunState, seeds: list[Task], split: DataSplit,
-                  written: list[Candidate], generator: str, run_dir: Path, log) -> dict:
-    """A fixed-data curriculum's set, written once before training: validated like any generation, the valid
-    tasks join the training pool next to the seeds, every rejection is counted. Recorded in ``fixed_set.json``
-    and ``samples/fixed_set.jsonl``."""
-    written = validate_tasks(domain, written, split)
-    before = len(state.task_pool)
-    for item in written:
-        if item.valid:
-            state.task_pool.add(item.parsed, cfg.curriculum, -1)
-    valid = [g for g in written if g.valid]
-    summary = {"curriculum": cfg.curriculum, "seed_tasks": len(seeds), "generated": len(written),
-               "valid": len(valid), "added": len(state.task_pool) - before, "size": len(state.task_pool),
-               "invalid_reasons": dict(Counter(g.parsed.reason for g in written if not g.valid)),
-               "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in valid).items())),
-               "generator": generator}
-    atomic_write_json(run_dir / "fixed_set.json", summary)
-    atomic_write_jsonl(run_dir / "samples" / "fixed_set.jsonl",
-                       [{"seed": g.seed.text, "generated": g.raw, "valid": g.valid,
-                         "reason": None if g.valid else g.parsed.reason,
-                         "level": g.parsed.level if g.valid else None} for g in written])
-    log(f"{cfg.curriculum} training set: {summary['size']} tasks ({len(seeds)} seeds + {summary['added']} "
-        f"written once; {len(written) - len(valid)} of {len(written)} generations invalid)")
-    return summary

@@ -141,6 +141,10 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
+    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one closest to alpha",
+                                     lo=0.0, hi=1.0)
+    oracle_window: int = knob(64, "oracle: a level's success is the mean last p_hat of its this-many most recent "
+                              "pool tasks", lo=1)
 
 
 @dataclass

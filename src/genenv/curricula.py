@@ -3,7 +3,8 @@
 Every curriculum runs the same loop (:mod:`genenv.coevolve`) with the same agent rollouts per epoch; they
 differ only in the answers to three questions, which the loop asks and never tests names:
 
-- ``generates``: does the simulator write this epoch's fresh tasks (else every slot is drawn from the pool)?
+- ``generates``: are fresh tasks written every epoch (else every slot is drawn from the pool)? By the
+  simulator, unless ``fresh_tasks`` writes them itself (the oracle: the domain's own generator).
 - ``trains_simulator``: is the simulator updated on the curriculum reward of its tasks?
 - ``fixed_set`` / ``draw``: which set is written once before training, and how tasks are drawn from the pool.
 
@@ -13,15 +14,19 @@ selects it (import its module before the config is loaded, e.g. from a domain pl
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from genenv.config import ConfigError
-from genenv.domains.base import Domain, Task, registrar
-from genenv.generation import Candidate, write_tasks
+from genenv.domains.base import Domain, Invalid, Task, registrar
+from genenv.generation import Candidate, validated, write_tasks
+from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
-from genenv.seeding import phase_seed
+from genenv.seeding import phase_rng, phase_seed
+from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
@@ -46,6 +51,14 @@ class Curriculum:
     name: ClassVar[str] = "base"
     generates: ClassVar[bool] = False
     trains_simulator: ClassVar[bool] = False
+
+    def check(self, domain: Domain) -> None:
+        """Raise a ConfigError when this curriculum cannot run on ``domain`` (before anything is trained)."""
+
+    def fresh_tasks(self, cfg: RunConfig, domain: Domain, pool: TaskPool, epoch: int) -> list[Candidate] | None:
+        """The epoch's fresh tasks (not validated yet) when the curriculum writes them itself; None: the simulator
+        writes them (when ``generates``)."""
+        return None
 
     def fixed_set(self, cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task],
                   rng: np.random.Generator) -> tuple[list[Candidate], str] | None:
@@ -103,6 +116,80 @@ class Learnability(Static):
         return pool.sample_by_learnability(rng, n, cfg.baseline.learnability_floor)
 
 
+@register_curriculum("oracle")
+class Oracle(Curriculum):
+    """The upper reference: a perfect teacher. The domain's own generator writes every fresh task, at the level
+    whose recent success is closest to alpha (a uniform level with probability ``baseline.oracle_exploration``;
+    a level never tried counts as alpha, so each is tried). Needs a domain that draws tasks by level
+    (``random_task(rng, level)``, e.g. a LeveledDomain); the simulator is never used."""
+    generates = True
+
+    def check(self, domain):
+        if not callable(getattr(domain, "random_task", None)):
+            raise ConfigError(f"curriculum: oracle needs a domain that draws a task at a given level "
+                              f"(random_task(rng, level)); {domain.name!r} does not")
+
+    def fresh_tasks(self, cfg, domain, pool, epoch):
+        rng = phase_rng(cfg.seed, epoch, "oracle")
+        bc = cfg.baseline
+        rates = level_success(pool, domain.levels(), bc.oracle_window)
+        out = []
+        for batch in range(cfg.seeds_per_epoch):
+            level = choose_level(rates, cfg.curriculum_reward.alpha, bc.oracle_exploration, rng)
+            for _ in range(cfg.env.variations):
+                task = domain.random_task(rng, level)
+                out.append(Candidate(batch, task, "", [], [], task.text, Invalid("unparsed")))
+        return out
+
+
+def level_success(pool: TaskPool, levels: list[int], window: int) -> dict[int, float | None]:
+    """Per level: the mean last p_hat of the ``window`` most recently added pool tasks of that level that have
+    been rolled out (None: none has)."""
+    recent: dict[int, list[float]] = {level: [] for level in levels}
+    for entry in reversed(pool.entries):
+        rates = recent.get(entry.task.level)
+        if rates is not None and entry.p_hat_history and len(rates) < window:
+            rates.append(entry.p_hat_history[-1])
+    return {level: float(np.mean(rates)) if rates else None for level, rates in recent.items()}
+
+
+def choose_level(rates: dict[int, float | None], alpha: float, exploration: float, rng: np.random.Generator) -> int:
+    """A uniform level with probability ``exploration``, else a level whose success is closest to ``alpha``
+    (unknown success counts as ``alpha``; ties broken at random)."""
+    levels = list(rates)
+    if rng.random() < exploration:
+        return int(levels[rng.integers(len(levels))])
+    gaps = np.array([0.0 if rates[lv] is None else abs(rates[lv] - alpha) for lv in levels])
+    best = np.flatnonzero(gaps == gaps.min())
+    return int(levels[best[rng.integers(len(best))]])
+
+
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int) -> list[Candidate]:
     """A fixed set's generations: no success statistics in the prompt (nothing is known before training)."""
     return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"))
+
+
+def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Task], split: DataSplit,
+                  written: list[Candidate], generator: str, run_dir: Path, log) -> dict:
+    """A fixed-data curriculum's set, written once before training: validated like any generation, the valid
+    tasks join the training pool next to the seeds, every rejection is counted. Recorded in ``fixed_set.json``
+    and ``samples/fixed_set.jsonl``."""
+    written = validated(domain, written, split)
+    before = len(pool)
+    for item in written:
+        if item.valid:
+            pool.add(item.parsed, cfg.curriculum, -1)
+    valid = [g for g in written if g.valid]
+    summary = {"curriculum": cfg.curriculum, "seed_tasks": len(seeds), "generated": len(written),
+               "valid": len(valid), "added": len(pool) - before, "size": len(pool),
+               "invalid_reasons": dict(Counter(g.parsed.reason for g in written if not g.valid)),
+               "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in valid).items())),
+               "generator": generator}
+    atomic_write_json(run_dir / "fixed_set.json", summary)
+    atomic_write_jsonl(run_dir / "samples" / "fixed_set.jsonl",
+                       [{"seed": g.seed.text, "generated": g.raw, "valid": g.valid,
+                         "reason": None if g.valid else g.parsed.reason,
+                         "level": g.parsed.level if g.valid else None} for g in written])
+    log(f"{cfg.curriculum} training set: {summary['size']} tasks ({len(seeds)} seeds + {summary['added']} "
+        f"written once; {len(written) - len(valid)} of {len(written)} generations invalid)")
+    return summary
