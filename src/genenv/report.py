@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from genenv.io import atomic_write_json, atomic_write_text, read_jsonl
+from genenv.stats import paired_differences
 
 PLOTS = {
     "heldout_vs_rollouts": "Held-out success (greedy) against agent rollouts",
@@ -145,10 +146,24 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
             "rollouts_to_target": {"per_seed": to_target, "reached": len(reached), "of": len(runs),
                                    "mean_where_reached": float(np.mean(reached)) if reached else None},
             "paired_to_reference_final": paired_rollouts(groups.get(reference, []), runs),
+            # the reference (genenv) minus this curriculum, paired by seed (same warm start)
+            "reference_minus_this": {
+                "final": paired_differences(_per_seed(groups.get(reference, []), _final),
+                                            _per_seed(runs, _final)),
+                "auc": paired_differences(_per_seed(groups.get(reference, []), area_under_curve),
+                                          _per_seed(runs, area_under_curve))},
             "p_hat_mean_from_epoch_2": _mean_std([_mean_from(r, "p_hat_mean", 2) for r in runs]),
             "band_hit_rate_from_epoch_2": _mean_std([_mean_from(r, "band_hit_rate", 2) for r in runs]),
         }
     return out
+
+
+def _final(record: RunRecord) -> float | None:
+    return record.rows[-1].get("heldout_success") if record.rows else None
+
+
+def _per_seed(runs: list[RunRecord], value) -> dict[int, float | None]:
+    return {r.seed: value(r) for r in runs}
 
 
 def paired_rollouts(reference_runs: list[RunRecord], runs: list[RunRecord]) -> dict:
@@ -406,13 +421,16 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
         column("reach", f"rollouts to reach {_fmt(summary.get('target_success'))}", reach),
         column("paired_reach", f"rollouts to reach {summary.get('reference')}'s final, per seed (multiple of its "
                "own)", lambda s: _paired_text(s["paired_to_reference_final"])),
+        column("difference", f"{summary.get('reference')} minus it, final (95% CI; seeds it wins)",
+               lambda s: _difference_text(s["reference_minus_this"]["final"])),
         column("p_hat", "p_hat (epoch >= 2)", lambda s: _fmt(s["p_hat_mean_from_epoch_2"]["mean"])),
         column("band", "band hit (epoch >= 2)", lambda s: _fmt(s["band_hit_rate_from_epoch_2"]["mean"], ".2f")),
     ]
     return columns
 
 
-TEXT_COLUMNS = ("curriculum", "seeds", "final", "single_step", "auc", "tasks", "rollouts", "updates", "reach")
+TEXT_COLUMNS = ("curriculum", "seeds", "final", "single_step", "difference", "auc", "tasks", "rollouts", "updates",
+                "reach")
 
 
 def results_table(summary: dict) -> str:
@@ -432,6 +450,14 @@ def text_table(summary: dict) -> str:
     for i in range(len(summary["curricula"])):
         lines.append("  ".join(cells[i].ljust(w) for (_, _, cells), w in zip(columns, widths)))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _difference_text(paired: dict) -> str:
+    if not paired["of"]:
+        return "-"
+    interval = paired["ci95"]
+    ci = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
+    return f"{paired['mean']:+.3f}{ci} {paired['wins']}/{paired['of']}"
 
 
 def _paired_text(paired: dict) -> str:

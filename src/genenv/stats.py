@@ -1,0 +1,33 @@
+"""Paired comparisons over seeds: differences and their bootstrap intervals.
+
+A percentile bootstrap of a mean is a few lines of numpy; ``scipy.stats.bootstrap`` computes the same, but
+scipy is not otherwise a dependency and would be installed for these lines alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def bootstrap_ci(values, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0) -> list[float] | None:
+    """Percentile bootstrap interval of the mean of ``values`` (None when fewer than two values)."""
+    values = np.asarray([v for v in values if v is not None], dtype=float)
+    if values.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return [float(low), float(high)]
+
+
+def paired_differences(reference: dict[int, float | None], other: dict[int, float | None]) -> dict:
+    """Per seed present in both: reference minus other; their mean, 95% bootstrap interval, and how many seeds
+    the reference wins (a positive difference)."""
+    seeds = sorted(s for s in reference if s in other and reference[s] is not None and other[s] is not None)
+    differences = [reference[s] - other[s] for s in seeds]
+    interval = bootstrap_ci(differences)
+    return {"per_seed": [{"seed": s, "difference": d} for s, d in zip(seeds, differences)],
+            "mean": float(np.mean(differences)) if differences else None, "ci95": interval,
+            "excludes_zero": bool(interval is not None and (interval[0] > 0 or interval[1] < 0)),
+            "wins": sum(d > 0 for d in differences), "of": len(differences)}

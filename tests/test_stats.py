@@ -1,0 +1,44 @@
+"""Paired differences over seeds and their bootstrap intervals, against hand-computed values."""
+
+import numpy as np
+import pytest
+from tests.test_report import _record
+
+from genenv.report import summarize, text_table
+from genenv.stats import bootstrap_ci, paired_differences
+
+
+def test_bootstrap_interval_hand_values():
+    assert bootstrap_ci([0.3, 0.3, 0.3]) == [pytest.approx(0.3), pytest.approx(0.3)]
+    assert bootstrap_ci([0.5]) is None and bootstrap_ci([]) is None and bootstrap_ci([None, 1.0]) is None
+    low, high = bootstrap_ci([0.0, 1.0])  # resampled means of two values: 0, 0.5 or 1 (1/4, 1/2, 1/4)
+    assert (low, high) == (0.0, 1.0)
+    low, high = bootstrap_ci(np.linspace(0.0, 1.0, 200))  # many values: about mean +- 1.96 sd / sqrt(n)
+    half = 1.96 * np.linspace(0.0, 1.0, 200).std() / np.sqrt(200)
+    assert low == pytest.approx(0.5 - half, abs=0.01) and high == pytest.approx(0.5 + half, abs=0.01)
+    assert bootstrap_ci([0.1, 0.2, 0.4], seed=3) == bootstrap_ci([0.1, 0.2, 0.4], seed=3)  # reproducible
+
+
+def test_paired_differences_pair_by_seed():
+    ref = {0: 0.5, 1: 0.4, 2: 0.3, 3: None}
+    other = {0: 0.3, 1: 0.4, 2: 0.1, 4: 0.9}
+    out = paired_differences(ref, other)
+    assert [row["seed"] for row in out["per_seed"]] == [0, 1, 2]
+    assert [row["difference"] for row in out["per_seed"]] == pytest.approx([0.2, 0.0, 0.2])
+    assert out["mean"] == pytest.approx(0.4 / 3) and out["wins"] == 2 and out["of"] == 3
+    assert 0.0 <= out["ci95"][0] <= out["mean"] <= out["ci95"][1] <= 0.2 + 1e-12
+    assert not out["excludes_zero"]  # a resample of the tied seed alone has mean 0
+    clear = paired_differences({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.3, 1: 0.3, 2: 0.4})
+    assert clear["excludes_zero"] and clear["ci95"][0] > 0
+
+
+def test_summary_and_table_show_reference_minus_each_curriculum():
+    groups = {"genenv": [_record("genenv", s, [0.2, v]) for s, v in enumerate([0.5, 0.6, 0.7])],
+              "random": [_record("random", s, [0.2, v]) for s, v in enumerate([0.3, 0.3, 0.4])]}
+    summary = summarize(groups)
+    diff = summary["curricula"]["random"]["reference_minus_this"]["final"]
+    assert diff["mean"] == pytest.approx(0.8 / 3) and diff["wins"] == 3 and diff["excludes_zero"]
+    assert summary["curricula"]["genenv"]["reference_minus_this"]["final"]["mean"] == 0.0
+    line = next(line for line in text_table(summary).splitlines() if line.startswith("random"))
+    low, high = diff["ci95"]
+    assert f"+0.267 [{low:+.3f}, {high:+.3f}] 3/3" in line
