@@ -260,3 +260,25 @@ def test_both_optimisers_take_their_weight_decay_from_the_config():
     assert [g["weight_decay"] for g in players.agent_opt.param_groups] == [0.02]
     assert [g["weight_decay"] for g in players.env_opt.param_groups] == [0.0]
     assert load_config("smoke").env.weight_decay == 0.01  # the value every run so far used (torch's default)
+
+
+@pytest.mark.parametrize("overrides,reason", [
+    (["agent.temperature=0"], "no group of rollouts had mixed rewards"),   # greedy rollouts: identical groups
+    (["agent.min_informative_groups=100000"], "fewer than agent.min_informative_groups=100000"),
+])
+def test_a_run_without_agent_updates_says_why(tmp_path, overrides, reason):
+    messages = []
+    run(load_config("smoke", ["threads=1", "epochs=10", "eval_every=10", *overrides]), run_dir=tmp_path / "r",
+        log=messages.append)
+    warnings = [m for m in messages if m.startswith("warning: no agent update in epochs 0-9")]
+    assert len(warnings) == 1 and reason in warnings[0]
+
+
+def test_stall_warning_needs_ten_idle_epochs():
+    from genenv.metrics import stall_warning
+    row = {"agent_updates": 0, "rollouts_this_epoch": 8, "effective_fraction": 0.0, "train_success_mean": 1.0,
+           "buffered_groups": 0}
+    rows = [{**row, "epoch": e} for e in range(10)]
+    assert stall_warning(rows[:9], 16) is None
+    assert "epochs 0-9" in stall_warning(rows, 16) and "80 rollouts" in stall_warning(rows, 16)
+    assert stall_warning([*rows[:9], {**row, "epoch": 9, "agent_updates": 1}], 16) is None

@@ -52,12 +52,14 @@ from genenv.generation import Candidate, drawn_candidates, scored, validated, wi
 from genenv.io import append_jsonl, atomic_write_json
 from genenv.metrics import (
     NO_EVALUATION,
+    STALL_EPOCHS,
     PhaseTimer,
     add_phase,
     epoch_metrics,
     finite_or_none,
     fmt_levels,
     mean,
+    stall_warning,
     summary_line,
     write_samples,
 )
@@ -295,6 +297,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         save_checkpoint(players, state, run_dir)
 
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
+    recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
     for epoch in range(state.epoch, cfg.epochs):
         metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, phase_bar=bar)
         state.epoch = epoch + 1
@@ -305,6 +308,10 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         bar.update(1)
         log(summary_line(metrics, curriculum.generates))
+        idle = 0 if metrics["agent_updates"] else idle + 1
+        recent = (recent + [metrics])[-STALL_EPOCHS:]
+        if idle and idle % STALL_EPOCHS == 0:  # once per 10 epochs without an agent update
+            log(f"warning: {stall_warning(recent, cfg.agent.min_informative_groups)}")
         # Pools, caches and models live for the whole run: moving them out of the collector's reach stops
         # gen-2 collections from rescanning them (measured: 45% of one epoch's time otherwise).
         gc.freeze()

@@ -153,6 +153,28 @@ def fmt_levels(levels: dict | None) -> str:
     return " ".join(f"{v:.2f}" for v in levels.values()) if levels else "-"
 
 
+STALL_EPOCHS = 10
+
+
+def stall_warning(recent: list[dict], min_informative_groups: int) -> str | None:
+    """When the last ``STALL_EPOCHS`` epochs made no agent update, why: no group had mixed rewards (every
+    rollout of every task succeeded, or every one failed: nothing for GRPO to learn from), or too few did to
+    fill the dynamic-sampling buffer. None otherwise."""
+    if len(recent) < STALL_EPOCHS or any(row["agent_updates"] for row in recent[-STALL_EPOCHS:]):
+        return None
+    rows = recent[-STALL_EPOCHS:]
+    groups = sum(row["rollouts_this_epoch"] for row in rows)
+    mixed = mean([row["effective_fraction"] for row in rows]) or 0.0
+    span = f"epochs {rows[0]['epoch']}-{rows[-1]['epoch']}"
+    if mixed == 0.0:
+        return (f"no agent update in {span}: no group of rollouts had mixed rewards (each task was always solved "
+                f"or never; {groups} rollouts, mean train success {fmt(mean([r['train_success_mean'] for r in rows]))})"
+                ", so GRPO has nothing to learn from. The agent needs tasks it solves sometimes: check the warm "
+                "start's success on the levels it is given, the sampling temperature, or the domain's format")
+    return (f"no agent update in {span}: {rows[-1]['buffered_groups']} groups with mixed rewards are buffered "
+            f"({100 * mixed:.1f}% of groups), fewer than agent.min_informative_groups={min_informative_groups}")
+
+
 def summary_line(m: dict, generates: bool) -> str:
     """The epoch in one line (printed after every epoch)."""
     tasks = f"valid {m['valid']:3d}/{m['generated']:3d}" if generates else f"drawn {m['drawn_tasks']:3d}"
