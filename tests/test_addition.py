@@ -67,3 +67,15 @@ def test_bad_domain_options_are_config_errors():
         make_domain("addition", width=99)
     with pytest.raises(ConfigError, match="domain.name"):
         make_domain("nope")
+
+
+def test_difficulty_measures_hand_values():
+    domain = make_domain("addition")
+    # 58 + 67 = 125: carries out of the units (8+7) and the tens (5+6+1): 2 carries in a chain of 2
+    assert domain.difficulty_measures(domain.make_task(58, 67)) == {
+        "level": 2, "shorter_operand_digits": 2, "operand_digits": 4, "carries": 2, "longest_carry_chain": 2}
+    # 905 + 95 = 1000: units 5+5 carry, tens 0+9+1 carry, hundreds 9+0+1 carry
+    assert domain.difficulty_measures(domain.make_task(905, 95))["longest_carry_chain"] == 3
+    # 19 + 10 = 29: no carry; 0 + 7: one digit each
+    assert domain.difficulty_measures(domain.make_task(19, 10))["carries"] == 0
+    assert domain.difficulty_measures(domain.make_task(0, 7))["operand_digits"] == 2

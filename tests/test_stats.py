@@ -42,3 +42,14 @@ def test_summary_and_table_show_reference_minus_each_curriculum():
     line = next(line for line in text_table(summary).splitlines() if line.startswith("random"))
     low, high = diff["ci95"]
     assert f"+0.267 [{low:+.3f}, {high:+.3f}] 3/3" in line
+
+
+def test_rank_correlation_hand_values():
+    from genenv.stats import average_ranks, rank_correlation
+    assert average_ranks([10, 30, 20, 20]).tolist() == [0.0, 3.0, 1.5, 1.5]
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert rank_correlation([1, 2, 3, 4], [1, 8, 27, 1000]) == pytest.approx(1.0)  # monotone, not linear
+    # ranks (0,1,2,3) against (0.5,0.5,2.5,2.5): Pearson = 0.894
+    assert rank_correlation([1, 2, 3, 4], [5, 5, 9, 9]) == pytest.approx(0.8944, abs=1e-4)
+    assert rank_correlation([1, 1, 1], [1, 2, 3]) is None

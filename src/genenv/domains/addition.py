@@ -56,6 +56,21 @@ class AdditionDomain(LeveledDomain):
         return Task(text=text, prompt=text + "=", answer=self._encode(a + b, self.width + 1), level=level,
                     meta={"a": a, "b": b})
 
+    def difficulty_measures(self, task: Task) -> dict[str, int]:
+        """Candidate difficulty measures of a task (``benchmarks/difficulty_correlation.py`` measures how well
+        each predicts the agent's success): the level (digits of the longer operand), the shorter operand's
+        digits, both operands' digits, the number of carries and the longest run of consecutive carries."""
+        a, b = task.meta["a"], task.meta["b"]
+        digits = [len(str(a)) if a else 1, len(str(b)) if b else 1]
+        carries = longest = run = carry = 0
+        for position in range(self.width):
+            carry = int((a // 10 ** position) % 10 + (b // 10 ** position) % 10 + carry >= 10)
+            carries += carry
+            run = run + 1 if carry else 0
+            longest = max(longest, run)
+        return {"level": task.level, "shorter_operand_digits": min(digits), "operand_digits": sum(digits),
+                "carries": carries, "longest_carry_chain": longest}
+
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
         """Both operands have at most ``level`` digits and at least one has exactly ``level``."""
         low = 10 ** (level - 1) if level > 1 else 0
