@@ -14,6 +14,8 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   7. update_simulator  reward-weighted regression with KL to the initial simulator and a max-KL cap
   8. grow_pools        rolled-out tasks join D_train with their p_hat; the weighted set joins D_env
   9. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
+Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
+(5), env_update (6-7), pools (8), evaluate (9) and checkpoint.
 What differs between curricula (does the simulator write tasks, does it learn, what is drawn) is asked of a
 :class:`genenv.curricula.Curriculum`. Every random stream is derived from (seed, epoch, phase), so a resumed
 run repeats exactly. Persistence lives in :mod:`genenv.checkpoint`, the metrics row in :mod:`genenv.metrics`.
@@ -51,6 +53,7 @@ from genenv.domains.base import Domain
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
 from genenv.io import append_jsonl, atomic_write_json
 from genenv.metrics import (
+    NO_ENV_UPDATE,
     NO_EVALUATION,
     STALL_EPOCHS,
     PhaseTimer,
@@ -146,10 +149,6 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
     """Phase 6: the in-band valid generations, each with its R_env (turned into exp(lam R_env) weights)."""
     return [EnvExample(g.context, g.prompt_ids, g.token_ids, float(g.r_env), epoch)
             for g in generated if g.valid and g.in_band and g.token_ids]
-
-
-NO_ENV_UPDATE = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_kl_to_initial": None, "env_steps": 0,
-                 "env_kl_capped": 0, "env_rejected_kl": None}
 
 
 def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected: list[EnvExample],

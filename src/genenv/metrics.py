@@ -16,6 +16,8 @@ from genenv.io import atomic_write_jsonl
 from genenv.rollout import Episode
 
 TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction")
+NO_ENV_UPDATE = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_kl_to_initial": None, "env_steps": 0,
+                 "env_kl_capped": 0, "env_rejected_kl": None}
 NO_EVALUATION = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
 
 
