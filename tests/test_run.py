@@ -17,7 +17,8 @@ from genenv.metrics import TIMING_KEYS
 REQUIRED_KEYS = {"epoch", "generated", "valid", "invalid_rate", "p_hat_mean", "band_hit_rate", "r_env_mean",
                  "difficulty_mean", "heldout_success", "heldout_by_level", "agent_loss", "agent_kl",
                  "clip_fraction", "effective_fraction", "env_loss", "env_kl", "response_length_mean",
-                 "seconds_by_phase", "generated_tokens_per_second"}
+                 "seconds_by_phase", "generated_tokens_per_second", "p_hat_histogram", "train_success_by_level",
+                 "env_kl_to_initial"}
 
 
 def _stable(rows):
@@ -282,3 +283,17 @@ def test_stall_warning_needs_ten_idle_epochs():
     assert stall_warning(rows[:9], 16) is None
     assert "epochs 0-9" in stall_warning(rows, 16) and "80 rollouts" in stall_warning(rows, 16)
     assert stall_warning([*rows[:9], {**row, "epoch": 9, "agent_updates": 1}], 16) is None
+
+
+def test_simulator_diagnostics_are_logged(smoke_run):
+    """Per epoch: where the simulator's tasks sit (p_hat histogram of its valid tasks), the agent's success per
+    level on its training rollouts (the frontier), the simulator's KL to its initial policy after updates."""
+    from genenv.metrics import p_hat_histogram
+    assert p_hat_histogram([0.0, 0.19, 0.2, 0.5, 0.99, 1.0, None]) == [2, 1, 1, 0, 2]
+    for row in read_jsonl(smoke_run / "metrics.jsonl"):
+        samples = read_jsonl(smoke_run / "samples" / f"epoch_{row['epoch']}.jsonl")
+        assert row["p_hat_histogram"] == p_hat_histogram([s["p_hat_task"] for s in samples if s["valid"]])
+        assert set(row["train_success_by_level"]) <= {"1", "2", "3", "4"}
+        assert all(0.0 <= v <= 1.0 for v in row["train_success_by_level"].values())
+        if row["env_steps"]:
+            assert row["env_kl_to_initial"] > 0.0

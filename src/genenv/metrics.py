@@ -71,6 +71,10 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
     tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
                                                                       for e in grp)
     fresh_episodes = [e for g in items for e in g.episodes]
+    success_by_level: dict[int, list[float]] = {}
+    for group in groups:
+        for e in group:
+            success_by_level.setdefault(e.task.level, []).append(float(e.reward >= cr.success_threshold))
     all_episodes = [e for grp in groups for e in grp]
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
     valid_count = len(generated) - sum(reasons.values())
@@ -87,6 +91,7 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "band_hit_rate": mean([float(cur.in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
         "r_env_mean": mean([g.r_env for g in (generated if generates else drawn)]),
         "in_band_tasks": sum(1 for g in items if g.in_band),
+        "p_hat_histogram": p_hat_histogram([g.p_hat_task for g in items]),
         "difficulty_mean": mean([domain.difficulty(g.parsed) for g in items]),
         "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in items).items())),
         "task_length_mean": mean([len(g.token_ids) for g in generated]),
@@ -96,6 +101,7 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "rollouts_this_epoch": len(all_episodes),
         "train_success_mean": mean([float(e.reward >= cr.success_threshold) for e in all_episodes]),
         "train_difficulty_mean": mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
+        "train_success_by_level": {str(k): float(np.mean(v)) for k, v in sorted(success_by_level.items())},
         **eval_stats,
         **agent_stats,
         **env_stats,
@@ -109,6 +115,18 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "generated_tokens_per_second": tokens_generated / gen_seconds if gen_seconds > 0 else None,
         "model_time_fraction": model_seconds / total if total > 0 else None,
     }
+
+
+P_HAT_BINS = 5
+
+
+def p_hat_histogram(p_hats) -> list[int]:
+    """How many of the curriculum's tasks had a per-task p_hat in [0, 0.2), [0.2, 0.4), ... [0.8, 1]."""
+    counts = [0] * P_HAT_BINS
+    for p in p_hats:
+        if p is not None:
+            counts[min(P_HAT_BINS - 1, int(p * P_HAT_BINS))] += 1
+    return counts
 
 
 def add_phase(metrics: dict, name: str, seconds: float) -> None:

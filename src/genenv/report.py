@@ -28,6 +28,9 @@ PLOTS = {
     "response_length": "Agent response length per epoch",
     "invalid_rate": "Invalid simulator outputs per epoch",
     "heldout_by_level": "Final held-out success per difficulty level",
+    "p_hat_histogram": "Where the curriculum's tasks sit: share of tasks per p_hat bin, per epoch",
+    "train_by_level": "The agent's success per level on its training rollouts, per epoch (the frontier)",
+    "simulator_kl": "The simulator's KL to its initial (warm-started) policy, per epoch",
 }
 
 
@@ -373,7 +376,69 @@ def make_figures(groups: dict[str, list[RunRecord]]) -> dict[str, bytes]:
     plot_levels(groups, ax)
     ax.set_title("final held-out success per level (mean over seeds)")
     figures["heldout_by_level"] = render(fig)
+
+    label = "genenv" if "genenv" in groups else next(iter(groups))
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    plot_p_hat_histogram(groups[label], ax, alpha, k_min)
+    ax.set_title(f"{label}: share of its tasks per p_hat bin (mean over seeds)")
+    figures["p_hat_histogram"] = render(fig)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    plot_train_by_level(groups[label], ax, _window(groups))
+    ax.set_title(f"{label}: success on training rollouts per level (smoothed, mean over seeds)")
+    figures["train_by_level"] = render(fig)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    plot_metric(groups, ax, "env_kl_to_initial", "KL (nats per task)")
+    ax.set_title("simulator: KL to its initial policy after each update")
+    figures["simulator_kl"] = render(fig)
     return figures
+
+
+def plot_p_hat_histogram(runs: list[RunRecord], ax, alpha: float, k_min: float):
+    """Stacked shares of the p_hat bins per epoch, averaged over seeds (epochs without tasks left blank)."""
+    shares: dict[int, list[np.ndarray]] = {}
+    for record in runs:
+        for row in record.rows:
+            counts = np.asarray(row.get("p_hat_histogram") or [], dtype=float)
+            if counts.sum() > 0:
+                shares.setdefault(row["epoch"], []).append(counts / counts.sum())
+    if not shares:
+        ax.text(0.5, 0.5, "no data in these runs", ha="center", va="center", transform=ax.transAxes)
+        return
+    epochs = sorted(shares)
+    mean = np.array([np.mean(shares[e], axis=0) for e in epochs]).T
+    bins = mean.shape[0]
+    labels = [f"{i / bins:.1f}-{(i + 1) / bins:.1f}" for i in range(bins)]
+    ax.stackplot(epochs, mean, labels=labels, colors=_plt().get_cmap("RdYlGn")(np.linspace(0.1, 0.9, bins)))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"share of tasks (band: {alpha - k_min:.2f}-{alpha + k_min:.2f})")
+    ax.set_ylim(0, 1)
+    ax.legend(title="p_hat", fontsize=7, loc="upper right")
+
+
+def plot_train_by_level(runs: list[RunRecord], ax, window: int):
+    levels = sorted({k for r in runs for row in r.rows for k in (row.get("train_success_by_level") or {})},
+                    key=lambda k: int(k) if k.isdigit() else k)
+    cmap = _plt().get_cmap("viridis")
+    for i, level in enumerate(levels):
+        per_epoch: dict[int, list[float]] = {}
+        for record in runs:
+            for row in record.rows:
+                value = (row.get("train_success_by_level") or {}).get(level)
+                if value is not None:
+                    per_epoch.setdefault(row["epoch"], []).append(value)
+        epochs = sorted(per_epoch)
+        values = smooth(np.array([np.mean(per_epoch[e]) for e in epochs]), window)
+        ax.plot(epochs, values, color=cmap(i / max(1, len(levels) - 1)), label=f"level {level}", lw=1.4)
+    if not levels:
+        ax.text(0.5, 0.5, "no data in these runs", ha="center", va="center", transform=ax.transAxes)
+        return
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("success")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
 
 
 # ============================================================================ HTML
