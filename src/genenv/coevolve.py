@@ -16,9 +16,9 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   9. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
 (5), env_update (6-7), pools (8), evaluate (9) and checkpoint.
-What differs between curricula (does the simulator write tasks, does it learn, what is drawn) is asked of a
-:class:`genenv.curricula.Curriculum`. Every random stream is derived from (seed, epoch, phase), so a resumed
-run repeats exactly. Persistence lives in :mod:`genenv.checkpoint`, the metrics row in :mod:`genenv.metrics`.
+What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
+from (seed, epoch, phase), so a resumed run repeats exactly. Persistence: :mod:`genenv.checkpoint`; metrics:
+:mod:`genenv.metrics`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from genenv import curriculum as cur
+from genenv.algos.env_pg import challenger_groups, pg_update
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
@@ -90,10 +91,8 @@ def validate_tasks(domain: Domain, generated: list[Candidate], split: DataSplit)
 
 
 def rollout_budget(cfg: RunConfig) -> tuple[int, int]:
-    """(fresh task slots, replay task slots) per epoch: the same for every curriculum, so comparisons are fair.
-
-    Fresh slots are the simulator's ``seeds_per_epoch * variations`` generations; replay slots are
-    ``replay_fraction`` of that. Agent rollouts per epoch = (fresh + replay) * group_size, always."""
+    """(fresh task slots, replay task slots) per epoch, the same for every curriculum (fair comparisons): fresh =
+    ``seeds_per_epoch * variations``, replay = ``replay_fraction`` of it; rollouts = (fresh + replay) * group_size."""
     fresh = cfg.seeds_per_epoch * cfg.env.variations
     return fresh, int(round(cfg.agent.replay_fraction * fresh))
 
@@ -151,25 +150,29 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
             for g in generated if g.valid and g.in_band and g.token_ids]
 
 
-def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected: list[EnvExample],
-                     epoch: int) -> dict:
-    """Phase 7: reward-weighted regression of the simulator toward in-band generations (and, with
-    ``env.pool_replay``, earlier epochs' weighted sets)."""
-    if not selected:
+def update_simulator(cfg: RunConfig, players: Players, state: RunState, generated: list[Candidate],
+                     selected: list[EnvExample], epoch: int) -> dict:
+    """Phase 7: RWR toward the in-band generations (with ``env.pool_replay``, also earlier weighted sets), or with
+    ``env.update=pg`` policy gradient on every generation's R_env in its seed group; capped at ``env.max_kl``."""
+    ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
+    if ec.update == "pg":
+        result = pg_update(players.env, players.env_ref, players.env_opt, challenger_groups(generated),
+                           steps=ec.pg_steps, minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps,
+                           kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
+                           temperature=ec.temperature, rng=rng)
+    elif not selected:
         return dict(NO_ENV_UPDATE)
-    ec = cfg.env
-    rng = phase_rng(cfg.seed, epoch, "env_update")
-    examples = list(selected)
-    older = state.env_pool.before(epoch)
-    if ec.pool_replay > 0 and older:
-        extra = int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1 else len(older)
-        picks = rng.choice(len(older), size=min(extra, len(older)), replace=False)
-        examples += [older[i] for i in picks]
-    weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
-    weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
-    result = rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
-                        batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
-                        rng=rng)
+    else:
+        examples, older = list(selected), state.env_pool.before(epoch)
+        if ec.pool_replay > 0 and older:
+            extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
+                     else len(older))
+            examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
+        weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
+        weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
+        result = rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
+                            batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
+                            rng=rng)
     state.nonfinite_skips += result["skipped"]
     return {"env_loss": finite_or_none(result["loss"]), "env_kl": finite_or_none(result["kl"]),
             "env_update_kl": result["update_kl"], "env_kl_to_initial": finite_or_none(result["kl_to_initial"]),
@@ -179,8 +182,7 @@ def update_simulator(cfg: RunConfig, players: Players, state: RunState, selected
 
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
                drawn_groups: list[list[Episode]], selected: list[EnvExample], epoch: int) -> None:
-    """Phase 8: D_train records the p_hat of every drawn task and gets the valid generations with theirs;
-    D_env gets the weighted set."""
+    """Phase 8: D_train records every drawn task's p_hat, gets the valid generations with theirs; D_env the set."""
     cr = cfg.curriculum_reward
     for task, group in zip(drawn_tasks, drawn_groups):
         p_hat = cur.success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
@@ -247,8 +249,8 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
     with timer("env_update"):
         selected = select_env_batch(generated, epoch)
-        env_stats = (update_simulator(cfg, players, state, selected, epoch) if curriculum.trains_simulator
-                     else dict(NO_ENV_UPDATE))
+        trains = curriculum.trains_simulator
+        env_stats = update_simulator(cfg, players, state, generated, selected, epoch) if trains else dict(NO_ENV_UPDATE)
     with timer("pools"):
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, selected, epoch)
     eval_stats = dict(NO_EVALUATION)

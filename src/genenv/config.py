@@ -104,6 +104,12 @@ class EnvConfig(PlayerConfig):
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)
     weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
                                "default, what every run so far used)", lo=0.0)
+    update: str = knob("rwr", "how the simulator learns: 'rwr' (the paper: reward-weighted regression on in-band "
+                       "tasks) or 'pg' (beyond the paper: policy gradient on R_env within each seed's variations, "
+                       "invalid tasks rewarded 0, like R-Zero's challenger)", choices=("rwr", "pg"))
+    pg_steps: int = knob(4, "pg: optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
+    pg_minibatch_groups: int = knob(16, "pg: seed groups per step", lo=1)
+    pg_clip_eps: float = knob(0.2, "pg: ratio clip", lo=0.0, hi=1.0)
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)

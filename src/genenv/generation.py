@@ -33,6 +33,7 @@ class Candidate:
     r_env: float = 0.0
     in_band: bool = False
     source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
+    logprobs: tuple[float, ...] = ()   # the simulator's log-probs of token_ids when it sampled them
 
     @property
     def valid(self) -> bool:
@@ -45,7 +46,8 @@ def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], 
     contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
     gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
                         temperature=cfg.env.temperature, seed=sample_seed, batch_size=cfg.env.generation_batch)
-    return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"))
+    return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"),
+                      logprobs=tuple(g.logprobs))
             for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
 
 

@@ -10,13 +10,12 @@ whole weighted set, and a step that passes ``max_kl`` is undone and ends the upd
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from genenv.algos.grpo import k3_kl
+from genenv.algos.kl_cap import KLCap, sequence_kl
 from genenv.algos.optim import guarded_step
 
 
@@ -38,11 +37,6 @@ def weighted_nll(logp: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor) 
     return (weights * sequence_nll(logp, mask)).sum() / weights.sum().clamp(min=1e-12)
 
 
-def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """k3 estimate of KL(pi || ref) per sequence, summed over target tokens: [B]."""
-    return (k3_kl(logp, ref_logp) * mask).sum(-1)
-
-
 def rwr_loss(logp, ref_logp, mask, weights, kl_coef: float = 0.05):
     nll = weighted_nll(logp, mask, weights)
     loss = nll
@@ -57,15 +51,6 @@ def _batch(policy, examples: list[WeightedExample]):
     batch = policy.build_batch([e.prompt_ids for e in examples], [e.target_ids for e in examples])
     weights = torch.tensor([e.weight for e in examples], dtype=torch.float32, device=policy.device)
     return batch, weights
-
-
-def _set_kl(policy, batches, start_logps) -> float:
-    """Mean per-sequence KL between the policy now and the log-probs ``start_logps`` it had, over ``batches``."""
-    policy.model.eval()
-    with torch.no_grad():
-        kls = [sequence_kl(policy.token_logprobs(batch)[0], before, batch.response_mask)
-               for (batch, _), before in zip(batches, start_logps)]
-    return torch.cat(kls).mean().item()
 
 
 def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *, steps: int, batch_size: int,
@@ -86,11 +71,7 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     if not examples or steps <= 0:
         return stats
     whole_set = [_batch(policy, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
-    start_logps = []
-    if max_kl > 0:  # log-probs of the simulator before this update, for the cap (no model copy needed)
-        policy.model.eval()
-        with torch.no_grad():
-            start_logps = [policy.token_logprobs(batch)[0] for batch, _ in whole_set]
+    cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl)
     minibatches = _passes(len(examples), batch_size, rng)
     losses, nlls, kls = [], [], []
     for _ in range(steps):
@@ -102,29 +83,22 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
             with torch.no_grad():
                 ref_logp, _ = reference.token_logprobs(batch)
         loss, parts = rwr_loss(logp, ref_logp, batch.response_mask, weights, kl_coef)
-        before = _snapshot(policy, optimizer) if start_logps else None
+        cap.before_step()
         if guarded_step(policy, optimizer, loss, grad_clip, "RWR") is None:
             stats["skipped"] += 1
             continue
         optimizer.zero_grad(set_to_none=True)
-        if start_logps:
-            update_kl = _set_kl(policy, whole_set, start_logps)
-            if not update_kl <= max_kl:  # (a NaN KL is past the cap too)
-                _restore(policy, optimizer, before)
-                stats.update(kl_capped=1, rejected_kl=update_kl)
-                break
-            stats["update_kl"] = update_kl
+        if not cap.keep_step():
+            break
         losses.append(loss.item())
         nlls.append(parts["nll"])
         kls.append(parts["kl"])
         stats["steps"] += 1
+    stats.update(update_kl=cap.update_kl, kl_capped=cap.capped, rejected_kl=cap.rejected_kl)
     if losses:
         stats.update(loss=float(np.mean(losses)), nll=float(np.mean(nlls)), kl=float(np.mean(kls)))
     if reference is not None:
-        policy.model.eval()
-        with torch.no_grad():
-            reference_logps = [reference.token_logprobs(batch)[0] for batch, _ in whole_set]
-        stats["kl_to_initial"] = _set_kl(policy, whole_set, reference_logps)
+        stats["kl_to_initial"] = cap.kl_to(reference)
     return stats
 
 
@@ -134,20 +108,6 @@ def _passes(n: int, batch_size: int, rng: np.random.Generator):
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
             yield order[start:start + batch_size].tolist()
-
-
-def _snapshot(policy, optimizer) -> tuple[list[torch.Tensor], dict]:
-    """The trainable weights and the optimiser state, to undo one step."""
-    return ([p.detach().clone() for p in policy.trainable_parameters()],
-            copy.deepcopy(optimizer.state_dict()))
-
-
-def _restore(policy, optimizer, snapshot) -> None:
-    weights, optimizer_state = snapshot
-    with torch.no_grad():
-        for param, saved in zip(policy.trainable_parameters(), weights):
-            param.copy_(saved)
-    optimizer.load_state_dict(optimizer_state)
 
 
 def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, batch_size: int, lr: float,

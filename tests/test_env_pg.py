@@ -1,0 +1,78 @@
+"""The policy-gradient simulator update (env.update=pg): groups, advantages, direction, the KL cap."""
+
+import numpy as np
+import pytest
+import torch
+
+from genenv.algos.env_pg import challenger_groups, pg_update
+from genenv.coevolve import run
+from genenv.config import load_config
+from genenv.domains import Invalid, Task
+from genenv.generation import Candidate
+from genenv.io import read_jsonl
+
+
+def _candidate(batch, valid, r_env, tokens=(5, 6)):
+    parsed = Task("t", "t", "a", 1) if valid else Invalid("bad")
+    return Candidate(batch, Task("s", "s"), "ctx", [1, 2], list(tokens), "raw", parsed, r_env=r_env,
+                     logprobs=tuple(-1.0 for _ in tokens))
+
+
+def test_groups_reward_valid_tasks_by_r_env_and_invalid_ones_zero():
+    groups = challenger_groups([_candidate(0, True, 0.8), _candidate(0, False, 0.0),
+                                _candidate(1, False, 0.0), _candidate(1, False, 0.0),   # all 0: no signal
+                                _candidate(2, True, 0.5), _candidate(2, True, 0.5)])    # equal: no signal
+    assert len(groups) == 1
+    assert [s.advantage for s in groups[0]] == pytest.approx([1.0, -1.0], abs=1e-5)  # (0.8, 0) normalised
+    assert groups[0][0].response_ids == [5, 6] and groups[0][0].old_logprobs == [-1.0, -1.0]
+
+
+def _group(policy, good, bad):
+    """One seed group: the simulator wrote ``good`` (advantage +1) and ``bad`` (-1) after the same context."""
+    context = policy.encode_prompt("s5|1200+3400>")
+    out = []
+    for text, reward in ((good, 1.0), (bad, 0.0)):
+        target = policy.encode_target(text)
+        batch = policy.build_batch([context], [target])
+        with torch.no_grad():
+            logp = policy.token_logprobs(batch)[0][0, :len(target)].tolist()
+        parsed = Task(text, text, "a", 1) if reward else Invalid("bad")
+        out.append(Candidate(0, Task("s", "s"), "ctx", context, target, text, parsed, r_env=reward,
+                             logprobs=tuple(logp)))
+    return challenger_groups(out)
+
+
+def _logp(policy, context, text):
+    target = policy.encode_target(text)
+    batch = policy.build_batch([context], [target])
+    with torch.no_grad():
+        return policy.token_logprobs(batch)[0].sum().item()
+
+
+def test_steps_move_the_simulator_toward_the_better_task(tiny_policy):
+    groups = _group(tiny_policy, "1111+1111", "9999+9999")
+    context = groups[0][0].prompt_ids
+    margin = _logp(tiny_policy, context, "1111+1111") - _logp(tiny_policy, context, "9999+9999")
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=3e-3)
+    stats = pg_update(tiny_policy, tiny_policy.frozen_copy(), opt, groups, steps=4, minibatch_groups=1, clip_eps=0.2,
+                      kl_coef=0.0, max_kl=100.0, grad_clip=1.0, temperature=1.0, rng=np.random.default_rng(0))
+    assert stats["steps"] == 4 and stats["kl_capped"] == 0 and stats["kl_to_initial"] > 0
+    assert _logp(tiny_policy, context, "1111+1111") - _logp(tiny_policy, context, "9999+9999") > margin + 0.1
+
+
+def test_kl_cap_undoes_a_step_past_it(tiny_policy):
+    groups = _group(tiny_policy, "1111+1111", "9999+9999")
+    start = {k: v.clone() for k, v in tiny_policy.model.state_dict().items()}
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=0.5)
+    stats = pg_update(tiny_policy, tiny_policy.frozen_copy(), opt, groups, steps=3, minibatch_groups=1, clip_eps=0.2,
+                      kl_coef=0.0, max_kl=1e-4, grad_clip=1.0, temperature=1.0, rng=np.random.default_rng(0))
+    assert stats["kl_capped"] == 1 and stats["steps"] == 0 and stats["rejected_kl"] > 1e-4
+    assert all(v.equal(start[k]) for k, v in tiny_policy.model.state_dict().items())
+
+
+def test_a_run_with_the_pg_simulator_update(tmp_path):
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2"])
+    out = run(cfg, run_dir=tmp_path / "pg", log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert sum(r["env_steps"] for r in rows) > 0
+    assert all(r["env_kl_to_initial"] is not None for r in rows if r["env_steps"])
