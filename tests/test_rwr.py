@@ -63,8 +63,8 @@ def test_steps_are_optimiser_steps_in_passes_over_the_set(tiny_policy):
 
 
 def test_minibatches_cover_the_set_pass_by_pass():
-    from genenv.algos.rwr import _passes
-    batches = _passes(5, 2, np.random.default_rng(0))
+    from genenv.algos.optim import shuffled_passes
+    batches = shuffled_passes(5, 2, np.random.default_rng(0))
     first_pass = [next(batches) for _ in range(3)]
     assert [len(b) for b in first_pass] == [2, 2, 1]
     assert sorted(i for b in first_pass for i in b) == [0, 1, 2, 3, 4]

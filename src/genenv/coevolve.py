@@ -62,6 +62,7 @@ from genenv.metrics import (
     epoch_metrics,
     finite_or_none,
     fmt_levels,
+    level_means,
     mean,
     stall_warning,
     summary_line,
@@ -200,23 +201,18 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], p
                      max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                      batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
     threshold = cfg.curriculum_reward.success_threshold
-    by_level: dict[int, list[float]] = {}
-    for task, group in zip(tasks, groups):
-        by_level.setdefault(task.level, []).append(float(group[0].reward >= threshold))
-    if not by_level:
+    outcomes = [(task.level, float(group[0].reward >= threshold)) for task, group in zip(tasks, groups)]
+    if not outcomes:
         return {f"{prefix}_success": None, f"{prefix}_by_level": None}
-    result = {f"{prefix}_success": float(np.mean([v for vals in by_level.values() for v in vals])),
-              f"{prefix}_by_level": {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}}
+    result = {f"{prefix}_success": float(np.mean([v for _, v in outcomes])),
+              f"{prefix}_by_level": level_means(outcomes)}
     steps = single_step_accuracy(domain, agent, tasks, batch_size=cfg.agent.generation_batch,
                                  max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                                  max_context_tokens=cfg.agent.max_context_tokens)
     if steps is not None:
-        step_by_level: dict[int, list[bool]] = {}
-        for task, verdicts in zip(tasks, steps):
-            step_by_level.setdefault(task.level, []).extend(verdicts)
-        result[f"{prefix}_step_accuracy"] = float(np.mean([v for vs in step_by_level.values() for v in vs]))
-        result[f"{prefix}_step_accuracy_by_level"] = {str(k): float(np.mean(v))
-                                                      for k, v in sorted(step_by_level.items()) if v}
+        verdicts = [(task.level, v) for task, task_verdicts in zip(tasks, steps) for v in task_verdicts]
+        result[f"{prefix}_step_accuracy"] = float(np.mean([v for _, v in verdicts]))
+        result[f"{prefix}_step_accuracy_by_level"] = level_means(verdicts)
     return result
 
 

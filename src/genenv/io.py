@@ -79,11 +79,7 @@ def atomic_replace_dir(build: Path, target: Path) -> None:
 def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str | None = None) -> None:
     """Write a whole folder into a fresh sibling build folder (``write(build)``), then swap it in as ``target``
     (:func:`atomic_replace_dir`): readers see the old folder or the new one, never a half-written one."""
-    build = target.with_name(build_name or f".{target.name}.build")
-    if build.exists():
-        shutil.rmtree(build)
-    build.mkdir(parents=True)
-    write(build)
+    build = _write_build(target.with_name(build_name or f".{target.name}.build"), write)
     atomic_replace_dir(build, target)
 
 
@@ -91,16 +87,20 @@ def publish_dir(target: Path, write: Callable[[Path], None]) -> None:
     """Write a cache folder once: into a build folder of this process (``write(build)``), then renamed to
     ``target``, unless another process published ``target`` first (theirs is kept: the same inputs make the
     same folder)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = target.with_name(f"{target.name}.build{os.getpid()}")
-    if build.exists():
-        shutil.rmtree(build)
-    build.mkdir()
-    write(build)
+    build = _write_build(target.with_name(f"{target.name}.build{os.getpid()}"), write)
     if target.exists():
         shutil.rmtree(build)
     else:
         os.replace(build, target)
+
+
+def _write_build(build: Path, write: Callable[[Path], None]) -> Path:
+    """An empty ``build`` folder (a leftover of a killed writer is removed first), filled by ``write``."""
+    if build.exists():
+        shutil.rmtree(build)
+    build.mkdir(parents=True)
+    write(build)
+    return build
 
 
 def _jsonable(value):

@@ -71,10 +71,6 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
     tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
                                                                       for e in grp)
     fresh_episodes = [e for g in items for e in g.episodes]
-    success_by_level: dict[int, list[float]] = {}
-    for group in groups:
-        for e in group:
-            success_by_level.setdefault(e.task.level, []).append(float(e.reward >= cr.success_threshold))
     all_episodes = [e for grp in groups for e in grp]
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
     valid_count = len(generated) - sum(reasons.values())
@@ -101,7 +97,8 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "rollouts_this_epoch": len(all_episodes),
         "train_success_mean": mean([float(e.reward >= cr.success_threshold) for e in all_episodes]),
         "train_difficulty_mean": mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
-        "train_success_by_level": {str(k): float(np.mean(v)) for k, v in sorted(success_by_level.items())},
+        "train_success_by_level": level_means([(e.task.level, float(e.reward >= cr.success_threshold))
+                                               for e in all_episodes]),
         **eval_stats,
         **agent_stats,
         **env_stats,
@@ -115,6 +112,14 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "generated_tokens_per_second": tokens_generated / gen_seconds if gen_seconds > 0 else None,
         "model_time_fraction": model_seconds / total if total > 0 else None,
     }
+
+
+def level_means(pairs) -> dict[str, float]:
+    """The mean value per level of (level, value) pairs, levels in order (keys are strings, as in JSON)."""
+    by_level: dict[int, list[float]] = {}
+    for level, value in pairs:
+        by_level.setdefault(level, []).append(value)
+    return {str(k): float(np.mean(v)) for k, v in sorted(by_level.items())}
 
 
 P_HAT_BINS = 5

@@ -15,7 +15,7 @@ for domains that know their levels' sizes (``Domain.level_size``); the run folde
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,28 +32,22 @@ SMALL_LEVEL_SHARE = 0.05   # a level whose evaluation sets take at least this sh
 class DataSplit:
     heldout: list[Task]
     dev: list[Task]
+    heldout_texts: frozenset[str] = field(init=False)
+    dev_texts: frozenset[str] = field(init=False)
 
-    @property
-    def heldout_texts(self) -> frozenset[str]:
-        return frozenset(t.text for t in self.heldout)
-
-    @property
-    def dev_texts(self) -> frozenset[str]:
-        return frozenset(t.text for t in self.dev)
+    def __post_init__(self):
+        object.__setattr__(self, "heldout_texts", frozenset(t.text for t in self.heldout))
+        object.__setattr__(self, "dev_texts", frozenset(t.text for t in self.dev))
 
     def exclude(self, task: Task | Invalid) -> Task | Invalid:
         """``task`` unless it is a held-out or dev task (then an ``Invalid`` saying which)."""
         if isinstance(task, Invalid):
             return task
-        if task.text in self._heldout:
+        if task.text in self.heldout_texts:
             return Invalid(HELDOUT_REASON, task.text)
-        if task.text in self._dev:
+        if task.text in self.dev_texts:
             return Invalid(DEV_REASON, task.text)
         return task
-
-    def __post_init__(self):
-        object.__setattr__(self, "_heldout", self.heldout_texts)
-        object.__setattr__(self, "_dev", self.dev_texts)
 
 
 def data_split(cfg: RunConfig, domain: Domain) -> DataSplit:

@@ -105,6 +105,9 @@ def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> lis
     """SFT examples of the agent: each task's ``domain.warmstart_examples`` with its context built exactly as
     rollouts build it (chat template, a chat model's system prompt, multi-turn history trimmed to the budget)."""
     steps = [step for task in tasks for step in domain.warmstart_examples(task)]
+    if cfg.agent.model == "tiny":
+        check_alphabet(domain, (text for history, observation, target in steps
+                                for text in (domain.agent_context(history, observation), target)), "agent prompts")
     budget = context_budget(policy, min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                             cfg.agent.max_context_tokens)
     _, prompt_ids = fit_contexts(domain, policy, [(history, observation) for history, observation, _ in steps],
@@ -123,10 +126,6 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "warmstart"))
     if seeds is None:
         seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
-    if cfg.agent.model == "tiny":
-        check_alphabet(domain, (text for task in seeds for history, observation, target in
-                                domain.warmstart_examples(task)
-                                for text in (domain.agent_context(history, observation), target)), "agent prompts")
     examples = agent_examples(cfg, domain, policy, seeds)
     info = {"rounds": 0, "seed_success": None, "loss": None}
     for round_index in range(ws.max_rounds):

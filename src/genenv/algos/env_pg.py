@@ -13,6 +13,7 @@ import numpy as np
 
 from genenv.algos.grpo import PolicySample, group_advantages, grpo_step, is_informative
 from genenv.algos.kl_cap import KLCap
+from genenv.algos.optim import shuffled_passes
 
 
 def challenger_groups(candidates) -> list[list[PolicySample]]:
@@ -46,11 +47,9 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
     watched = [policy.build_batch([s.prompt_ids for s in c], [s.response_ids for s in c]) for c in chunks]
     cap = KLCap(policy, optimizer, watched, max_kl)
     losses, kls = [], []
-    order: list[int] = []
+    minibatches = shuffled_passes(len(groups), minibatch_groups, rng)
     for _ in range(steps):
-        if not order:
-            order = rng.permutation(len(groups)).tolist()
-        picks, order = order[:minibatch_groups], order[minibatch_groups:]
+        picks = next(minibatches)
         cap.before_step()
         step = grpo_step(policy, reference, optimizer, [s for i in picks for s in groups[i]], clip_eps=clip_eps,
                          kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature)

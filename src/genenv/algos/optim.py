@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
+
+
+def shuffled_passes(n: int, batch_size: int, rng: np.random.Generator):
+    """Index minibatches of ``n`` items forever: pass after pass, each a fresh shuffle cut into batches."""
+    while True:
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            yield order[start:start + batch_size].tolist()
 
 
 def guarded_step(policy, optimizer, loss: torch.Tensor, grad_clip: float, what: str) -> float | None:

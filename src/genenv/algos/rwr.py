@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from genenv.algos.kl_cap import KLCap, sequence_kl
-from genenv.algos.optim import guarded_step
+from genenv.algos.optim import guarded_step, shuffled_passes
 
 
 @dataclass
@@ -72,7 +72,7 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
         return stats
     whole_set = [_batch(policy, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
     cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl)
-    minibatches = _passes(len(examples), batch_size, rng)
+    minibatches = shuffled_passes(len(examples), batch_size, rng)
     losses, nlls, kls = [], [], []
     for _ in range(steps):
         batch, weights = _batch(policy, [examples[j] for j in next(minibatches)])
@@ -100,14 +100,6 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     if reference is not None:
         stats["kl_to_initial"] = cap.kl_to(reference)
     return stats
-
-
-def _passes(n: int, batch_size: int, rng: np.random.Generator):
-    """Index minibatches of ``n`` examples forever: pass after pass, each a fresh shuffle cut into batches."""
-    while True:
-        order = rng.permutation(n)
-        for start in range(0, n, batch_size):
-            yield order[start:start + batch_size].tolist()
 
 
 def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, batch_size: int, lr: float,
