@@ -110,26 +110,32 @@ def test_learnability_sampler_falls_back_to_uniform():
     assert len(pool.sample_by_learnability(np.random.default_rng(0), 2, 0.0)) == 2
 
 
-def test_level_success_is_the_mean_last_p_hat_of_recent_tasks():
-    from genenv.curricula import level_success
+def test_level_success_is_the_mean_and_band_share_of_recent_tasks():
+    from genenv.curricula import LevelSuccess, level_success
     pool = TaskPool()
     for i, (level, p_hats) in enumerate([(1, [0.0, 1.0]), (1, [0.5]), (2, [0.25]), (2, []), (1, [0.0])]):
         task = Task(f"t{i}", f"t{i}", "a", level)
         pool.add(task, "generated", 0)
         for p in p_hats:
             pool.add(task, "generated", 0, p)
-    assert level_success(pool, [1, 2, 3], window=64) == {1: pytest.approx((1.0 + 0.5 + 0.0) / 3), 2: 0.25, 3: None}
-    assert level_success(pool, [1, 2, 3], window=2) == {1: 0.25, 2: 0.25, 3: None}  # the 2 latest of level 1
+    stats = level_success(pool, [1, 2, 3], window=64, alpha=0.5, k_min=0.25)
+    assert stats[1] == LevelSuccess(pytest.approx((1.0 + 0.5 + 0.0) / 3), pytest.approx(1 / 3))  # 0.5 in band
+    assert stats[2] == LevelSuccess(0.25, 1.0) and stats[3] is None                  # 0.25 on the band's edge
+    assert level_success(pool, [1, 2, 3], window=2)[1] == LevelSuccess(0.25, 0.5)   # the 2 latest of level 1
 
 
-def test_choose_level_targets_alpha_and_explores():
+def test_choose_level_prefers_the_band_share_then_the_mean_and_explores():
+    from genenv.curricula import LevelSuccess as S
     from genenv.curricula import choose_level
     rng = np.random.default_rng(0)
-    rates = {1: 0.95, 2: 0.6, 3: 0.05}
-    assert {choose_level(rates, 0.5, 0.0, rng) for _ in range(50)} == {2}
-    assert {choose_level({1: 0.95, 2: None, 3: 0.05}, 0.5, 0.0, rng) for _ in range(50)} == {2}  # untried first
-    assert {choose_level({1: 0.4, 2: 0.6}, 0.5, 0.0, rng) for _ in range(200)} == {1, 2}  # ties at random
-    picks = [choose_level(rates, 0.5, 1.0, rng) for _ in range(300)]
+    # bimodal levels: level 2's mean (0.9) is closer to alpha than level 3's (0.05), but level 3 has tasks in band
+    stats = {1: S(1.0, 0.0), 2: S(0.9, 0.0), 3: S(0.05, 0.06)}
+    assert {choose_level(stats, 0.5, 0.0, rng) for _ in range(50)} == {3}
+    no_band = {1: S(0.95, 0.0), 2: S(0.6, 0.0), 3: S(0.05, 0.0)}
+    assert {choose_level(no_band, 0.5, 0.0, rng) for _ in range(50)} == {2}     # closest mean
+    assert {choose_level({**stats, 2: None}, 0.5, 0.0, rng) for _ in range(50)} == {2}  # untried first
+    assert {choose_level({1: S(0.4, 0.5), 2: S(0.6, 0.5)}, 0.5, 0.0, rng) for _ in range(200)} == {1, 2}  # ties
+    picks = [choose_level(stats, 0.5, 1.0, rng) for _ in range(300)]
     assert set(picks) == {1, 2, 3}
 
 

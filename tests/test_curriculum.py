@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from genenv.curriculum import alpha_reward, in_band, learning_signal, rwr_weights, success_rate
+from genenv.curriculum import alpha_reward, frontier_reward, in_band, learning_signal, rwr_weights, success_rate
 
 
 def test_success_rate_counts_threshold():
@@ -53,3 +53,15 @@ def test_rwr_weights_hand_values():
 def test_learning_signal_peaks_at_half():
     assert learning_signal(0.5) == 0.25
     assert learning_signal(0.1) == pytest.approx(0.09)
+
+
+def test_frontier_reward_rescales_r_env_to_zero_one():
+    floor = np.exp(-2.0 * 0.25)                                 # 0.6065: R_env at p_hat 0 and 1
+    assert frontier_reward(1.0) == pytest.approx(1.0)
+    assert frontier_reward(floor) == pytest.approx(0.0)
+    assert frontier_reward(np.exp(-2.0 * 0.0625)) == pytest.approx((0.8825 - 0.6065) / (1 - 0.6065), abs=1e-3)
+    assert frontier_reward(0.0) == 0.0                          # below the floor: clipped
+    # alpha 0.3: the floor is at p_hat 1 (distance 0.7), so p_hat 0 keeps some reward
+    assert frontier_reward(np.exp(-2.0 * 0.09), alpha=0.3) > 0.0
+    assert frontier_reward(np.exp(-2.0 * 0.49), alpha=0.3) == pytest.approx(0.0)
+    assert list(frontier_reward(np.array([0.7, 0.9]), beta=0.0)) == [0.0, 0.0]   # flat R_env: no contrast

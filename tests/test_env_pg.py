@@ -18,13 +18,24 @@ def _candidate(batch, valid, r_env, tokens=(5, 6)):
                      logprobs=tuple(-1.0 for _ in tokens))
 
 
-def test_groups_reward_valid_tasks_by_r_env_and_invalid_ones_zero():
+def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():
+    floor = float(np.exp(-2.0 * 0.25))                          # R_env of p_hat 0 or 1 at beta 2
     groups = challenger_groups([_candidate(0, True, 0.8), _candidate(0, False, 0.0),
                                 _candidate(1, False, 0.0), _candidate(1, False, 0.0),   # all 0: no signal
-                                _candidate(2, True, 0.5), _candidate(2, True, 0.5)])    # equal: no signal
+                                _candidate(2, True, 0.5), _candidate(2, True, 0.5),     # equal: no signal
+                                _candidate(3, True, floor), _candidate(3, False, 0.0)],  # useless == invalid
+                               alpha=0.5, beta=2.0)
     assert len(groups) == 1
-    assert [s.advantage for s in groups[0]] == pytest.approx([1.0, -1.0], abs=1e-5)  # (0.8, 0) normalised
+    reward = (0.8 - floor) / (1.0 - floor)                      # 0.4914, the other member 0
+    assert [s.advantage for s in groups[0]] == pytest.approx([reward / 2, -reward / 2])  # minus the mean, no std
     assert groups[0][0].response_ids == [5, 6] and groups[0][0].old_logprobs == [-1.0, -1.0]
+
+
+def test_a_negative_invalid_reward_makes_validity_a_signal():
+    floor = float(np.exp(-2.0 * 0.25))
+    groups = challenger_groups([_candidate(0, True, floor), _candidate(0, False, 0.0)], alpha=0.5, beta=2.0,
+                               invalid_reward=-0.5)
+    assert [s.advantage for s in groups[0]] == pytest.approx([0.25, -0.25])
 
 
 def _group(policy, good, bad):

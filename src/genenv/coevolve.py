@@ -154,13 +154,15 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
 def update_simulator(cfg: RunConfig, players: Players, state: RunState, generated: list[Candidate],
                      selected: list[EnvExample], epoch: int) -> dict:
     """Phase 7: RWR toward the in-band generations (with ``env.pool_replay``, also earlier weighted sets), or with
-    ``env.update=pg`` policy gradient on every generation's R_env in its seed group; capped at ``env.max_kl``."""
+    ``env.update=pg`` policy gradient on every generation's rescaled R_env in its seed group; capped at
+    ``env.max_kl``."""
     ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
     if ec.update == "pg":
-        result = pg_update(players.env, players.env_ref, players.env_opt, challenger_groups(generated),
-                           steps=ec.pg_steps, minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps,
-                           kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
-                           temperature=ec.temperature, rng=rng)
+        groups = challenger_groups(generated, cfg.curriculum_reward.alpha, cfg.curriculum_reward.beta,
+                                   ec.pg_invalid_reward)
+        result = pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
+                           minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
+                           max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
     elif not selected:
         return dict(NO_ENV_UPDATE)
     else:

@@ -105,11 +105,14 @@ class EnvConfig(PlayerConfig):
     weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
                                "default, what every run so far used)", lo=0.0)
     update: str = knob("rwr", "how the simulator learns: 'rwr' (the paper: reward-weighted regression on in-band "
-                       "tasks) or 'pg' (beyond the paper: policy gradient on R_env within each seed's variations, "
-                       "invalid tasks rewarded 0, like R-Zero's challenger)", choices=("rwr", "pg"))
+                       "tasks) or 'pg' (beyond the paper: policy gradient on R_env rescaled to [0, 1] within each "
+                       "seed's variations, like R-Zero's challenger)", choices=("rwr", "pg"))
     pg_steps: int = knob(4, "pg: optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
     pg_minibatch_groups: int = knob(16, "pg: seed groups per step", lo=1)
     pg_clip_eps: float = knob(0.2, "pg: ratio clip", lo=0.0, hi=1.0)
+    pg_invalid_reward: float = knob(0.0, "pg: reward of an invalid generation, on the rescaled R_env scale where a "
+                                    "task always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0,
+                                    hi=1.0)
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
@@ -147,10 +150,10 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
-    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one closest to alpha",
-                                     lo=0.0, hi=1.0)
-    oracle_window: int = knob(64, "oracle: a level's success is the mean last p_hat of its this-many most recent "
-                              "pool tasks", lo=1)
+    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one with the most "
+                                     "tasks in the band", lo=0.0, hi=1.0)
+    oracle_window: int = knob(64, "oracle: a level's band share and mean success are over the last p_hat of its "
+                              "this-many most recent pool tasks", lo=1)
 
 
 @dataclass

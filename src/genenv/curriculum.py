@@ -27,6 +27,20 @@ def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     return float(reward) if reward.ndim == 0 else reward
 
 
+def frontier_reward(r_env, alpha: float = 0.5, beta: float = 2.0):
+    """R_env rescaled to [0, 1] over p_hat in [0, 1]: 0 for the p_hat furthest from alpha (a task always solved
+    or always failed when alpha = 0.5), 1 at alpha. The same ordering as R_env without its floor
+    exp(-beta max(alpha, 1 - alpha)^2) (0.61 at the paper's beta = 2), so that a useless valid task is worth what
+    an invalid one is, not 61% of an ideal one. All zeros when beta = 0 (R_env is flat). Vectorised."""
+    r_env = np.asarray(r_env, dtype=float)
+    floor = float(np.exp(-beta * max(alpha, 1.0 - alpha) ** 2))
+    if floor >= 1.0:
+        reward = np.zeros_like(r_env)
+    else:
+        reward = np.clip((r_env - floor) / (1.0 - floor), 0.0, 1.0)
+    return float(reward) if reward.ndim == 0 else reward
+
+
 def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
     """True where |p_hat - alpha| <= k_min: the batches the simulator may learn from."""
     p_hat = np.asarray(p_hat, dtype=float)

@@ -1,8 +1,12 @@
 """A policy-gradient update of the simulator (beyond the paper), like R-Zero's and Agent0's challengers.
 
-Each seed's ``variations`` generations form a group; a generation's reward is its R_env, 0 when the domain
-rejected it (so the simulator also learns to write valid tasks); advantages are normalised within the group,
-and the simulator takes clipped-surrogate steps (:func:`genenv.algos.grpo.grpo_step`) with a k3 KL penalty to
+Each seed's ``variations`` generations form a group. A valid generation's reward is its R_env rescaled to [0, 1]
+(:func:`genenv.curriculum.frontier_reward`: 0 for a task the agent always solves or always fails, 1 at alpha); an
+invalid one earns ``invalid_reward`` (default 0, what a useless valid task earns). Advantages are the rewards
+minus the group's mean, not divided by its standard deviation: with the raw R_env (0.61 for a useless valid task
+at beta = 2) and normalised advantages, "valid against invalid" was worth a full +-1 at any beta and the
+simulator learned validity alone, drifting to tasks nobody solves (measured, docs/results.md). The simulator
+takes clipped-surrogate steps (:func:`genenv.algos.grpo.grpo_step`) with a k3 KL penalty to
 its initial policy, under the same max-KL cap per update as RWR (:class:`genenv.algos.kl_cap.KLCap`).
 Groups whose generations all earned the same reward carry no signal and are left out.
 """
@@ -11,24 +15,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from genenv.algos.grpo import PolicySample, group_advantages, grpo_step, is_informative
+from genenv.algos.grpo import PolicySample, grpo_step, is_informative
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
+from genenv.curriculum import frontier_reward
 
 
-def challenger_groups(candidates) -> list[list[PolicySample]]:
-    """The informative seed groups of an epoch's simulator generations as GRPO samples (reward: R_env of a
-    valid task, 0 for an invalid one)."""
+def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0) -> list[float]:
+    """The pg reward of each generation: R_env of a valid task rescaled by :func:`frontier_reward`,
+    ``invalid_reward`` for one the domain rejected."""
+    return [float(frontier_reward(c.r_env, alpha, beta)) if c.valid else float(invalid_reward) for c in candidates]
+
+
+def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0,
+                      invalid_reward: float = 0.0) -> list[list[PolicySample]]:
+    """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
+    (:func:`challenger_rewards`) minus its group's mean as the advantage."""
     by_batch: dict[int, list] = {}
     for c in candidates:
         if c.token_ids and len(c.logprobs) == len(c.token_ids):
             by_batch.setdefault(c.batch, []).append(c)
     groups = []
     for members in by_batch.values():
-        rewards = [c.r_env if c.valid else 0.0 for c in members]
+        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward))
         if is_informative(rewards):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
-                           for c, a in zip(members, group_advantages(rewards))])
+                           for c, a in zip(members, rewards - rewards.mean())])
     return groups
 
 
