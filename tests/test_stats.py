@@ -53,3 +53,24 @@ def test_rank_correlation_hand_values():
     # ranks (0,1,2,3) against (0.5,0.5,2.5,2.5): Pearson = 0.894
     assert rank_correlation([1, 2, 3, 4], [5, 5, 9, 9]) == pytest.approx(0.8944, abs=1e-4)
     assert rank_correlation([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_gain_recovered_hand_values():
+    from genenv.stats import gain_recovered
+    out = gain_recovered({0: 0.35, 1: 0.40, 2: 0.30}, {0: 0.30, 1: 0.30, 2: 0.30}, {0: 0.40, 1: 0.50, 2: 0.30})
+    assert out["seeds"] == [0, 1, 2]
+    assert out["reference_gain"] == pytest.approx(0.05) and out["ceiling_gain"] == pytest.approx(0.1)
+    assert out["ratio"] == pytest.approx(0.5)
+    low, high = out["ci95"]
+    assert 0.0 <= low <= 0.5 <= high <= 1.0 + 1e-12   # every resample's ratio of means lies in [0, 1] here
+    no_gain = gain_recovered({0: 0.3}, {0: 0.3}, {0: 0.2})   # the ceiling is below the baseline
+    assert no_gain["ratio"] is None and no_gain["ceiling_gain"] == pytest.approx(-0.1)
+
+
+def test_summary_has_oracle_gain_and_late_calibration():
+    groups = {label: [_record(label, s, [0.2, v]) for s, v in enumerate(values)]
+              for label, values in (("genenv", [0.5, 0.6]), ("random", [0.3, 0.4]), ("oracle", [0.7, 0.8]))}
+    summary = summarize(groups)
+    assert summary["oracle_gain_recovered"]["ratio"] == pytest.approx(0.5)
+    assert "band_hit_rate_from_epoch_20" in summary["curricula"]["genenv"]
+    assert text_table(summary).splitlines()[-1].endswith("50% [95% CI 50%, 50%] (genenv +0.200, oracle +0.400)")

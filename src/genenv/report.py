@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from genenv.io import atomic_write_json, atomic_write_text, read_jsonl
-from genenv.stats import paired_differences
+from genenv.stats import gain_recovered, paired_differences
 
 PLOTS = {
     "heldout_vs_rollouts": "Held-out success (greedy) against agent rollouts",
@@ -157,7 +157,14 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
                                           _per_seed(runs, area_under_curve))},
             "p_hat_mean_from_epoch_2": _mean_std([_mean_from(r, "p_hat_mean", 2) for r in runs]),
             "band_hit_rate_from_epoch_2": _mean_std([_mean_from(r, "band_hit_rate", 2) for r in runs]),
+            # calibration once the simulator has had time to learn (issue 13 compares it with the oracle's)
+            "p_hat_mean_from_epoch_20": _mean_std([_mean_from(r, "p_hat_mean", 20) for r in runs]),
+            "band_hit_rate_from_epoch_20": _mean_std([_mean_from(r, "band_hit_rate", 20) for r in runs]),
         }
+    if reference in groups and "random" in groups and "oracle" in groups:
+        # the share of a perfect teacher's gain over the untrained simulator that the reference recovers
+        out["oracle_gain_recovered"] = gain_recovered(*(_per_seed(groups[label], _final)
+                                                        for label in (reference, "random", "oracle")))
     return out
 
 
@@ -514,7 +521,22 @@ def text_table(summary: dict) -> str:
     lines = ["  ".join(header.ljust(w) for (_, header, _), w in zip(columns, widths))]
     for i in range(len(summary["curricula"])):
         lines.append("  ".join(cells[i].ljust(w) for (_, _, cells), w in zip(columns, widths)))
+    if summary.get("oracle_gain_recovered"):
+        lines.append(oracle_gain_text(summary))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def oracle_gain_text(summary: dict) -> str:
+    """One line: the share of the oracle's gain over random that the reference recovers."""
+    gain, reference = summary["oracle_gain_recovered"], summary.get("reference")
+    head = (f"{reference} recovers of the oracle's gain over random (final held-out, paired over "
+            f"{len(gain['seeds'])} seeds): ")
+    if gain["ratio"] is None:
+        return head + f"undefined (the oracle gains {_fmt(gain['ceiling_gain'], '+.3f')} over random)"
+    interval = gain["ci95"]
+    ci = f" [95% CI {interval[0]:.0%}, {interval[1]:.0%}]" if interval else ""
+    return (head + f"{gain['ratio']:.0%}{ci} ({reference} {gain['reference_gain']:+.3f}, oracle "
+            f"{gain['ceiling_gain']:+.3f})")
 
 
 def _difference_text(paired: dict) -> str:
@@ -590,6 +612,8 @@ def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title:
         "tasks (in batches of env.variations) for static, offline and learnability.</p>")
     parts.append(split_note(groups))
     parts.append("<h2>Results</h2>" + results_table(summary))
+    if summary.get("oracle_gain_recovered"):
+        parts.append(f"<p>{html.escape(oracle_gain_text(summary))}</p>")
     parts.append("<h3>Final held-out success per level (mean over seeds)</h3>" + level_table(summary))
     for name, caption in PLOTS.items():
         data = base64.b64encode(figures[name]).decode()

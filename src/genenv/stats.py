@@ -51,3 +51,29 @@ def rank_correlation(x, y) -> float | None:
     if rx.std() == 0 or ry.std() == 0:
         return None
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def gain_recovered(reference: dict[int, float | None], baseline: dict[int, float | None],
+                   ceiling: dict[int, float | None], confidence: float = 0.95, resamples: int = 10_000,
+                   seed: int = 0) -> dict:
+    """How much of the ceiling's gain over the baseline the reference recovers, paired by seed:
+    mean(reference - baseline) / mean(ceiling - baseline) over the seeds all three have, with a percentile
+    bootstrap interval over resampled seeds (resamples where the ceiling gains nothing are left out). The ratio
+    is None when the ceiling's mean gain is not positive: there is no gain to recover."""
+    seeds = sorted(s for s in reference if all(d.get(s) is not None for d in (reference, baseline, ceiling)))
+    gains = np.array([reference[s] - baseline[s] for s in seeds], dtype=float)
+    ceiling_gains = np.array([ceiling[s] - baseline[s] for s in seeds], dtype=float)
+    out = {"seeds": seeds, "reference_gain": float(gains.mean()) if seeds else None,
+           "ceiling_gain": float(ceiling_gains.mean()) if seeds else None, "ratio": None, "ci95": None}
+    if not seeds or ceiling_gains.mean() <= 0:
+        return out
+    out["ratio"] = float(gains.mean() / ceiling_gains.mean())
+    if len(seeds) >= 2:
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, len(seeds), size=(resamples, len(seeds)))
+        numerators, denominators = gains[picks].mean(axis=1), ceiling_gains[picks].mean(axis=1)
+        ratios = numerators[denominators > 0] / denominators[denominators > 0]
+        if ratios.size:
+            tail = 100.0 * (1.0 - confidence) / 2.0
+            out["ci95"] = [float(v) for v in np.percentile(ratios, [tail, 100.0 - tail])]
+    return out
