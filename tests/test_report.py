@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from genenv.cli import main
-from genenv.compare import Arm, compare, parse_arms, parse_seeds, run_dir_of
+from genenv.compare import Arm, compare, parse_arms, parse_extra_arm, parse_seeds, report_comparison, run_dir_of
 from genenv.config import ConfigError
 from genenv.io import read_jsonl
 from genenv.report import PLOTS, RunRecord, area_under_curve, rollouts_to_reach, smooth, summarize
@@ -65,6 +65,23 @@ def test_parse_arms_and_seeds():
         parse_seeds("x")
 
 
+def test_parse_extra_arm():
+    arm = parse_extra_arm("genenv-pg:curriculum=genenv env.update=pg")
+    assert arm == Arm("genenv-pg", ("curriculum=genenv", "env.update=pg"))
+    for bad in ("genenv-pg", "x:", ":curriculum=genenv", "a/b:seed=1", "x:notanoverride"):
+        with pytest.raises(ConfigError, match="--arm"):
+            parse_extra_arm(bad)
+
+
+def test_compare_cli_bad_arm_or_reference_exits_2(capsys, tmp_path):
+    assert main(["compare", "--preset", "smoke", "--arm", "pg:env.update=pg", "--arm", "pg:env.update=rwr",
+                 "--out", str(tmp_path)]) == 2
+    assert "each label once" in capsys.readouterr().err
+    assert main(["compare", "--preset", "smoke", "--curricula", "genenv", "--reference", "oracle",
+                 "--out", str(tmp_path)]) == 2
+    assert "--reference" in capsys.readouterr().err
+
+
 def test_compare_cli_bad_curriculum_exits_2(capsys, tmp_path):
     assert main(["compare", "--preset", "smoke", "--curricula", "genenv,nope", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -111,6 +128,19 @@ def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
     assert (unfinished / "final" / "agent").exists()
     assert (finished / "metrics.jsonl").read_text() == before
     assert (finished / "metrics.jsonl").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_compare_extra_arm_runs_with_its_overrides_and_can_be_the_reference(tmp_path):
+    summary = compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"],
+                      extra_arms=["static-b3:curriculum=static curriculum_reward.beta=3"], reference="static-b3",
+                      log=lambda m: None)
+    assert set(summary["curricula"]) == {"static", "static-b3"} and summary["reference"] == "static-b3"
+    config = (tmp_path / "runs" / "static-b3" / "seed0" / "config.yaml").read_text()
+    assert "beta: 3" in config and "curriculum: static" in config
+    assert json.loads((tmp_path / "compare.json").read_text())["reference"] == "static-b3"
+    assert report_comparison(tmp_path).exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["reference"] == "static-b3"
 
 
 def _images(html_text):

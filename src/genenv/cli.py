@@ -45,7 +45,8 @@ def _run(args) -> int:
 def _compare(args) -> int:
     summary = compare(args.out, preset=args.preset, curricula=args.curricula,
                       seeds=args.seeds, overrides=args.overrides, config_file=args.config,
-                      offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target)
+                      offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target,
+                      extra_arms=args.arm, reference=args.reference)
     print(text_table(summary))
     print(f"summary: {Path(args.out) / 'summary.json'}\nreport:  {Path(args.out) / 'report.html'}")
     return 1 if summary.get("failed_runs") else 0
@@ -155,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_p.add_argument("--workers", type=int, default=1, help="runs at a time (each single-threaded when > 1)")
     cmp_p.add_argument("--target", type=float, default=None,
                        help="held-out success for rollouts-to-target (default: genenv's mean final success)")
+    cmp_p.add_argument("--arm", action="append", default=[], metavar="LABEL:OVERRIDES",
+                       help="one more arm, e.g. 'genenv-pg:curriculum=genenv env.update=pg' (repeatable)")
+    cmp_p.add_argument("--reference", default=None,
+                       help="the arm every other is paired against (default: genenv)")
     cmp_p.add_argument("--out", required=True, help="comparison folder")
     cmp_p.set_defaults(func=_compare)
     rep_p = sub.add_parser("report", help="plots + a self-contained report.html of a run or a comparison")

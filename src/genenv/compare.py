@@ -73,6 +73,18 @@ def parse_arms(curricula: str, offline_multipliers: str = "1.8,3.3") -> list[Arm
     return arms
 
 
+def parse_extra_arm(text: str) -> Arm:
+    """``LABEL:OVERRIDE OVERRIDE ...`` (``--arm``), e.g. ``genenv-pg:curriculum=genenv env.update=pg``: one more
+    arm with its own label and overrides (applied after the ones every run gets)."""
+    label, sep, rest = text.partition(":")
+    overrides = tuple(rest.split())
+    if not sep or not label.strip() or not overrides or any("=" not in o for o in overrides):
+        raise ConfigError(f"--arm: expected LABEL:key=value [key=value ...], got {text!r}")
+    if any(ch in label for ch in "/\\ ") or label.startswith("."):
+        raise ConfigError(f"--arm: the label {label!r} names a folder: no slashes, spaces or leading dot")
+    return Arm(label.strip(), overrides)
+
+
 def run_dir_of(out: Path, arm: Arm, seed: int) -> Path:
     return out / "runs" / arm.label / f"seed{seed}"
 
@@ -99,10 +111,16 @@ def _run_pair(command: list[str], log_file: Path) -> int:
 def compare(out: str | Path, preset: str = "default", curricula: str | None = None, seeds="3",
             overrides: list[str] | tuple[str, ...] = (), config_file: str | None = None,
             offline_multipliers: str = "1.8,3.3", workers: int = 1, target: float | None = None,
-            log=print) -> dict:
-    """Run every (curriculum, seed) pair not finished yet, then write summary.json and report.html."""
+            extra_arms: list[str] | tuple[str, ...] = (), reference: str | None = None, log=print) -> dict:
+    """Run every (arm, seed) pair not finished yet, then write summary.json and report.html. The arms: one per
+    curriculum (one per multiplier for offline), then each ``extra_arms`` entry (``LABEL:overrides``)."""
     out = Path(out)
-    arms = parse_arms(curricula or ",".join(curriculum_names()), offline_multipliers)
+    arms = parse_arms(curricula or ",".join(curriculum_names()), offline_multipliers) if curricula != "" else []
+    arms += [parse_extra_arm(text) for text in extra_arms]
+    if not arms or len({a.label for a in arms}) != len(arms):
+        raise ConfigError("--curricula/--arm: name at least one arm, each label once")
+    if reference is not None and reference not in {a.label for a in arms}:
+        raise ConfigError(f"--reference: {reference!r} is not one of the arms ({', '.join(a.label for a in arms)})")
     seed_list = parse_seeds(seeds)
     if workers < 1:
         raise ConfigError(f"--workers: expected at least 1, got {workers}")
@@ -116,7 +134,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
                                              config_file)
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
-                                                      for a in arms], "seeds": seed_list})
+                                                      for a in arms], "seeds": seed_list, "reference": reference})
     _warm_start_each_seed(configs, arms, seed_list, log)
     jobs = []
     for arm in arms:
@@ -147,7 +165,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     with ThreadPoolExecutor(max_workers=workers) as pool:
         codes = list(pool.map(launch, jobs))
     failed = sum(1 for c in codes if c != 0)
-    summary = write_comparison(out, arms, seed_list, target=target)
+    summary = write_comparison(out, arms, seed_list, target=target, reference=reference)
     if failed:
         log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")
     summary["failed_runs"] = failed
@@ -176,11 +194,13 @@ def collect(out: Path, arms: list[Arm], seeds: list[int]) -> dict[str, list[RunR
     return groups
 
 
-def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float | None = None) -> dict:
+def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float | None = None,
+                     reference: str | None = None) -> dict:
     groups = collect(out, arms, seeds)
     if not groups:
         raise RuntimeError(f"{out}: no finished run to summarise")
-    reference = "genenv" if "genenv" in groups else next(iter(groups))
+    if reference not in groups:
+        reference = "genenv" if "genenv" in groups else next(iter(groups))
     summary = summarize(groups, reference=reference, target=target)
     atomic_write_json(out / "summary.json", summary)
     write_report(out, groups, f"genenv comparison: {out.name}", summary,
@@ -195,5 +215,5 @@ def report_comparison(out: str | Path) -> Path:
     out = Path(out)
     plan = json.loads((out / "compare.json").read_text())
     arms = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]
-    write_comparison(out, arms, plan["seeds"])
+    write_comparison(out, arms, plan["seeds"], reference=plan.get("reference"))
     return out / "report.html"
