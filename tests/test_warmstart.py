@@ -19,6 +19,7 @@ NOT_IN_WARMSTART = {
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
     "env.rwr_steps", "env.rwr_batch", "env.kl_coef", "env.max_kl", "env.grad_clip", "env.pool_replay",
     "env.generation_batch", "env.update", "env.pg_steps", "env.pg_minibatch_groups", "env.pg_clip_eps",
+    "env.pg_invalid_reward",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
     "curriculum_reward.p_hat_level", "curriculum_reward.posterior",
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
