@@ -16,9 +16,13 @@ def bootstrap_ci(values, confidence: float = 0.95, resamples: int = 10_000, seed
         return None
     rng = np.random.default_rng(seed)
     means = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+    return percentile_interval(means, confidence)
+
+
+def percentile_interval(estimates: np.ndarray, confidence: float) -> list[float]:
+    """The central ``confidence`` interval of bootstrap estimates: their (1-c)/2 and (1+c)/2 percentiles."""
     tail = 100.0 * (1.0 - confidence) / 2.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return [float(low), float(high)]
+    return [float(v) for v in np.percentile(estimates, [tail, 100.0 - tail])]
 
 
 def paired_differences(reference: dict[int, float | None], other: dict[int, float | None]) -> dict:
@@ -74,6 +78,5 @@ def gain_recovered(reference: dict[int, float | None], baseline: dict[int, float
         numerators, denominators = gains[picks].mean(axis=1), ceiling_gains[picks].mean(axis=1)
         ratios = numerators[denominators > 0] / denominators[denominators > 0]
         if ratios.size:
-            tail = 100.0 * (1.0 - confidence) / 2.0
-            out["ci95"] = [float(v) for v in np.percentile(ratios, [tail, 100.0 - tail])]
+            out["ci95"] = percentile_interval(ratios, confidence)
     return out

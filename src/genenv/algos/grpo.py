@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from genenv.algos.optim import guarded_step
+from genenv.algos.optim import guarded_step, shuffled_passes
 
 
 @dataclass
@@ -121,12 +121,11 @@ def grpo_update(policy, reference, optimizer, buffer: list[list[PolicySample]], 
     """``passes`` shuffled passes over the buffered groups, one :func:`grpo_step` per ``minibatch_groups``
     groups. Returns the stats of the steps taken and how many were skipped (non-finite)."""
     steps, skipped = [], 0
-    for _ in range(passes):
-        order = rng.permutation(len(buffer))
-        for start in range(0, len(order), minibatch_groups):
-            chunk = [s for i in order[start:start + minibatch_groups] for s in buffer[i]]
-            step = grpo_step(policy, reference, optimizer, chunk, **step_options)
-            skipped += step["skipped"]
-            if not step["skipped"]:
-                steps.append(step)
+    minibatches = shuffled_passes(len(buffer), minibatch_groups, rng)
+    for _ in range(passes * -(-len(buffer) // minibatch_groups)):
+        step = grpo_step(policy, reference, optimizer, [s for i in next(minibatches) for s in buffer[i]],
+                         **step_options)
+        skipped += step["skipped"]
+        if not step["skipped"]:
+            steps.append(step)
     return steps, skipped

@@ -22,14 +22,13 @@ def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) 
 
 def set_kl(policy, batches, other_logps) -> float:
     """Mean per-sequence KL between ``policy`` now and the log-probs ``other_logps`` on ``batches``."""
-    policy.model.eval()
-    with torch.no_grad():
-        kls = [sequence_kl(policy.token_logprobs(batch)[0], other, batch.response_mask)
-               for batch, other in zip(batches, other_logps)]
+    kls = [sequence_kl(now, other, batch.response_mask)
+           for batch, now, other in zip(batches, logprobs_on(policy, batches), other_logps)]
     return torch.cat(kls).mean().item()
 
 
 def logprobs_on(policy, batches) -> list[torch.Tensor]:
+    """The policy's per-token log-probs on ``batches``, in eval mode and without gradients."""
     policy.model.eval()
     with torch.no_grad():
         return [policy.token_logprobs(batch)[0] for batch in batches]
