@@ -23,7 +23,7 @@ from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names
 from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
-from genenv.report import RunRecord, load_run, summarize, write_report
+from genenv.report import RunRecord, load_run, reference_label, summarize, write_report
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 
@@ -199,8 +199,7 @@ def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float
     groups = collect(out, arms, seeds)
     if not groups:
         raise RuntimeError(f"{out}: no finished run to summarise")
-    if reference not in groups:
-        reference = "genenv" if "genenv" in groups else next(iter(groups))
+    reference = reference_label(groups, reference)
     summary = summarize(groups, reference=reference, target=target)
     atomic_write_json(out / "summary.json", summary)
     write_report(out, groups, f"genenv comparison: {out.name}", summary,

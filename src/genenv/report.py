@@ -342,8 +342,16 @@ def plot_levels(groups, ax):
     ax.grid(alpha=0.3, axis="y")
 
 
-def make_figures(groups: dict[str, list[RunRecord]]) -> dict[str, bytes]:
-    """Every plot of ``PLOTS`` as PNG bytes."""
+def reference_label(groups: dict, preferred: str | None = None) -> str:
+    """The arm a comparison is paired against and whose simulator the report plots: ``preferred`` when it has
+    runs, else genenv, else the first."""
+    if preferred in groups:
+        return preferred
+    return "genenv" if "genenv" in groups else next(iter(groups))
+
+
+def make_figures(groups: dict[str, list[RunRecord]], reference: str | None = None) -> dict[str, bytes]:
+    """Every plot of ``PLOTS`` as PNG bytes (the simulator's plots show ``reference``'s runs)."""
     plt = _plt()
     first = next(r for runs in groups.values() for r in runs)
     cr = first.config.get("curriculum_reward", {})
@@ -384,7 +392,7 @@ def make_figures(groups: dict[str, list[RunRecord]]) -> dict[str, bytes]:
     ax.set_title("final held-out success per level (mean over seeds)")
     figures["heldout_by_level"] = render(fig)
 
-    label = "genenv" if "genenv" in groups else next(iter(groups))
+    label = reference_label(groups, reference)
     fig, ax = plt.subplots(figsize=(7.5, 4.0))
     plot_p_hat_histogram(groups[label], ax, alpha, k_min)
     ax.set_title(f"{label}: share of its tasks per p_hat bin (mean over seeds)")
@@ -591,7 +599,7 @@ def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title:
     if not groups:
         raise ValueError("nothing to report: no run with metrics")
     summary = summary or summarize(groups)
-    figures = make_figures(groups)
+    figures = make_figures(groups, summary.get("reference"))
     for name, png in figures.items():
         path = out_dir / "plots" / f"{name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
