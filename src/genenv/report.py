@@ -117,7 +117,7 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
     domain has an expert, per-level success, samples used,
     agent rollouts and updates, area under the curve, and rollouts to reach ``target`` (default: the
     reference curriculum's mean final held-out success)."""
-    finals = {label: [r.rows[-1].get("heldout_success") for r in runs if r.rows] for label, runs in groups.items()}
+    finals = {label: [_final(r) for r in runs if r.rows] for label, runs in groups.items()}
     if target is None and reference in groups:
         target = _mean_std(finals[reference])["mean"]
     out = {"reference": reference, "target_success": target, "curricula": {}}
