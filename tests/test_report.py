@@ -13,7 +13,7 @@ import pytest
 
 from genenv.cli import main
 from genenv.compare import Arm, compare, parse_arms, parse_extra_arm, parse_seeds, report_comparison, run_dir_of
-from genenv.config import ConfigError
+from genenv.config import ConfigError, load_config
 from genenv.io import read_jsonl
 from genenv.report import PLOTS, RunRecord, area_under_curve, rollouts_to_reach, smooth, summarize
 
@@ -223,3 +223,23 @@ def test_summary_reports_single_step_accuracy_where_the_domain_has_it():
     plain = summarize({"genenv": [_record("genenv", 0, [0.2, 0.4])]})
     assert plain["curricula"]["genenv"]["heldout_step_accuracy_final"]["n"] == 0
     assert "single-step" not in summary_table(plain) and "single-step" not in results_table(plain)
+
+
+@pytest.mark.slow
+def test_compare_warms_seeds_in_parallel_processes_into_the_shared_cache(tmp_path, monkeypatch):
+    """With two workers the seeds' warm starts run in two processes; each fills the cache the runs then read
+    (a second pass finds every seed cached and trains nothing), and the lines come back per seed, in order."""
+    from genenv.compare import _warm_start_each_seed
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    arms = [Arm("genenv", ("curriculum=genenv",))]
+    configs = {(arms[0], seed): load_config("smoke", ["threads=1", f"seed={seed}"]) for seed in (0, 1)}
+    first: list[str] = []
+    _warm_start_each_seed(configs, arms, [0, 1], 2, first.append)
+    cached = sorted(p.name.split("-")[1] for p in (tmp_path / "cache" / "models").iterdir())
+    assert cached == ["agent", "agent", "env", "env"]
+    seed_lines = [line for line in first if line.startswith("seed ")]
+    assert seed_lines and seed_lines[0].startswith("seed 0:") and seed_lines[-1].startswith("seed 1:")
+    again: list[str] = []
+    _warm_start_each_seed(configs, arms, [0, 1], 2, again.append)
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 4
+    assert not any(line.startswith("seed ") for line in again), again  # loaded from the cache: nothing trained

@@ -15,6 +15,7 @@ from genenv.checkpoint import load_run_config
 from genenv.coevolve import run
 from genenv.compare import compare, report_comparison
 from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
+from genenv.curricula import curriculum_names
 from genenv.domains import registered_domains
 from genenv.evaluate import eval_alfworld, eval_bfcl
 from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_p.add_argument("overrides", nargs="*", help="dotted overrides applied to every run, e.g. epochs=50")
     cmp_p.add_argument("--preset", default="default")
     cmp_p.add_argument("--config", help="a YAML file applied after the preset")
-    cmp_p.add_argument("--curricula", default=None, help="comma-separated: genenv,random,static,offline,learnability")
+    cmp_p.add_argument("--curricula", default=None, help="comma-separated, from: " + ",".join(curriculum_names()))
     cmp_p.add_argument("--seeds", default="3", help="a count (3 -> seeds 0,1,2) or a list (0,4,7)")
     cmp_p.add_argument("--offline-multipliers", default="1.8,3.3", help="one offline arm per multiplier")
     cmp_p.add_argument("--workers", type=int, default=1, help="runs at a time (each single-threaded when > 1)")

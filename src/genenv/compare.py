@@ -9,11 +9,12 @@ curriculum (paired comparisons). At the end ``DIR/summary.json`` and ``DIR/repor
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
-    _warm_start_each_seed(configs, arms, seed_list, log)
+    _warm_start_each_seed(configs, arms, seed_list, workers, log)
     jobs = []
     for arm in arms:
         for seed in seed_list:
@@ -172,14 +173,32 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     return summary
 
 
-def _warm_start_each_seed(configs, arms, seeds, log) -> None:
-    """Fill the warm-start cache once per seed before runs fan out (all curricula share it)."""
-    for seed in seeds:
-        cfg = configs[arms[0], seed]
-        domain = make_domain(cfg.domain.name, **cfg.domain.options)
-        torch.set_num_threads(cfg.threads)
-        warm_start_agent(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))
-        warm_start_simulator(cfg, domain, log=lambda m: log(f"seed {seed}: {m}"))
+def _warm_start_each_seed(configs, arms, seeds, workers, log) -> None:
+    """Fill the warm-start cache once per seed before runs fan out (all curricula share it). With several
+    workers the seeds warm in parallel, one process each (a process of its own: torch's thread count is global
+    and tiny models are bound by the Python interpreter, so threads would not run side by side)."""
+    jobs = [(configs[arms[0], seed], seed) for seed in seeds]
+    if workers == 1 or len(jobs) == 1:
+        for cfg, seed in jobs:
+            for message in _warm_one_seed(cfg, seed):
+                log(message)
+        return
+    log(f"warm starts: {len(jobs)} seeds, {min(workers, len(jobs))} at a time (each seed's lines once it is done)")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        for messages in pool.map(_warm_one_seed, *zip(*jobs)):
+            for message in messages:
+                log(message)
+
+
+def _warm_one_seed(cfg, seed: int) -> list[str]:
+    """Warm-start (or load from the cache) one seed's agent and simulator; the log lines, in order."""
+    messages: list[str] = []
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    torch.set_num_threads(cfg.threads)
+    warm_start_agent(cfg, domain, log=lambda m: messages.append(f"seed {seed}: {m}"))
+    warm_start_simulator(cfg, domain, log=lambda m: messages.append(f"seed {seed}: {m}"))
+    return messages
 
 
 def collect(out: Path, arms: list[Arm], seeds: list[int]) -> dict[str, list[RunRecord]]:
