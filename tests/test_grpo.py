@@ -94,3 +94,13 @@ def test_grpo_step_skips_nonfinite_loss(tiny_policy):
     assert stats["skipped"] == 1
     for before, after in zip(weights, tiny_policy.model.parameters()):
         assert torch.equal(before, after)
+
+
+def test_an_update_leaves_no_gradients_behind(tiny_policy):
+    """The gradients are freed right after the optimiser step, so they never sit in memory while the other
+    player generates or trains."""
+    sample, _ = _sample(tiny_policy, "12+34=", "46", 1.0)
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+    assert grpo_step(tiny_policy, None, opt, [sample, _sample(tiny_policy, "12+34=", "9", -1.0)[0]])["skipped"] == 0
+    assert all(p.grad is None for p in tiny_policy.model.parameters())
+    assert opt.state  # (the step happened: AdamW holds its moments)

@@ -180,3 +180,63 @@ def test_checkpoint_generation_config_does_not_leak_into_sampling(tiny_policy, t
     sigma = (4000 * probs * (1 - probs)).sqrt()
     assert probs[likeliest] > 0.04 and counts[likeliest] > 0  # the suppressed token is drawn
     assert ((counts - 4000 * probs).abs() <= 5 * sigma + 3).all()
+
+
+def _full_vocabulary_logprobs(policy, batch, temperature):
+    """The textbook computation token_logprobs avoids: logits at every position, a full log-softmax."""
+    logits = policy.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                          position_ids=batch.position_ids).logits.float()
+    width, resp = batch.prompt_width, batch.response_ids.shape[1]
+    logp_all = torch.log_softmax(logits[:, width - 1:width - 1 + resp] / temperature, dim=-1)
+    return logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1), -(logp_all.exp() * logp_all).sum(-1)
+
+
+def test_response_only_logprobs_and_entropy_equal_the_full_log_softmax(tiny_policy):
+    """Log-probs from the response positions' logits minus their log-sum-exp, and the entropy computed block by
+    block without gradients, equal a full log-softmax over every position, at temperature 1 and 0.7."""
+    batch = tiny_policy.build_batch([[1, 5, 6, 7], [1, 7], [1, 9, 9]], [[8, 2], [9, 10, 11, 2], [4]])
+    for temperature in (1.0, 0.7):
+        with torch.no_grad():
+            want_logp, want_entropy = _full_vocabulary_logprobs(tiny_policy, batch, temperature)
+            logp, entropy = tiny_policy.token_logprobs(batch, temperature=temperature, with_entropy=True)
+        mask = batch.response_mask.bool()
+        assert torch.allclose(logp[mask], want_logp[mask], atol=1e-5)
+        assert torch.allclose(entropy[mask], want_entropy[mask], atol=1e-5)
+        assert (entropy[mask] > 0).all()
+
+
+def test_entropy_carries_gradients_only_when_asked(tiny_policy):
+    batch = tiny_policy.build_batch([[1, 5, 6]], [[8, 2]])
+    _, detached = tiny_policy.token_logprobs(batch, with_entropy=True)
+    logp, with_grad = tiny_policy.token_logprobs(batch, with_entropy=True, entropy_grad=True)
+    assert not detached.requires_grad and with_grad.requires_grad and logp.requires_grad
+    assert torch.allclose(detached, with_grad.detach(), atol=1e-6)
+
+
+def test_prompt_cache_stays_within_its_byte_budget(tiny_policy, monkeypatch):
+    """Multi-turn contexts rarely repeat: the cache starts afresh when full, and what it returns never changes."""
+    from genenv.models import policy as policy_module
+    monkeypatch.setattr(policy_module, "PROMPT_CACHE_BYTES", 1000)
+    texts = [f"{i}+{i * 7}=" for i in range(200)]
+    for start in range(0, 200, 10):
+        chunk = texts[start:start + 10]
+        assert tiny_policy.encode_prompts(chunk) == tiny_policy.tokenizer(chunk).input_ids
+        assert tiny_policy._prompt_cache_bytes <= 1000
+        assert len(tiny_policy._prompt_cache) <= 30
+    assert tiny_policy.encode_prompts(texts[-3:]) == tiny_policy.tokenizer(texts[-3:]).input_ids
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_policy):
+    """Recomputing activations in the backward pass changes the memory, never the numbers (bit for bit: the
+    same forward kernels run again on the same inputs)."""
+    batch = tiny_policy.build_batch([[1, 5, 6, 7], [1, 7]], [[8, 2], [9, 10, 2]])
+    grads = []
+    for enabled in (False, True):
+        tiny_policy.set_gradient_checkpointing(enabled)
+        assert tiny_policy.model.is_activation_checkpointing == enabled
+        tiny_policy.model.train()
+        tiny_policy.model.zero_grad(set_to_none=True)
+        logp, _ = tiny_policy.token_logprobs(batch)
+        (-(logp * batch.response_mask).sum()).backward()
+        grads.append([p.grad.clone() for p in tiny_policy.model.parameters()])
+    assert all(a.equal(b) for a, b in zip(*grads))

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from genenv.coevolve import run
 from genenv.config import load_config
@@ -18,7 +19,7 @@ REQUIRED_KEYS = {"epoch", "generated", "valid", "invalid_rate", "p_hat_mean", "b
                  "difficulty_mean", "heldout_success", "heldout_by_level", "agent_loss", "agent_kl",
                  "clip_fraction", "effective_fraction", "env_loss", "env_kl", "response_length_mean",
                  "seconds_by_phase", "generated_tokens_per_second", "p_hat_histogram", "train_success_by_level",
-                 "env_kl_to_initial"}
+                 "env_kl_to_initial", "peak_rss_mb_by_phase"}
 
 
 def _stable(rows):
@@ -39,6 +40,9 @@ def test_run_folder_contents(smoke_run):
     for row in rows:
         assert REQUIRED_KEYS <= row.keys()
         assert row["generated"] == 8 and 0.0 <= row["invalid_rate"] <= 1.0
+        if sys.platform == "linux":  # each phase's own peak resident memory, the checkpoint's too
+            assert row["peak_rss_mb_by_phase"].keys() == row["seconds_by_phase"].keys()
+            assert all(mb > 50 for mb in row["peak_rss_mb_by_phase"].values())  # torch alone holds more
     assert rows[-1]["heldout_by_level"] is not None and set(rows[-1]["heldout_by_level"]) == {"1", "2", "3", "4"}
     assert rows[-1]["rollouts"] > rows[0]["rollouts"] > 0
     # the smoke preset's wide band lets the simulator update: RWR and GRPO both ran and logged
@@ -297,3 +301,26 @@ def test_simulator_diagnostics_are_logged(smoke_run):
         assert all(0.0 <= v <= 1.0 for v in row["train_success_by_level"].values())
         if row["env_steps"]:
             assert row["env_kl_to_initial"] > 0.0
+
+
+def test_a_lora_players_reference_is_its_own_base_model_not_a_copy():
+    """A LoRA player's KL reference is the same model with adapters off: no second copy of the weights, and
+    after the adapters train it still gives the initial policy's log-probs (bit for bit: the same base modules
+    run on the same inputs); a fully fine-tuned player keeps a frozen copy."""
+    from genenv.checkpoint import make_players
+    from genenv.models.tiny import build_tiny_policy
+    cfg = load_config("smoke", ["agent.lora_rank=4"])
+    agent = build_tiny_policy(cfg.agent.tiny, "0123456789+=", seed=0)
+    env = build_tiny_policy(cfg.env.tiny, "0123456789+=", seed=1)
+    initial = agent.frozen_copy()
+    players = make_players(cfg, agent, env)
+    assert players.agent_ref.model is players.agent.model and players.agent.has_lora
+    assert players.env_ref.model is not players.env.model and not players.env.has_lora
+    batch = agent.build_batch([[1, 5, 6, 7], [1, 7]], [[8, 2], [9, 10, 2]])
+    for param in agent.trainable_parameters():  # as if the adapters had trained
+        param.data.normal_(0.0, 0.5)
+    with torch.no_grad():
+        adapted = agent.token_logprobs(batch)[0]
+        reference = players.agent_ref.token_logprobs(batch)[0]
+        assert reference.equal(initial.token_logprobs(batch)[0])
+    assert not torch.allclose(adapted, reference)

@@ -69,19 +69,22 @@ class RunState:
         return state
 
 
-def make_players(cfg: RunConfig, agent: Policy, env: Policy, refs: tuple[Policy, Policy] | None = None) -> Players:
-    """Frozen references of the warm-started players, optional LoRA adapters, and the optimisers."""
-    agent_ref, env_ref = refs or (agent.frozen_copy(), env.frozen_copy())
-    _apply_lora(cfg, agent, env)
+def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
+    """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
+    adapters, and the optimisers. A fully fine-tuned player's reference is a frozen copy of it; a LoRA player's
+    is the same model with its adapters switched off (its base weights never change: no copy needed)."""
+    references = []
+    for name, policy, player in (("agent", agent, cfg.agent), ("env", env, cfg.env)):
+        if player.lora_rank > 0:
+            if not policy.has_lora:
+                policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
+            references.append(policy.base_view())
+        else:
+            references.append(policy.frozen_copy())
+        policy.set_gradient_checkpointing(player.gradient_checkpointing)
     agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
     env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
-    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
-
-
-def _apply_lora(cfg: RunConfig, agent: Policy, env: Policy) -> None:
-    for name, policy, rank in (("agent", agent, cfg.agent.lora_rank), ("env", env, cfg.env.lora_rank)):
-        if rank > 0 and not policy.has_lora:
-            policy.apply_lora(rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
+    return Players(agent, references[0], env, references[1], agent_opt, env_opt)
 
 
 # ============================================================================ saving
@@ -153,11 +156,9 @@ def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players,
     initial = run_dir / "checkpoints" / "initial"
     agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
     env = Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype)
-    refs = agent.frozen_copy(), env.frozen_copy()
-    _apply_lora(cfg, agent, env)  # the checkpoint holds the adapted model's weights
-    agent.load_weights(ckpt / "agent.safetensors")
+    players = make_players(cfg, agent, env)  # references of the initial weights, then adapters
+    agent.load_weights(ckpt / "agent.safetensors")  # the checkpoint holds the adapted model's weights
     env.load_weights(ckpt / "env.safetensors")
-    players = make_players(cfg, agent, env, refs)
     saved = torch.load(ckpt / "optimizers.pt", weights_only=False)
     players.agent_opt.load_state_dict(saved["agent"])
     players.env_opt.load_state_dict(saved["env"])

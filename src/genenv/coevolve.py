@@ -53,6 +53,7 @@ from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
 from genenv.io import append_jsonl, atomic_write_json
+from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
     NO_EVALUATION,
@@ -300,10 +301,11 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     for epoch in range(state.epoch, cfg.epochs):
         metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, phase_bar=bar)
         state.epoch = epoch + 1
+        reset_peak_rss()
         start = time.perf_counter()
         write_samples(cfg, run_dir, epoch, chosen)
         save_checkpoint(players, state, run_dir, last_metrics=metrics)
-        add_phase(metrics, "checkpoint", time.perf_counter() - start)
+        add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         bar.update(1)
         log(summary_line(metrics, curriculum.generates))

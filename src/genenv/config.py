@@ -71,6 +71,9 @@ class PlayerConfig:
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
+    gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead "
+                                        "of keeping them (less memory for long prompts, about a third more "
+                                        "compute per update; same numbers)")
 
 
 @dataclass

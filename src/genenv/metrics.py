@@ -13,19 +13,24 @@ from genenv.config import RunConfig
 from genenv.domains.base import Domain
 from genenv.generation import Candidate
 from genenv.io import atomic_write_jsonl
+from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.rollout import Episode
 
-TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction")
+# measurements of the machine (time, memory): they differ between machines and runs of the same seed
+TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second", "model_time_fraction",
+               "peak_rss_mb_by_phase")
 NO_ENV_UPDATE = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_kl_to_initial": None, "env_steps": 0,
                  "env_kl_capped": 0, "env_rejected_kl": None}
 NO_EVALUATION = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
 
 
 class PhaseTimer:
-    """Wall time per named phase (``with timer("rollout"): ...``), shown on the progress bar as it runs."""
+    """Wall time and peak resident memory per named phase (``with timer("rollout"): ...``); the phase's name
+    is shown on the progress bar as it runs."""
 
     def __init__(self, bar=None):
         self.seconds: dict[str, float] = {}
+        self.peak_rss_mb: dict[str, float] = {}
         self.bar = bar
         self._start = time.perf_counter()
 
@@ -44,11 +49,16 @@ class _Phase:
     def __enter__(self):
         if self.timer.bar is not None:
             self.timer.bar.set_postfix_str(self.name, refresh=True)
+        reset_peak_rss()
         self.start = time.perf_counter()
 
     def __exit__(self, *exc):
         seconds = self.timer.seconds
         seconds[self.name] = seconds.get(self.name, 0.0) + time.perf_counter() - self.start
+        peak = peak_rss_bytes()
+        if peak is not None:
+            peaks = self.timer.peak_rss_mb
+            peaks[self.name] = max(peaks.get(self.name, 0.0), round(peak / 2**20, 1))
         return False
 
 
@@ -111,6 +121,7 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "seconds_total": round(total, 4),
         "generated_tokens_per_second": tokens_generated / gen_seconds if gen_seconds > 0 else None,
         "model_time_fraction": model_seconds / total if total > 0 else None,
+        "peak_rss_mb_by_phase": dict(timer.peak_rss_mb),
     }
 
 
@@ -134,12 +145,15 @@ def p_hat_histogram(p_hats) -> list[int]:
     return counts
 
 
-def add_phase(metrics: dict, name: str, seconds: float) -> None:
-    """Fold a phase timed outside the epoch (the checkpoint) into the epoch's timings."""
+def add_phase(metrics: dict, name: str, seconds: float, peak_rss: int | None = None) -> None:
+    """Fold a phase timed outside the epoch (the checkpoint) into the epoch's timings (and its peak memory,
+    in bytes, when measured)."""
     model_seconds = (metrics["model_time_fraction"] or 0.0) * metrics["seconds_total"]
     metrics["seconds_by_phase"][name] = round(seconds, 4)
     metrics["seconds_total"] = round(metrics["seconds_total"] + seconds, 4)
     metrics["model_time_fraction"] = model_seconds / metrics["seconds_total"] if metrics["seconds_total"] else None
+    if peak_rss is not None:
+        metrics["peak_rss_mb_by_phase"][name] = round(peak_rss / 2**20, 1)
 
 
 def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Candidate]) -> None:

@@ -88,7 +88,9 @@ def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Polic
         folder = resolve_model(player_cfg.model)
     except ModelNotAvailable as err:
         raise ConfigError(f"{role}.model: {err}") from None
-    return Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
+    policy = Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
+    policy.set_gradient_checkpointing(player_cfg.gradient_checkpointing)  # the warm start's SFT
+    return policy
 
 
 def seed_success(domain: Domain, policy: Policy, cfg: RunConfig, n: int = 256) -> float:

@@ -89,7 +89,8 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
         old[row, :len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float32)
     old = old.to(policy.device)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
-    logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True)
+    logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True,
+                                          entropy_grad=entropy_coef > 0)
     ref_logp = None
     if reference is not None and kl_coef > 0:
         with torch.no_grad():

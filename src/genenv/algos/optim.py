@@ -35,4 +35,7 @@ def guarded_step(policy, optimizer, loss: torch.Tensor, grad_clip: float, what: 
             warnings.warn(f"{what}: non-finite gradient, step skipped", RuntimeWarning, stacklevel=3)
             return None
         optimizer.step()
+        # the gradients go now, not at the next step: one player's gradients never sit in memory while the
+        # other player generates or trains
+        optimizer.zero_grad(set_to_none=True)
     return float(norm)

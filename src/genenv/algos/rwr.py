@@ -87,7 +87,6 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
         if guarded_step(policy, optimizer, loss, grad_clip, "RWR") is None:
             stats["skipped"] += 1
             continue
-        optimizer.zero_grad(set_to_none=True)
         if not cap.keep_step():
             break
         losses.append(loss.item())
@@ -118,5 +117,4 @@ def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, 
         curve.append(loss.item())
         if progress is not None:
             progress.update(1)
-    optimizer.zero_grad(set_to_none=True)  # no stale gradients left on the weights for whoever trains next
     return curve

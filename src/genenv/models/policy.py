@@ -5,19 +5,19 @@ from __future__ import annotations
 import copy
 import json
 import time
-from contextlib import contextmanager
+from array import array
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_model, save_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.utils import logging as hf_logging
 
 META_FILE = "genenv_policy.json"
-PROMPT_CACHE_SIZE = 200_000
+PROMPT_CACHE_BYTES = 64 * 2**20  # prompt text + int32 token ids the prompt cache holds (then it starts afresh)
 
 
 @dataclass
@@ -55,6 +55,38 @@ def _own_memory(model):
     return model
 
 
+class _SampledLogprobs(LogitsProcessor):
+    """The only processing of a sampled rollout's scores: divide by the temperature. It also keeps the
+    log-softmax of the last step's scores until the next step shows which token was drawn from them, so a
+    rollout's log-probs cost one [B, V] tensor, not every step's logits (``output_logits``: [B, T, V])."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.previous: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        scores = scores / self.temperature
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        """[B, steps]: the log-prob of every drawn token (the last one is at the end of ``sequences``)."""
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
+            self.previous = None
+        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
+
+
+def _entropy_no_grad(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int = 8) -> torch.Tensor:
+    """Entropy per position, lse - sum softmax(z) z, a few rows at a time (a [rows, R, V] temporary, not [B, R, V])."""
+    with torch.no_grad():
+        return torch.cat([lse - (torch.softmax(block, dim=-1) * block).sum(-1)
+                          for block, lse in zip(logits.split(rows_per_block), logsumexp.split(rows_per_block))])
+
+
 def _messages(prompt) -> list[dict]:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
@@ -73,7 +105,9 @@ class Policy:
         self.device = device
         self.use_chat_template = bool(use_chat_template and getattr(tokenizer, "chat_template", None))
         self.model_seconds = 0.0
-        self._prompt_cache: dict[str, list[int]] = {}
+        self._adapters_off = False  # a base_view: every forward runs with the LoRA adapters disabled
+        self._prompt_cache: dict[str, array] = {}
+        self._prompt_cache_bytes = 0
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -108,6 +142,18 @@ class Policy:
             param.requires_grad_(False)
         return ref
 
+    def base_view(self) -> "Policy":
+        """The same model with its LoRA adapters switched off: while only adapters train, that is the policy
+        before any update, so a LoRA player's KL reference costs no memory at all (no copy of the weights)."""
+        if not self.has_lora:
+            raise ValueError("base_view needs LoRA adapters (apply_lora first); use frozen_copy otherwise")
+        view = Policy(self.model, self.tokenizer, self.device, self.use_chat_template)
+        view._adapters_off = True
+        return view
+
+    def _forward_context(self):
+        return self.model.disable_adapter() if self._adapters_off else nullcontext()
+
     # ------------------------------------------------------------------ text <-> tokens
     def encode_prompt(self, text: str) -> list[int]:
         return self.encode_prompts([text])[0]
@@ -117,8 +163,9 @@ class Policy:
 
         A prompt is a string (one user message) or a list of chat messages (``{"role", "content"}`` dicts, e.g.
         a system prompt then the user turn). Without a chat template, messages are joined by blank lines.
-        Prompts seen before (evaluation sets, seed tasks) come from a bounded cache; new ones are encoded
-        in one call to the Rust tokenizer, skipping the Python wrapper's per-item conversion.
+        Prompts seen before (evaluation sets, seed tasks) come from a cache bounded in bytes (compact int32
+        arrays; multi-turn contexts rarely repeat, and 200,000 of them as Python lists held gigabytes); new ones
+        are encoded in one call to the Rust tokenizer, skipping the Python wrapper's per-item conversion.
         """
         keys = [t if isinstance(t, str) else json.dumps(t, sort_keys=True) for t in texts]
         todo = {}
@@ -134,11 +181,14 @@ class Policy:
             else:
                 plain = [t if isinstance(t, str) else "\n\n".join(m["content"] for m in t) for _, t in todo]
                 encodings = self.tokenizer.backend_tokenizer.encode_batch(plain, add_special_tokens=True)
-            if len(self._prompt_cache) + len(todo) > PROMPT_CACHE_SIZE:
+            added = sum(len(key) + 4 * len(encoding.ids) for (key, _), encoding in zip(todo, encodings))
+            if self._prompt_cache_bytes + added > PROMPT_CACHE_BYTES:
                 self._prompt_cache.clear()
+                self._prompt_cache_bytes = 0
             for (key, _), encoding in zip(todo, encodings):
-                self._prompt_cache[key] = encoding.ids
-        return [list(self._prompt_cache[k]) for k in keys]
+                self._prompt_cache[key] = array("i", encoding.ids)
+            self._prompt_cache_bytes += added
+        return [self._prompt_cache[k].tolist() for k in keys]
 
     def encode_target(self, text: str) -> list[int]:
         """Response tokens for supervised targets, ending with EOS."""
@@ -166,15 +216,16 @@ class Policy:
             prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
-        sampling = {} if greedy else {"temperature": float(temperature), "top_k": 0, "top_p": 1.0}
+        # Sampling settings stay neutral (temperature 1, no top-k/top-p): the temperature is applied by
+        # _SampledLogprobs, which also keeps each drawn token's log-prob, one step at a time.
         gen_config = GenerationConfig(
-            do_sample=not greedy, **sampling, max_new_tokens=max_new_tokens,
-            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_id,
-            bos_token_id=self.tokenizer.bos_token_id, return_dict_in_generate=True, output_logits=not greedy)
+            do_sample=not greedy, **({} if greedy else {"temperature": 1.0, "top_k": 0, "top_p": 1.0}),
+            max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_id,
+            bos_token_id=self.tokenizer.bos_token_id)
         self.model.eval()
         torch.manual_seed(seed)
         out: list[Generation] = []
-        with self.timed():
+        with self.timed(), self._forward_context():
             for start in range(0, len(flat), batch_size):
                 chunk = flat[start:start + batch_size]
                 out.extend(self._generate_chunk(chunk, gen_config, greedy, temperature))
@@ -189,15 +240,14 @@ class Policy:
         input_ids = torch.from_numpy(left_padded)
         lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
-        result = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
-                                     generation_config=gen_config)
-        new_tokens = result.sequences[:, width:].cpu()
-        if not greedy:
-            logits = torch.stack(result.logits, dim=1).float().cpu() / float(temperature)
-            token_logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        recorder = None if greedy else _SampledLogprobs(float(temperature))
+        sequences = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                                        generation_config=gen_config,
+                                        logits_processor=LogitsProcessorList([recorder] if recorder else []))
+        new_tokens = sequences[:, width:].cpu()
         eos = self.eos_token_id
         rows = new_tokens.tolist()
-        all_logprobs = token_logprobs.tolist() if not greedy else None
+        all_logprobs = recorder.finish(sequences).cpu().tolist() if recorder else None
         kept, finished = [], []
         for tokens in rows:
             done = eos in tokens
@@ -227,20 +277,31 @@ class Policy:
         return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev), responses.to(dev),
                              response_mask.float().to(dev), width)
 
-    def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False):
-        """Log-probs of the response tokens ([B, R]) and optionally the per-token entropy."""
-        width, resp_width = batch.prompt_width, batch.response_ids.shape[1]
-        with self.timed():
+    def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False,
+                       entropy_grad: bool = False):
+        """Log-probs of the response tokens ([B, R]) and optionally the per-token entropy.
+
+        Only the response positions reach the LM head (``logits_to_keep``), and a token's log-prob is its logit
+        minus the log-sum-exp of its row, so no log-softmax over the vocabulary is materialised: the one
+        [B, R, V] tensor is the logits themselves (what autograd keeps for the backward pass). The entropy is
+        computed row block by row block without gradients unless ``entropy_grad`` (an entropy bonus in the
+        loss needs them)."""
+        resp_width = batch.response_ids.shape[1]
+        with self.timed(), self._forward_context():
             logits = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                position_ids=batch.position_ids).logits
-        logits = logits[:, width - 1:width - 1 + resp_width].float()
+                                position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
+                                use_cache=False).logits
+        logits = logits[:, :resp_width].float()  # position width-1+t predicts response token t
         if temperature and temperature != 1.0:
             logits = logits / temperature
-        logp_all = F.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+        logsumexp = torch.logsumexp(logits, dim=-1)
+        logp = logits.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
         entropy = None
         if with_entropy:
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            if entropy_grad:
+                entropy = logsumexp - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+            else:
+                entropy = _entropy_no_grad(logits.detach(), logsumexp.detach())
         return logp, entropy
 
     # ------------------------------------------------------------------ LoRA (optional, peft)
@@ -262,6 +323,14 @@ class Policy:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             self.model = get_peft_model(self.model, config)
+
+    def set_gradient_checkpointing(self, enabled: bool) -> None:
+        """Recompute activations layer by layer in the backward pass (transformers' gradient checkpointing,
+        non-reentrant, so it also works when only LoRA adapters train). Inference is unaffected."""
+        if enabled and not self.model.is_activation_checkpointing:
+            self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        elif not enabled and self.model.is_activation_checkpointing:
+            self.model.activation_checkpointing_disable()
 
     def trainable_parameters(self) -> list:
         """The parameters an update changes (all of them, or only the LoRA adapters)."""

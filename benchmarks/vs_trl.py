@@ -1,0 +1,185 @@
+"""Agent-update throughput of genenv's GRPO beside TRL's GRPOTrainer and a bare loop, measured in one process.
+
+One step of each = sample ``--prompts`` x ``--samples`` rollouts of the default addition domain, score them with
+the domain's verifier, take one optimiser step. All three start from the same tiny Llama model (the default
+preset's warm-started agent, seed 0: realistic response lengths and mixed rewards), the same prompts, response
+length, learning rate and thread count:
+
+- genenv: ``rollout`` (``Policy.generate`` with per-token log-probs) -> group advantages -> one ``grpo_step`` on
+  every rollout (a run trains on the informative groups alone, which is cheaper still: not counted here);
+- TRL: ``GRPOTrainer`` (trl==1.16.0, ``pip install -e .[benchmark]``), ``per_device_train_batch_size`` = prompts x
+  samples (it counts completions), ``num_generations`` = samples, one optimiser step per generation batch, at
+  beta 0 (no reference model) and beta 0.001 (genenv's default KL coefficient);
+- bare: ``model.generate`` + one forward/backward of the token-mean log-likelihood weighted by the group
+  advantages + AdamW: the floor of what any GRPO implementation on transformers costs.
+
+Each step is timed alone (TRL's per step, from a callback, so its one-off set-up is left out); rounds interleave
+the contenders so drift in machine load hits all alike; medians are printed as rollouts per second and ratios.
+
+Usage: python benchmarks/vs_trl.py [--threads 1] [--rounds 7] [--prompts 32] [--samples 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+from genenv.algos.grpo import PolicySample, group_advantages, grpo_step
+from genenv.config import load_config
+from genenv.domains import make_domain
+from genenv.models.policy import Policy
+from genenv.rollout import rollout
+from genenv.warmstart import warm_start_agent
+
+
+def genenv_contender(domain, make_policy, prompts_per_step, samples, lr, beta):
+    policy = make_policy()
+    reference = policy.frozen_copy() if beta > 0 else None
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=lr, weight_decay=0.0)
+
+    def step(tasks, seed) -> int:
+        groups = rollout(domain, policy, tasks, group_size=samples, max_new_tokens=domain.agent_max_new_tokens,
+                         temperature=1.0, seed=seed)
+        # every rollout in the step, as TRL and the bare loop train on (a run trains on informative groups only)
+        batch = [PolicySample(e.turns[0].prompt_ids, e.turns[0].response_ids, e.turns[0].logprobs, float(a))
+                 for group in groups for e, a in zip(group, group_advantages([e.reward for e in group]))]
+        grpo_step(policy, reference, optimizer, batch, kl_coef=beta)
+        return len(batch)
+    return step
+
+
+def bare_contender(domain, make_policy, prompts_per_step, samples, lr):
+    policy = make_policy()
+    model, tokenizer = policy.model, policy.tokenizer
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    eos, pad = policy.eos_token_id, tokenizer.pad_token_id
+
+    def step(tasks, seed) -> int:
+        prompts = [t.prompt for t in tasks for _ in range(samples)]
+        enc = tokenizer(prompts, padding=True, return_tensors="pt")
+        torch.manual_seed(seed)
+        model.eval()
+        with torch.no_grad():
+            sequences = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                       max_new_tokens=domain.agent_max_new_tokens, pad_token_id=pad,
+                                       eos_token_id=eos)
+        width = enc.input_ids.shape[1]
+        new = sequences[:, width:]
+        is_eos = new == eos
+        after_eos = (is_eos.cumsum(1) - is_eos.long()) > 0
+        mask = (~after_eos).float()
+        texts = tokenizer.batch_decode(new, skip_special_tokens=True)
+        rewards = np.array([domain.score(task, text) for task, text in zip([t for t in tasks for _ in range(samples)],
+                                                                            texts)])
+        advantages = torch.tensor(np.concatenate([group_advantages(g) for g in rewards.reshape(-1, samples)]),
+                                  dtype=torch.float32)
+        model.train()
+        attention = torch.cat([enc.attention_mask, mask.long()], dim=1)
+        logits = model(input_ids=sequences, attention_mask=attention, logits_to_keep=new.shape[1] + 1).logits
+        logits = logits[:, :-1].float()
+        logp = logits.gather(-1, new.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        loss = -((logp * advantages.unsqueeze(1)) * mask).sum() / mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return len(prompts)
+    return step
+
+
+def trl_pass(domain, policy_folder, tokenizer, rounds, samples, lr, beta, others, workdir) -> list[float]:
+    """Train TRL's GRPOTrainer for one step per round (the rounds' prompts in order); after each of its steps the
+    callback runs ``others(round_index)``, so the contenders interleave. Returns TRL's per-step seconds."""
+    from datasets import Dataset  # noqa: PLC0415 (benchmark extra)
+    from transformers import TrainerCallback  # noqa: PLC0415
+    from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415 (benchmark extra)
+
+    step_seconds: list[float] = []
+    tasks_by_prompt = {t.prompt: t for tasks in rounds for t in tasks}
+
+    class Interleave(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step_seconds.append(time.perf_counter() - self.start)
+            others(len(step_seconds) - 1)
+
+    def reward(prompts, completions, **kwargs):
+        return [domain.score(tasks_by_prompt[p], c) for p, c in zip(prompts, completions)]
+
+    prompts = len(rounds[0])
+    args = GRPOConfig(output_dir=workdir, per_device_train_batch_size=prompts * samples, num_generations=samples,
+                      max_completion_length=domain.agent_max_new_tokens, learning_rate=lr, beta=beta,
+                      temperature=1.0, top_k=0, top_p=1.0, max_steps=len(rounds), gradient_accumulation_steps=1,
+                      steps_per_generation=1, num_iterations=1, shuffle_dataset=False, seed=0, use_cpu=True,
+                      bf16=False, report_to="none", save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                      lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
+                      dataloader_num_workers=0, model_init_kwargs={"dtype": torch.float32})
+    data = Dataset.from_list([{"prompt": t.prompt} for tasks in rounds for t in tasks])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = GRPOTrainer(model=str(policy_folder), processing_class=tokenizer, reward_funcs=reward, args=args,
+                              train_dataset=data, callbacks=[Interleave()])
+        trainer.train()
+    return step_seconds
+
+
+def timed_steps(contenders: dict, rounds, rates: dict):
+    """``others`` for :func:`trl_pass`: one step of every contender on round ``index``, each timed alone."""
+    def run_round(index: int) -> None:
+        for name, step in contenders.items():
+            start = time.perf_counter()
+            rollouts = step(rounds[index], seed=index)
+            if index > 0:  # round 0 warms every contender up
+                rates.setdefault(name, []).append(rollouts / (time.perf_counter() - start))
+    return run_round
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = load_config("default", [f"threads={args.threads}", "progress=false"])
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    rng = np.random.default_rng(0)
+    rounds = [domain.seed_tasks(rng, args.prompts) for _ in range(args.rounds + 1)]
+    rollouts = args.prompts * args.samples
+    rates: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        folder = f"{workdir}/model"
+        policy, _ = warm_start_agent(cfg, domain, log=print)  # the default run's agent (cached after the first time)
+        policy.save(folder)
+        make_policy = lambda: Policy.load(folder)  # noqa: E731
+        for beta in (0.0, 0.001):  # one pass per KL coefficient, TRL interleaved with genenv and the bare loop
+            others = {f"genenv beta {beta:g}": genenv_contender(domain, make_policy, args.prompts, args.samples,
+                                                                args.lr, beta),
+                      f"bare loop (pass beta {beta:g})": bare_contender(domain, make_policy, args.prompts,
+                                                                        args.samples, args.lr)}
+            seconds = trl_pass(domain, folder, policy.tokenizer, rounds, args.samples, args.lr, beta,
+                               timed_steps(others, rounds, rates), f"{workdir}/trl")
+            rates[f"TRL beta {beta:g}"] = [rollouts / s for s in seconds[1:]]
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    print(f"{args.prompts} prompts x {args.samples} samples per step, {args.threads} thread(s), "
+          f"{args.rounds} interleaved rounds after one warm-up (medians)")
+    for name, rate in medians.items():
+        print(f"  {name:<26s} {rate:8.0f} rollouts/s")
+    for beta in ("0", "0.001"):
+        ours = medians[f"genenv beta {beta}"]
+        print(f"beta {beta}: genenv / TRL {ours / medians[f'TRL beta {beta}']:.2f}x, "
+              f"genenv / bare loop {ours / medians[f'bare loop (pass beta {beta})']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

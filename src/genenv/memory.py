@@ -1,0 +1,53 @@
+"""Resident memory of this process: its peak since the last reset (Linux), for per-phase memory profiles.
+
+Linux keeps the peak resident set size (``VmHWM`` in ``/proc/self/status``) and resets it to the current size
+when ``5`` is written to ``/proc/self/clear_refs``, so each phase of an epoch can report its own peak. Elsewhere
+the reset is unavailable and the peak is the process's lifetime maximum (``resource.getrusage``), which is still
+an upper bound.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def reset_peak_rss() -> bool:
+    """Start a new peak at the current resident size; False where the platform cannot (then peaks accumulate)."""
+    try:
+        _CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def peak_rss_bytes() -> int | None:
+    """The peak resident set size since the last :func:`reset_peak_rss` (or since the process started)."""
+    kib = _status_kib("VmHWM")
+    if kib is not None:
+        return kib * 1024
+    try:
+        import resource  # noqa: PLC0415 (Unix only)
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
+
+
+def current_rss_bytes() -> int | None:
+    """The resident set size now (Linux; None elsewhere)."""
+    kib = _status_kib("VmRSS")
+    return None if kib is None else kib * 1024
