@@ -72,8 +72,8 @@ class PlayerConfig:
     grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
     gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead "
-                                        "of keeping them (less memory for long prompts, about a third more "
-                                        "compute per update; same numbers)")
+                                        "of keeping them: less memory for long prompts, one more forward "
+                                        "pass per update, the same gradients bit for bit")
 
 
 @dataclass
