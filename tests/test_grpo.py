@@ -104,3 +104,40 @@ def test_an_update_leaves_no_gradients_behind(tiny_policy):
     assert grpo_step(tiny_policy, None, opt, [sample, _sample(tiny_policy, "12+34=", "9", -1.0)[0]])["skipped"] == 0
     assert all(p.grad is None for p in tiny_policy.model.parameters())
     assert opt.state  # (the step happened: AdamW holds its moments)
+
+
+def test_micro_batches_take_the_same_step_as_the_whole_minibatch(tiny_policy):
+    """Forward/backward two samples at a time and accumulate: the same token-mean loss, statistics, gradient
+    and weights after the step as one pass over all five (up to floating-point summation order)."""
+    pairs = [("12+34=", "46", 1.0), ("12+34=", "9", -1.0), ("5+5=", "10", 0.5), ("7+80=", "87", -0.5),
+             ("333+1=", "3334", 1.5)]
+    samples = [_sample(tiny_policy, p, r, a)[0] for p, r, a in pairs]
+    samples[0].old_logprobs = [v - 0.3 for v in samples[0].old_logprobs]  # ratios away from 1: clipping binds
+    start = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    results = []
+    for micro_batch in (0, 2):
+        with torch.no_grad():
+            for param, value in zip(tiny_policy.model.parameters(), start):
+                param.copy_(value)
+        ref = tiny_policy.frozen_copy()
+        opt = torch.optim.SGD(tiny_policy.model.parameters(), lr=0.1)  # the step is the gradient itself
+        stats = grpo_step(tiny_policy, ref, opt, samples, kl_coef=0.1, entropy_coef=0.01, micro_batch=micro_batch)
+        results.append((stats, [p.detach().clone() for p in tiny_policy.model.parameters()]))
+    (whole, whole_weights), (micro, micro_weights) = results
+    for key in ("loss", "kl", "clip_fraction", "entropy", "grad_norm"):
+        assert micro[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    assert whole["clip_fraction"] > 0 and whole["skipped"] == micro["skipped"] == 0
+    for a, b, s in zip(whole_weights, micro_weights, start):
+        assert torch.allclose(a, b, atol=1e-6) and not a.equal(s)
+
+
+def test_a_nonfinite_micro_batch_skips_the_whole_step(tiny_policy):
+    good, _ = _sample(tiny_policy, "1+1=", "2", 1.0)
+    bad, _ = _sample(tiny_policy, "1+2=", "3", float("nan"))
+    weights = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+    with pytest.warns(RuntimeWarning):
+        stats = grpo_step(tiny_policy, None, opt, [good, bad], micro_batch=1)
+    assert stats["skipped"] == 1 and all(p.grad is None for p in tiny_policy.model.parameters())
+    for before, after in zip(weights, tiny_policy.model.parameters()):
+        assert torch.equal(before, after)

@@ -15,7 +15,7 @@ NOT_IN_WARMSTART = {
     "name", "out_dir", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
     "agent.lora_rank", "agent.lr", "agent.weight_decay", "agent.group_size", "agent.temperature", "agent.clip_eps",
     "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
-    "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs",
+    "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
     "env.rwr_steps", "env.rwr_batch", "env.kl_coef", "env.max_kl", "env.grad_clip", "env.pool_replay",
     "env.generation_batch", "env.update", "env.pg_steps", "env.pg_minibatch_groups", "env.pg_clip_eps",

@@ -96,6 +96,9 @@ class AgentConfig(PlayerConfig):
                                        "groups are buffered (1 = update every epoch)", lo=1)
     minibatch_groups: int = knob(32, "groups per gradient step", lo=1)
     update_epochs: int = knob(1, "passes over the buffered groups per update", lo=1)
+    micro_batch: int = knob(0, "sequences per forward/backward inside one GRPO step, the gradient accumulated "
+                            "over them (the same step up to floating-point summation order, less activation "
+                            "memory); 0 = the whole minibatch at once", lo=0)
 
 
 @dataclass

@@ -62,26 +62,62 @@ def clipped_surrogate(logp, old_logp, advantages, clip_eps: float = 0.2):
 
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, kl_coef=0.001, entropy=None,
-              entropy_coef=0.0):
-    """Token-level mean of the clipped surrogate + kl_coef * k3 KL - entropy_coef * entropy."""
+              entropy_coef=0.0, tokens=None):
+    """Token-level mean of the clipped surrogate + kl_coef * k3 KL - entropy_coef * entropy.
+
+    ``tokens``: divide the masked sums by this many tokens instead of by the mask's own (a micro-batch's share
+    of the loss of the whole minibatch; its statistics are shares too, so they add up over micro-batches)."""
+    def mean(values):
+        return masked_mean(values, mask) if tokens is None else (values * mask).sum() / tokens
+
     surrogate, clip_active, _ = clipped_surrogate(logp, old_logp, advantages, clip_eps)
-    loss = masked_mean(surrogate, mask)
-    stats = {"clip_fraction": masked_mean(clip_active, mask).item()}
+    loss = mean(surrogate)
+    stats = {"clip_fraction": mean(clip_active).item()}
     if ref_logp is not None:
-        kl = masked_mean(k3_kl(logp, ref_logp), mask)
+        kl = mean(k3_kl(logp, ref_logp))
         loss = loss + kl_coef * kl
         stats["kl"] = kl.item()
     if entropy is not None:
-        ent = masked_mean(entropy, mask)
+        ent = mean(entropy)
         loss = loss - entropy_coef * ent
         stats["entropy"] = ent.item()
     return loss, stats
 
 
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
-              entropy_coef=0.0, grad_clip=1.0, temperature=1.0) -> dict:
-    """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1)."""
+              entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0) -> dict:
+    """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
+
+    ``micro_batch`` > 0: forward and backward that many samples at a time, accumulating the gradient of the same
+    token-mean loss (the same step up to floating-point summation order; less activation memory)."""
     policy.model.train()
+    stats: dict = {}
+    if micro_batch <= 0 or micro_batch >= len(samples):
+        loss, stats = _grpo_micro_loss(policy, reference, samples, None, clip_eps, kl_coef, entropy_coef,
+                                       temperature)
+        stats["loss"] = loss.item()
+    else:
+        tokens = float(max(1, sum(len(s.response_ids) for s in samples)))
+        chunks = [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
+
+        def micro_losses():
+            for chunk in chunks:
+                part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef,
+                                                    entropy_coef, temperature)
+                for key, value in {**part_stats, "loss": part.item()}.items():
+                    stats[key] = stats.get(key, 0.0) + value
+                yield part
+        loss = micro_losses()
+    grad_norm = guarded_step(policy, optimizer, loss, grad_clip, "GRPO")
+    stats.setdefault("kl", 0.0)
+    stats["skipped"] = int(grad_norm is None)
+    if grad_norm is not None:
+        stats["grad_norm"] = grad_norm
+    return stats
+
+
+def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature):
+    """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean)."""
     batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
     width = batch.response_ids.shape[1]
     old = torch.zeros((len(samples), width))
@@ -95,15 +131,8 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     if reference is not None and kl_coef > 0:
         with torch.no_grad():
             ref_logp, _ = reference.token_logprobs(batch, temperature=temperature)
-    loss, stats = grpo_loss(logp, old, ref_logp, advantages, batch.response_mask, clip_eps, kl_coef,
-                            entropy, entropy_coef)
-    stats["loss"] = loss.item()
-    stats.setdefault("kl", 0.0)
-    grad_norm = guarded_step(policy, optimizer, loss, grad_clip, "GRPO")
-    stats["skipped"] = int(grad_norm is None)
-    if grad_norm is not None:
-        stats["grad_norm"] = grad_norm
-    return stats
+    return grpo_loss(logp, old, ref_logp, advantages, batch.response_mask, clip_eps, kl_coef, entropy,
+                     entropy_coef, tokens)
 
 
 def informative_samples(groups) -> list[list[PolicySample]]:

@@ -17,17 +17,23 @@ def shuffled_passes(n: int, batch_size: int, rng: np.random.Generator):
             yield order[start:start + batch_size].tolist()
 
 
-def guarded_step(policy, optimizer, loss: torch.Tensor, grad_clip: float, what: str) -> float | None:
+def guarded_step(policy, optimizer, loss, grad_clip: float, what: str) -> float | None:
     """Backward, clip the gradient norm to ``grad_clip`` (0: no clip) and step; returns the gradient norm.
 
-    A non-finite loss or gradient skips the step with a warning naming ``what`` and returns None, so one bad
-    batch never writes NaNs into the weights. Time spent here counts as model time of ``policy``."""
+    ``loss`` is one tensor, or an iterator of micro-batch losses whose sum is the loss: each is produced (its
+    forward pass run) only once the previous one has gone through backward, so one micro-batch's activations
+    are in memory at a time while the gradients accumulate. A non-finite loss or gradient skips the step with a
+    warning naming ``what`` and returns None, so one bad batch never writes NaNs into the weights. Time spent
+    here counts as model time of ``policy``."""
     optimizer.zero_grad(set_to_none=True)
-    if not math.isfinite(loss.item()):
-        warnings.warn(f"{what}: non-finite loss, step skipped", RuntimeWarning, stacklevel=3)
-        return None
+    for part in ([loss] if isinstance(loss, torch.Tensor) else loss):
+        if not math.isfinite(part.item()):
+            optimizer.zero_grad(set_to_none=True)
+            warnings.warn(f"{what}: non-finite loss, step skipped", RuntimeWarning, stacklevel=3)
+            return None
+        with policy.timed():
+            part.backward()
     with policy.timed():
-        loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip if grad_clip > 0 else
                                               float("inf"))
         if not torch.isfinite(norm):
