@@ -38,7 +38,7 @@ from genenv.rollout import rollout
 from genenv.warmstart import warm_start_agent
 
 
-def genenv_contender(domain, make_policy, prompts_per_step, samples, lr, beta):
+def genenv_contender(domain, make_policy, samples, lr, beta):
     policy = make_policy()
     reference = policy.frozen_copy() if beta > 0 else None
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=lr, weight_decay=0.0)
@@ -54,7 +54,7 @@ def genenv_contender(domain, make_policy, prompts_per_step, samples, lr, beta):
     return step
 
 
-def bare_contender(domain, make_policy, prompts_per_step, samples, lr):
+def bare_contender(domain, make_policy, samples, lr):
     policy = make_policy()
     model, tokenizer = policy.model, policy.tokenizer
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -163,9 +163,9 @@ def main() -> None:
         policy.save(folder)
         make_policy = lambda: Policy.load(folder)  # noqa: E731
         for beta in (0.0, 0.001):  # one pass per KL coefficient, TRL interleaved with genenv and the bare loop
-            others = {f"genenv beta {beta:g}": genenv_contender(domain, make_policy, args.prompts, args.samples,
+            others = {f"genenv beta {beta:g}": genenv_contender(domain, make_policy, args.samples,
                                                                 args.lr, beta),
-                      f"bare loop (pass beta {beta:g})": bare_contender(domain, make_policy, args.prompts,
+                      f"bare loop (pass beta {beta:g})": bare_contender(domain, make_policy,
                                                                         args.samples, args.lr)}
             seconds = trl_pass(domain, folder, policy.tokenizer, rounds, args.samples, args.lr, beta,
                                timed_steps(others, rounds, rates), f"{workdir}/trl")

@@ -180,8 +180,7 @@ def _warm_start_each_seed(configs, arms, seeds, workers, log) -> None:
     jobs = [(configs[arms[0], seed], seed) for seed in seeds]
     if workers == 1 or len(jobs) == 1:
         for cfg, seed in jobs:
-            for message in _warm_one_seed(cfg, seed):
-                log(message)
+            _warm_one_seed(cfg, seed, log)  # lines as they come
         return
     log(f"warm starts: {len(jobs)} seeds, {min(workers, len(jobs))} at a time (each seed's lines once it is done)")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
@@ -191,13 +190,15 @@ def _warm_start_each_seed(configs, arms, seeds, workers, log) -> None:
                 log(message)
 
 
-def _warm_one_seed(cfg, seed: int) -> list[str]:
-    """Warm-start (or load from the cache) one seed's agent and simulator; the log lines, in order."""
+def _warm_one_seed(cfg, seed: int, log=None) -> list[str]:
+    """Warm-start (or load from the cache) one seed's agent and simulator. Its log lines go to ``log``, or, in a
+    worker process (no ``log``), come back in order."""
     messages: list[str] = []
+    emit = log or messages.append
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     torch.set_num_threads(cfg.threads)
-    warm_start_agent(cfg, domain, log=lambda m: messages.append(f"seed {seed}: {m}"))
-    warm_start_simulator(cfg, domain, log=lambda m: messages.append(f"seed {seed}: {m}"))
+    warm_start_agent(cfg, domain, log=lambda m: emit(f"seed {seed}: {m}"))
+    warm_start_simulator(cfg, domain, log=lambda m: emit(f"seed {seed}: {m}"))
     return messages
 
 

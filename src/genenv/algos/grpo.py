@@ -92,23 +92,18 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     token-mean loss (the same step up to floating-point summation order; less activation memory)."""
     policy.model.train()
     stats: dict = {}
-    if micro_batch <= 0 or micro_batch >= len(samples):
-        loss, stats = _grpo_micro_loss(policy, reference, samples, None, clip_eps, kl_coef, entropy_coef,
-                                       temperature)
-        stats["loss"] = loss.item()
-    else:
-        tokens = float(max(1, sum(len(s.response_ids) for s in samples)))
-        chunks = [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
+    whole = micro_batch <= 0 or micro_batch >= len(samples)
+    chunks = [samples] if whole else [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
+    tokens = None if whole else float(max(1, sum(len(s.response_ids) for s in samples)))
 
-        def micro_losses():
-            for chunk in chunks:
-                part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef,
-                                                    entropy_coef, temperature)
-                for key, value in {**part_stats, "loss": part.item()}.items():
-                    stats[key] = stats.get(key, 0.0) + value
-                yield part
-        loss = micro_losses()
-    grad_norm = guarded_step(policy, optimizer, loss, grad_clip, "GRPO")
+    def losses():  # each micro-batch's forward runs once the previous one's backward is done
+        for chunk in chunks:
+            part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef, entropy_coef,
+                                                temperature)
+            for key, value in {**part_stats, "loss": part.item()}.items():
+                stats[key] = stats.get(key, 0.0) + value
+            yield part
+    grad_norm = guarded_step(policy, optimizer, losses(), grad_clip, "GRPO")
     stats.setdefault("kl", 0.0)
     stats["skipped"] = int(grad_norm is None)
     if grad_norm is not None:

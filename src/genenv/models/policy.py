@@ -80,11 +80,11 @@ class _SampledLogprobs(LogitsProcessor):
         return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
 
 
-def _entropy_no_grad(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int = 8) -> torch.Tensor:
-    """Entropy per position, lse - sum softmax(z) z, a few rows at a time (a [rows, R, V] temporary, not [B, R, V])."""
-    with torch.no_grad():
-        return torch.cat([lse - (torch.softmax(block, dim=-1) * block).sum(-1)
-                          for block, lse in zip(logits.split(rows_per_block), logsumexp.split(rows_per_block))])
+def _entropy(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int = 8) -> torch.Tensor:
+    """Entropy per position, lse - sum softmax(z) z, a few rows at a time (without gradients, a [rows, R, V]
+    temporary instead of [B, R, V])."""
+    return torch.cat([lse - (torch.softmax(block, dim=-1) * block).sum(-1)
+                      for block, lse in zip(logits.split(rows_per_block), logsumexp.split(rows_per_block))])
 
 
 def _messages(prompt) -> list[dict]:
@@ -298,10 +298,8 @@ class Policy:
         logp = logits.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
         entropy = None
         if with_entropy:
-            if entropy_grad:
-                entropy = logsumexp - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-            else:
-                entropy = _entropy_no_grad(logits.detach(), logsumexp.detach())
+            with nullcontext() if entropy_grad else torch.no_grad():
+                entropy = _entropy(logits, logsumexp)
         return logp, entropy
 
     # ------------------------------------------------------------------ LoRA (optional, peft)
