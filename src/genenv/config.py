@@ -103,16 +103,18 @@ class AgentConfig(PlayerConfig):
 
 @dataclass
 class EnvConfig(PlayerConfig):
-    """The environment simulator, trained with reward-weighted regression (RWR)."""
+    """The environment simulator, trained by policy gradient on R_env (``update: pg``) or by the paper's
+    reward-weighted regression (``update: rwr``)."""
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)
     weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
                                "default, what every run so far used)", lo=0.0)
-    update: str = knob("rwr", "how the simulator learns: 'rwr' (the paper: reward-weighted regression on in-band "
-                       "tasks) or 'pg' (beyond the paper: policy gradient on R_env rescaled to [0, 1] within each "
-                       "seed's variations, like R-Zero's challenger)", choices=("rwr", "pg"))
+    update: str = knob("pg", "how the simulator learns: 'pg' (beyond the paper: policy gradient on R_env rescaled "
+                       "to [0, 1] within each seed's variations, like R-Zero's challenger; chosen on the dev set, "
+                       "docs/results.md) or 'rwr' (the paper: reward-weighted regression on in-band tasks; the "
+                       "paper preset)", choices=("rwr", "pg"))
     pg_steps: int = knob(4, "pg: optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
     pg_minibatch_groups: int = knob(16, "pg: seed groups per step", lo=1)
     pg_clip_eps: float = knob(0.2, "pg: ratio clip", lo=0.0, hi=1.0)
