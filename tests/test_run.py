@@ -64,7 +64,7 @@ def test_run_folder_contents(smoke_run):
     trained.load_weights(ckpt / "agent.safetensors")
     for a, b in zip(final.model.state_dict().values(), trained.model.state_dict().values()):
         assert a.equal(b)
-    assert (ckpt / "optimizers.pt").exists()
+    assert (ckpt / "optimizers.safetensors").exists()
     warm = json.loads((smoke_run / "warmstart.json").read_text())
     assert "heldout_success" in warm
 

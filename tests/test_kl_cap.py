@@ -1,0 +1,85 @@
+"""Optimiser state kept bit for bit: undoing a step (StepSnapshot) and a checkpoint's optimizer file."""
+
+import torch
+
+from genenv.algos.kl_cap import StepSnapshot
+
+
+def _loss(model, scale):
+    return sum((p * scale).pow(2).sum() for p in model.parameters())
+
+
+def _step(model, optimizer, scale):
+    optimizer.zero_grad()
+    _loss(model, scale).backward()
+    optimizer.step()
+
+
+def _state(model, optimizer):
+    weights = [p.detach().clone() for p in model.parameters()]
+    opt = {i: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in optimizer.state[p].items()}
+           for i, p in enumerate(model.parameters()) if p in optimizer.state}
+    return weights, opt
+
+
+def _equal(a, b):
+    (wa, oa), (wb, ob) = a, b
+    if len(wa) != len(wb) or any(not x.equal(y) for x, y in zip(wa, wb)) or oa.keys() != ob.keys():
+        return False
+    return all(oa[i].keys() == ob[i].keys() and all(
+        oa[i][k].equal(ob[i][k]) if torch.is_tensor(oa[i][k]) else oa[i][k] == ob[i][k] for k in oa[i]) for i in oa)
+
+
+def _fresh(tiny_policy):
+    model = tiny_policy.frozen_copy().model
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def test_undone_steps_leave_the_same_trajectory_as_never_taking_them(tiny_policy):
+    kept_model, kept_opt = _fresh(tiny_policy)
+    undo_model, undo_opt = _fresh(tiny_policy)
+    snapshot = StepSnapshot(list(undo_model.parameters()), undo_opt)
+    for step in range(3):
+        _step(kept_model, kept_opt, 1.0)
+        snapshot.take()
+        _step(undo_model, undo_opt, 1.0)
+        assert _equal(_state(kept_model, kept_opt), _state(undo_model, undo_opt))
+        snapshot.take()  # a step with another loss, then undone: as if it never happened
+        _step(undo_model, undo_opt, 3.0 + step)
+        assert not _equal(_state(kept_model, kept_opt), _state(undo_model, undo_opt))
+        snapshot.restore()
+        assert _equal(_state(kept_model, kept_opt), _state(undo_model, undo_opt))
+
+
+def test_undoing_the_first_step_leaves_no_optimiser_state(tiny_policy):
+    model, optimizer = _fresh(tiny_policy)
+    before = _state(model, optimizer)
+    snapshot = StepSnapshot(list(model.parameters()), optimizer)
+    snapshot.take()
+    _step(model, optimizer, 1.0)
+    assert len(optimizer.state) > 0
+    snapshot.restore()
+    assert _equal(before, _state(model, optimizer)) and len(optimizer.state) == 0
+
+
+def test_optimizer_states_round_trip_through_safetensors(tiny_policy, tmp_path):
+    """A checkpoint's optimizer file (no pickle): a resumed optimizer takes the same next step bit for bit."""
+    from genenv.checkpoint import load_optimizers, save_optimizers
+    model, optimizer = _fresh(tiny_policy)
+    for scale in (1.0, 2.0):
+        _step(model, optimizer, scale)
+    rng = torch.get_rng_state()
+    save_optimizers(tmp_path / "opt.safetensors", {"agent": optimizer}, rng)
+    loaded = load_optimizers(tmp_path / "opt.safetensors")
+    assert loaded["torch_rng"].equal(rng)
+    resumed_model, resumed = _fresh(tiny_policy)
+    with torch.no_grad():
+        for p, q in zip(resumed_model.parameters(), model.parameters()):
+            p.copy_(q)
+    resumed.load_state_dict(loaded["agent"])
+    assert _equal(_state(model, optimizer), _state(resumed_model, resumed))
+    _step(model, optimizer, 3.0)
+    _step(resumed_model, resumed, 3.0)
+    assert _equal(_state(model, optimizer), _state(resumed_model, resumed))
