@@ -28,39 +28,14 @@ import copy
 import importlib
 import inspect
 import json
-import signal
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
 from genenv.benchmarks import bfcl
+from genenv.timeouts import time_limit
 
 MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_long_context")
 CALL_TIMEOUT_S = 5.0
-
-
-class CallTimeout(Exception):
-    pass
-
-
-@contextmanager
-def _time_limit(seconds: float):
-    """Interrupt the block after ``seconds`` (main thread only; elsewhere the call runs unlimited)."""
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise CallTimeout(f"call exceeded {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _result_text(value) -> str:
@@ -111,7 +86,7 @@ class Backends:
                 results.append("Error during execution: arguments are not keyword arguments")
                 continue
             try:
-                with _time_limit(timeout_s):
+                with time_limit(timeout_s):
                     value = method(**copy.deepcopy(arguments))
                 results.append(_result_text(value))
             except Exception as err:  # any failure of the call is its result, as in BFCL

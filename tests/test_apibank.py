@@ -1,0 +1,185 @@
+"""API-Bank: the call parser, the simulated APIs and the scorer (our SPEC.md of the benchmark).
+
+Hand-made databases in the official format live in tests/data/apibank; the replay of every gold call of the
+official test files runs when the data is present (``GENENV_APIBANK_DATA`` or ../shared/data/api-bank)."""
+
+import collections
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from genenv.benchmarks.apibank.calls import extract_call, format_call, parse_arguments
+from genenv.benchmarks.apibank.scoring import score_call
+from genenv.benchmarks.apibank.tools import REGISTRY, CallError, ToolSession, calculate, load_databases
+
+FIXTURE = Path(__file__).parent / "data" / "apibank" / "init_database"
+OFFICIAL = Path(os.environ.get("GENENV_APIBANK_DATA", Path(__file__).resolve().parents[2] / "shared/data/api-bank"))
+
+
+@pytest.fixture(scope="module")
+def databases():
+    return load_databases(FIXTURE)
+
+
+# ============================================================================ parser
+
+def test_parser_reads_the_test_files_syntax():
+    call = extract_call("API-Request: [AddAgenda(token='a9s8', content=\"Meet John\", time='2023-09-12 14:00:00')]")
+    assert call.name == "AddAgenda"
+    assert call.arguments == {"token": "a9s8", "content": "Meet John", "time": "2023-09-12 14:00:00"}
+
+
+def test_parser_keeps_upstream_quirks():
+    # an apostrophe ends a value; a quoted list gives "["; an unquoted list runs to the last "]"; words as strings
+    assert parse_arguments("content='Mom's day'") == {"content": "Mom"}
+    assert parse_arguments("attendees='['Mary', 'Peter']'")["attendees"] == "["
+    assert parse_arguments("devices=[{'name': 'a'}], on=True, n = 3") == {"devices": "[{'name': 'a'}]", "on": "True",
+                                                                         "n": "3"}
+    # the first call of the text; on its line the parentheses run to the last ")]", so B's argument leaks in
+    call = extract_call("no call here\nAPI-Request: [A(x='1')] then [B(y='2')]\n[C(z='3')]")
+    assert call.name == "A" and call.arguments == {"x": "1", "y": "2"}
+
+
+@pytest.mark.parametrize("text", ["", "no call", "[AddAgenda token='x']", "API-Request: [Add Agenda(x='1')]",
+                                  "[AddAgenda(\ntoken='x')]", None])
+def test_parser_finds_no_call_in_malformed_text(text):
+    assert extract_call(text) is None
+
+
+def test_hostile_calls_are_strings_and_never_run(databases, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("evaluated")
+    monkeypatch.setattr("builtins.eval", forbidden)
+    monkeypatch.setattr("builtins.exec", forbidden)
+    call = extract_call("[Calculator(formula='__import__(\"os\").system(\"touch /tmp/pwned\")')]")
+    assert call.name == "Calculator" and isinstance(call.arguments["formula"], str)
+    result = ToolSession(databases).execute(call.name, call.arguments)
+    assert result["output"] is None and result["exception"]
+    assert extract_call("[__import__(x=os)]").name == "__import__"
+    with pytest.raises(CallError):
+        ToolSession(databases).execute("__import__", {})
+
+
+def test_format_call_round_trips():
+    text = format_call("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"})
+    assert text == "API-Request: [QueryStock(stock_code='AAPL', date='2022-01-01')]"
+    assert extract_call(text).arguments == {"stock_code": "AAPL", "date": "2022-01-01"}
+
+
+# ============================================================================ executor
+
+def test_calls_are_typed_and_validated(databases):
+    session = ToolSession(databases)
+    with pytest.raises(CallError, match="invalid parameter name"):
+        session.execute("QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1", "user": "x"})
+    with pytest.raises(CallError, match="missing"):
+        session.execute("GetUserToken", {"username": "JohnDoe"})
+    with pytest.raises(CallError, match="invalid parameter type"):
+        session.execute("BookHotel", {"hotel_name": "H", "check_in_time": "2023-01-01", "check_out_time": "2023-01-02",
+                                      "room_count": "-1", "adult_count": "1", "child_count": "0"})
+    with pytest.raises(CallError, match="invalid tool name"):
+        session.execute("NoSuchApi", {})
+    bad_token = session.execute("QueryBalance", {"token": "nope"})
+    assert bad_token == {"api_name": "QueryBalance", "input": {"token": "nope"}, "output": None,
+                         "exception": "token is incorrect"}
+
+
+def test_login_token_flow(databases):
+    session = ToolSession(databases)
+    token = session.execute("GetUserToken", {"username": "JohnDoe", "password": "pass123"})["output"]["token"]
+    assert session.execute("QueryBalance", {"token": token})["output"] == 2739.25
+    assert session.execute("GetUserToken", {"username": "JohnDoe", "password": "x"})["exception"]
+
+
+def test_each_session_has_its_own_state(databases):
+    first, second = ToolSession(databases), ToolSession(databases)
+    call = {"token": "a9s8d7f6g5h4j3k2l1", "content": "Dentist", "time": "2023-05-01 09:00:00", "location": "clinic"}
+    assert first.execute("AddAgenda", call)["output"] == "success"
+    query = {**call, "location": ""}
+    assert first.execute("QueryAgenda", query)["output"]["content"] == "Dentist"
+    assert second.execute("QueryAgenda", query)["exception"] == "no agenda about Dentist"
+    assert "3" not in databases["Agenda"]  # the loaded databases are never mutated
+
+
+@pytest.mark.parametrize("formula,value", [("1+2*3", 7.0), ("(1+2)*3", 9.0), ("8/2/2", 2.0), ("10-4-3", 3.0),
+                                           ("2*(3+4)-(6/3)", 12.0), (" 7 * 6 ", 42.0)])
+def test_calculator_hand_values(formula, value):
+    assert calculate(formula) == value
+
+
+@pytest.mark.parametrize("formula", ["1/0", "2*(3", "1.5+2", "12", "+", "2**3", "((1+2)*3)", "os.system"])
+def test_calculator_rejects_what_upstream_rejects(databases, formula):
+    result = ToolSession(databases).execute("Calculator", {"formula": formula})
+    assert result["output"] is None and result["exception"]
+
+
+def test_network_apis_are_unavailable_not_dropped(databases):
+    assert score_call("API-Request: [Dictionary(keyword='apple')]",
+                      {"api_name": "Dictionary", "result": {}}, databases).reason == "unavailable offline"
+    assert {"Dictionary", "Translate", "ToolSearcher", "SearchEngine"} <= {n for n, c in REGISTRY.items()
+                                                                          if c.needs_network}
+
+
+# ============================================================================ scorer
+
+def _gold(session, name, arguments):
+    return {"api_name": name, "result": session.execute(name, arguments)}
+
+
+def test_scorer_verdicts(databases):
+    gold = _gold(ToolSession(databases), "QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"})
+    assert score_call("API-Request: [QueryStock(stock_code=' aapl', date='2022-1-1')]", gold, databases).correct
+    assert score_call("API-Request: [QueryStock(stock_code='AAPL', date='2022-01-02')]", gold,
+                      databases).reason == "output mismatch"
+    assert score_call("API-Request: [QueryStock(stock_code='MSFT', date='2022-01-01')]", gold,
+                      databases).reason == "has exception"
+    assert score_call("API-Request: [Wiki(keyword='AAPL')]", gold, databases).reason == "API name mismatch"
+    assert score_call("I think the price is 180.5", gold, databases).reason == "no API call"
+    assert score_call("[QueryStock(code='AAPL')]", gold, databases).reason == "invalid call"
+
+
+def test_agenda_check_accepts_a_close_content(databases):
+    call = {"token": "a9s8d7f6g5h4j3k2l1", "content": "Lunch with the team", "time": "2023-05-01 12:00:00",
+            "location": "cafe"}
+    gold = _gold(ToolSession(databases), "AddAgenda", call)
+    close = format_call("AddAgenda", {**call, "content": "Lunch with team"})  # Jaccard 3/4 > 0.5
+    far = format_call("AddAgenda", {**call, "content": "Team lunch"})
+    assert score_call(close, gold, databases).correct and not score_call(far, gold, databases).correct
+
+
+# ============================================================================ the official test files
+
+def _official_items(level: int):
+    if not (OFFICIAL / "test-data").exists():
+        print(f"API-Bank data not found at {OFFICIAL} (set GENENV_APIBANK_DATA): skipping")
+        pytest.skip(f"API-Bank data not found at {OFFICIAL}")
+    folder = {1: "level-1-given-desc", 2: "level-2-toolsearcher"}[level]
+    for item in json.loads((OFFICIAL / "test-data" / f"level-{level}-api.json").read_text()):
+        turns = [json.loads(line) for line in (OFFICIAL / "lv1-lv2-samples" / folder / item["file"]).open()]
+        api_positions = [i for i, turn in enumerate(turns) if turn["role"] == "API"]
+        k, after = divmod(item["id"], 2)
+        yield item, turns[api_positions[k] + 1] if after else turns[api_positions[k]]
+
+
+def test_gold_calls_replayed_score_what_the_spec_measured():
+    """SPEC.md 5.6: the gold calls through the upstream pipeline score 337 of 399 on level 1 and 80 of the 90
+    non-ToolSearcher items on level 2, for reasons it lists one by one; ours must fail exactly those."""
+    databases = load_databases(OFFICIAL / "init_database") if OFFICIAL.exists() else None
+    for level, correct, failures in (
+        (1, 337, {("RecordHealthData", "has exception"): 19, ("ModifyMeeting", "input mismatch"): 5,
+                  ("AddMeeting", "input mismatch"): 3, ("QueryMeeting", "input mismatch"): 3,
+                  ("TimedSwitch", "invalid call"): 3, ("CancelTimedSwitch", "invalid call"): 5,
+                  ("ForgotPassword", "has exception"): 4, ("GetUserToken", "has exception"): 2,
+                  ("RegisterUser", "has exception"): 1, ("QueryRegistration", "has exception"): 1,
+                  ("QueryScene", "output mismatch"): 5, ("DeleteMeeting", "check error"): 1,
+                  ("Dictionary", "unavailable offline"): 5, ("Translate", "unavailable offline"): 4,
+                  ("SearchEngine", "unavailable offline"): 1}),
+        (2, 80, {("RecordHealthData", "has exception"): 3, ("AddMeeting", "input mismatch"): 2,
+                 ("QueryMeeting", "input mismatch"): 2, ("ModifyMeeting", "input mismatch"): 1,
+                 ("DeleteMeeting", "check error"): 2, ("ToolSearcher", "unavailable offline"): 45})):
+        verdicts = [(gold["api_name"], score_call(item["expected_output"], gold, databases))
+                    for item, gold in _official_items(level)]
+        assert sum(v.correct for _, v in verdicts) == correct, level
+        assert collections.Counter((name, v.reason) for name, v in verdicts if not v.correct) == failures, level
