@@ -183,3 +183,46 @@ def test_gold_calls_replayed_score_what_the_spec_measured():
                     for item, gold in _official_items(level)]
         assert sum(v.correct for _, v in verdicts) == correct, level
         assert collections.Counter((name, v.reason) for name, v in verdicts if not v.correct) == failures, level
+
+
+# ============================================================================ genenv eval --benchmark api-bank
+
+FIXTURE_DATA = FIXTURE.parent  # a hand-made dialogue and its two API and two response items, official format
+
+
+def test_evaluate_level_scores_calls_and_responses():
+    from genenv.benchmarks.apibank.evaluate import evaluate_level, load_api_items
+
+    items = load_api_items(FIXTURE_DATA, 1)
+    assert [it["gold"]["api_name"] for it in items] == ["QueryStock", "QueryBalance"]
+
+    def respond(prompts):  # the gold call for the first API item, a wrong one for the second; replies
+        texts = [p[1]["content"] for p in prompts]
+        return ["API-Request: [QueryStock(stock_code='AAPL', date='2022-01-01')]" if "Generate API Request" in t
+                and "balance" not in t else "API-Request: [QueryBalance(token='wrong')]" if "Generate API" in t
+                else "The price of AAPL was 180.5." for t in texts]
+    result = evaluate_level(FIXTURE_DATA, 1, respond)
+    assert result["gold_ceiling"]["correct"] == 2 and result["correct"] == 1
+    assert result["errors"] == {"has exception": 1}
+    assert result["response_items"] == 2 and 0.0 < result["rouge_l"] < 1.0
+    assert [r["correct"] for r in result["items"] if r["kind"] == "api"] == [True, False]
+
+
+def test_rouge_l_hand_values():
+    from genenv.benchmarks.apibank.evaluate import rouge_l
+    assert rouge_l("the cat sat", "the cat sat") == 1.0
+    assert rouge_l("", "the cat") == 0.0 and rouge_l("...", "the cat") == 0.0
+    # reference tokens {the, cat, sat, down} (m=4), prediction {the, cat} (n=2), LCS 2: R=0.5, P=1, F=2/3
+    assert rouge_l("the cat", "the cat sat down") == pytest.approx(0.6667, abs=1e-4)
+
+
+def test_eval_command_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
+    from genenv.evaluate import eval_apibank
+
+    scores = eval_apibank("tiny", FIXTURE_DATA, [1], tmp_path, max_new_tokens=8, policy=tiny_policy,
+                          log=lambda m: None)
+    level = scores["levels"]["1"]
+    assert level["api_items"] == 2 and level["gold_ceiling"]["correct"] == 2 and level["correct"] == 0
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["api", "api", "response", "response"]
+    assert json.loads((tmp_path / "scores.json").read_text())["levels"]["1"]["correct"] == 0

@@ -5,6 +5,10 @@ prompts the model as BFCL prompts a chat model (BFCL's system prompt, greedy dec
 with BFCL's decoder and AST checker, prints accuracy per category and overall, and writes the raw responses
 in BFCL's result-file format (``OUT/genenv/BFCL_v4_<category>_result.json``) plus ``OUT/scores.json``.
 
+``genenv eval --benchmark api-bank --levels 1,2 --data PATH --model smollm2`` scores API-Bank's levels 1-2 on
+the official test files (:mod:`genenv.benchmarks.apibank`): API-call accuracy, response ROUGE-L, and the gold
+calls' own score through the same executor beside them.
+
 ``--categories multi_turn_long_context`` (or ``multi_turn_base``) follows the paper's protocol: every turn is
 scored on its own against the ground truth, with BFCL's executable back-ends and checkers
 (:mod:`genenv.benchmarks.bfcl_multiturn`); accuracy there is per turn.
@@ -18,8 +22,9 @@ from pathlib import Path
 import torch
 
 from genenv.benchmarks import alfworld, bfcl, bfcl_multiturn
+from genenv.benchmarks.apibank import evaluate as apibank
 from genenv.domains.household import HouseholdDomain
-from genenv.io import atomic_write_json
+from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
 from genenv.models.registry import resolve_model
 from genenv.progress import progress_bar
@@ -152,4 +157,46 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
             f"({row['games']} games)")
     log(f"{'overall':32s} success {fmt(scores['success'])}  step accuracy {fmt(scores['step_accuracy'])} "
         f"({scores['games']} games)")
+    return scores
+
+
+def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
+                 max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
+                 policy=None) -> dict:
+    """API-Bank levels 1-2: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
+    items need an API that is unavailable offline; every item's verdict in OUT/results.jsonl."""
+    torch.set_num_threads(threads)
+    folder = apibank.data_folder(data)  # bad paths and levels fail before the model loads
+    for level in levels:
+        if level not in apibank.LEVEL_FOLDERS:
+            raise ValueError(f"--levels: {level} is not a level we score yet; choose from "
+                             f"{', '.join(map(str, apibank.LEVEL_FOLDERS))} (level 3: issue 15, next step)")
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+
+    def respond(prompts):
+        responses = []
+        with progress_bar(len(prompts), "api-bank", leave=False) as bar:
+            for first in range(0, len(prompts), 8 * batch_size):
+                chunk = prompts[first:first + 8 * batch_size]
+                responses.extend(_greedy_responses(policy, chunk, max_new_tokens, batch_size))
+                bar.update(len(chunk))
+        return responses
+
+    out = Path(out)
+    scores = {"model": model, "data": str(folder), "limit": limit, "max_new_tokens": max_new_tokens, "levels": {}}
+    rows = []
+    for level in levels:
+        start = time.perf_counter()
+        result = apibank.evaluate_level(folder, level, respond, limit)
+        rows += [{"level": level, **item} for item in result.pop("items")]
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        scores["levels"][str(level)] = result
+        ceiling = result["gold_ceiling"]
+        log(f"level {level}: API calls {result['accuracy']:.3f} ({result['correct']}/{result['api_items']}; the gold "
+            f"calls score {ceiling['correct']}/{result['api_items']}, {result['unavailable_offline_items']} items need "
+            f"an API unavailable offline), responses ROUGE-L "
+            f"{result['rouge_l'] if result['rouge_l'] is not None else float('nan'):.4f} ({result['response_items']})")
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)
     return scores
