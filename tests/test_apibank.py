@@ -226,3 +226,122 @@ def test_eval_command_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows] == ["api", "api", "response", "response"]
     assert json.loads((tmp_path / "scores.json").read_text())["levels"]["1"]["correct"] == 0
+
+
+# ============================================================================ the apibank co-evolution domain
+
+def _domain(data=FIXTURE_DATA, **options):
+    from genenv.domains import make_domain
+    return make_domain("apibank", data=str(data), **options)
+
+
+def _task_json(name, arguments, request="Please do it.", apis=None, history=()):
+    return json.dumps({"apis": apis or [name], "history": list(history), "request": request,
+                       "call": {"name": name, "arguments": arguments}})
+
+
+def test_domain_seed_tasks_are_grounded_and_scored_by_the_apis_check():
+    import numpy as np
+    domain = _domain()
+    seeds = domain.seed_tasks(np.random.default_rng(0), 30)
+    assert len(seeds) == 30 and len({t.text for t in seeds}) == 30
+    for task in seeds:
+        assert domain.score(task, task.answer) == 1.0  # the gold call passes its own check
+        assert domain.score(task, "API-Request: [GetToday()]" if "GetToday" not in task.answer else "no call") == 0.0
+        again = domain.parse_and_validate(task.text)  # what the simulator would write, grounded again
+        assert again.text == task.text and again.answer == task.answer and again.level == task.level
+
+
+def test_domain_levels_follow_the_token_flow():
+    domain = _domain()
+    said = domain.parse_and_validate(_task_json("QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1"},
+                                                apis=["QueryBalance", "GetUserToken"],
+                                                history=["User: My token is a9s8d7f6g5h4j3k2l1."]))
+    carried = domain.parse_and_validate(_task_json(
+        "QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1"}, apis=["QueryBalance", "GetUserToken"],
+        history=["User: I am JohnDoe, password pass123.",
+                 "API-Request: [GetUserToken(username='JohnDoe', password='pass123')]->{'token': 'a9s8d7f6g5h4j3k2l1'}"]))
+    stock = domain.parse_and_validate(_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-02"}))
+    assert (stock.level, said.level, carried.level) == (1, 2, 3)
+    assert stock.meta["gold"]["result"]["output"] == 182.3
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("no json", "no JSON object"),
+    ("{\"apis\": [\"QueryStock\"]", "no JSON object"),
+    ("{\"apis\": [\"QueryStock\"], \"history\": []}", "missing key: request"),
+    (_task_json("Dictionary", {"keyword": "apple"}), "Dictionary is unavailable offline"),
+    (_task_json("Teleport", {"where": "moon"}), "unknown API 'Teleport'"),
+    (_task_json("QueryStock", {"stock_code": "AAPL"}), "missing required parameter 'date'"),
+    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01", "x": "1"}), "QueryStock has no parameter 'x'"),
+    (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2022-01-01"}), "gold call fails on a fresh state"),
+    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, request=" "), "request must be a non-empty string"),
+    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, apis=["Calculator"]),
+     "the gold call names an API that is not listed"),
+    (_task_json("QueryStock", {"stock_code": 7, "date": "2022-01-01"}), "arguments must map names to strings"),
+    (_task_json("Calculator", {"formula": "__import__('os').system('id')"}), "gold call fails on a fresh state"),
+])
+def test_domain_rejects_bad_simulator_output_with_a_reason(text, reason):
+    result = _domain().parse_and_validate(text)
+    assert type(result).__name__ == "Invalid" and result.reason == reason
+
+
+def test_domain_rejects_a_copy_of_an_official_item():
+    copy_of_item = _task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"},
+                              request="What was the price of AAPL on January 1st, 2022?")
+    assert _domain().parse_and_validate(copy_of_item).reason == "equals an official test item"
+
+
+def test_domain_never_crashes_on_arbitrary_text():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    domain = _domain()
+    values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=4), max_leaves=12)
+    keys = st.fixed_dictionaries({"apis": values, "history": values, "request": values, "call": values})
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.one_of(st.text(max_size=200), keys.map(json.dumps)))
+    def check(text):
+        result = domain.parse_and_validate(text)
+        assert type(result).__name__ in ("Task", "Invalid")
+    check()
+
+
+def test_domain_heldout_is_the_official_items_and_seeds_never_equal_one():
+    import numpy as np
+
+    from genenv.domains.apibank import official_key
+    for data in (FIXTURE_DATA, OFFICIAL):
+        if not (data / "test-data").exists():
+            print(f"API-Bank data not found at {data}: checking the fixture only")
+            continue
+        domain = _domain(data)
+        heldout = domain.heldout_tasks(1000)
+        assert len(heldout) == len(domain.official_items())
+        assert all(t.answer.startswith("API-Request: [") for t in heldout)
+        seeds = domain.seed_tasks(np.random.default_rng(0), 200) + domain.dev_tasks(10)
+        held = {t.text for t in heldout}
+        for task in seeds:
+            data_json = json.loads(task.text)
+            assert task.text not in held
+            assert official_key(data_json["request"], data_json["call"]["name"],
+                                data_json["call"]["arguments"]) not in domain.official_keys()
+    if (OFFICIAL / "test-data").exists():  # the held-out set's own ceiling: the offline gold calls, as in eval
+        heldout = _domain(OFFICIAL).heldout_tasks(1000)
+        assert (len(heldout), sum(_domain(OFFICIAL).score(t, t.answer) for t in heldout)) == (389, 337)
+
+
+def test_apibank_smoke_preset_runs(tmp_path):
+    from genenv.coevolve import run
+    from genenv.config import load_config
+    from genenv.io import read_jsonl
+
+    cfg = load_config("apibank-smoke", ["threads=1", f"domain.options.data={FIXTURE_DATA}"])
+    out = run(cfg, run_dir=tmp_path / "api", log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r["epoch"] for r in rows] == [0, 1]
+    assert all(r["generated"] == 4 and r["heldout_success"] is not None for r in rows)
+    assert sum(r["valid"] for r in rows) + sum(sum(r["invalid_reasons"].values()) for r in rows) == 8

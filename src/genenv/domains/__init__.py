@@ -2,6 +2,7 @@
 
 from genenv.domains import (
     addition,  # noqa: F401  (registers "addition")
+    apibank,  # noqa: F401  (registers "apibank"; needs the API-Bank data when used)
     household,  # noqa: F401  (registers "household")
     toolcall,  # noqa: F401  (registers "toolcall"; needs bfcl-eval when used)
 )

@@ -145,7 +145,7 @@ class ToolSession:
     """One state of the simulated services: a private deep copy of the initial databases, tools made lazily."""
 
     def __init__(self, databases: dict[str, Any]):
-        self.databases = copy.deepcopy(databases)
+        self.databases = _Copies(databases)
         self._tools: dict[str, Tool] = {}
         self.random = random.Random(0)
 
@@ -176,6 +176,27 @@ class ToolSession:
             output, exception = None, str(error)
         envelope = {"api_name": tool.name, "input": record, "output": output, "exception": exception}
         return envelope
+
+
+class _Copies(dict):
+    """A session's databases: each one deep-copied from the initial state the first time a tool touches it (a
+    fresh state per scored item stays cheap; the 12k-entry ImageCaptioning list is copied only when used)."""
+
+    def __init__(self, source: dict[str, Any]):
+        super().__init__()
+        self._source = source
+
+    def __missing__(self, key):
+        if key not in self._source:
+            raise KeyError(key)
+        value = self[key] = copy.deepcopy(self._source[key])
+        return value
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
 
 class Unavailable(Exception):
