@@ -260,7 +260,8 @@ def test_domain_levels_follow_the_token_flow():
     carried = domain.parse_and_validate(_task_json(
         "QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1"}, apis=["QueryBalance", "GetUserToken"],
         history=["User: I am JohnDoe, password pass123.",
-                 "API-Request: [GetUserToken(username='JohnDoe', password='pass123')]->{'token': 'a9s8d7f6g5h4j3k2l1'}"]))
+                 "API-Request: [GetUserToken(username='JohnDoe', password='pass123')]"
+                 "->{'token': 'a9s8d7f6g5h4j3k2l1'}"]))
     stock = domain.parse_and_validate(_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-02"}))
     assert (stock.level, said.level, carried.level) == (1, 2, 3)
     assert stock.meta["gold"]["result"]["output"] == 182.3
@@ -273,9 +274,11 @@ def test_domain_levels_follow_the_token_flow():
     (_task_json("Dictionary", {"keyword": "apple"}), "Dictionary is unavailable offline"),
     (_task_json("Teleport", {"where": "moon"}), "unknown API 'Teleport'"),
     (_task_json("QueryStock", {"stock_code": "AAPL"}), "missing required parameter 'date'"),
-    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01", "x": "1"}), "QueryStock has no parameter 'x'"),
+    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01", "x": "1"}),
+     "QueryStock has no parameter 'x'"),
     (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2022-01-01"}), "gold call fails on a fresh state"),
-    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, request=" "), "request must be a non-empty string"),
+    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, request=" "),
+     "request must be a non-empty string"),
     (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, apis=["Calculator"]),
      "the gold call names an API that is not listed"),
     (_task_json("QueryStock", {"stock_code": 7, "date": "2022-01-01"}), "arguments must map names to strings"),
