@@ -36,6 +36,7 @@ from genenv.benchmarks.apibank.evaluate import LEVEL_FOLDERS, data_folder, load_
 from genenv.benchmarks.apibank.scoring import score_call
 from genenv.benchmarks.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
 from genenv.domains.base import Domain, Invalid, Task, register
+from genenv.domains.jsontask import parse_json_object
 
 MAX_APIS, MAX_HISTORY, MAX_TEXT = 6, 12, 400
 HISTORY_PREFIXES = ("User: ", "AI: ", "API-Request: ")
@@ -231,20 +232,9 @@ class ApiBankDomain(Domain):
                 f"aim for a task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")
 
     def parse_task(self, text):
-        if not isinstance(text, str):
-            return Invalid("not text", repr(text))
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end <= start:
-            return Invalid("no JSON object", text)
-        try:
-            data = json.loads(text[start:end + 1])
-        except (json.JSONDecodeError, RecursionError) as err:
-            return Invalid(f"malformed JSON: {type(err).__name__}", text)
-        if not isinstance(data, dict):
-            return Invalid("JSON is not an object", text)
-        missing = [k for k in ("apis", "history", "request", "call") if k not in data]
-        if missing:
-            return Invalid(f"missing key: {missing[0]}", text)
+        data = parse_json_object(text, ("apis", "history", "request", "call"))
+        if isinstance(data, Invalid):
+            return data
         call = data["call"]
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return Invalid("call must be {name: string, arguments: object}", text)

@@ -23,6 +23,7 @@ import string
 
 from genenv.benchmarks import bfcl
 from genenv.domains.base import Domain, Invalid, Task, register
+from genenv.domains.jsontask import parse_json_object
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),
@@ -184,23 +185,9 @@ class ToolCallDomain(Domain):
                 f"task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")
 
     def parse_task(self, text):
-        if not isinstance(text, str):
-            return Invalid("not text", repr(text))
-        body = text.strip().strip("`")
-        if body.startswith("json"):
-            body = body[4:]
-        start, end = body.find("{"), body.rfind("}")
-        if start < 0 or end <= start:
-            return Invalid("no JSON object", text)
-        try:
-            data = json.loads(body[start:end + 1])
-        except (json.JSONDecodeError, RecursionError) as err:
-            return Invalid(f"malformed JSON: {type(err).__name__}", text)
-        if not isinstance(data, dict):
-            return Invalid("JSON is not an object", text)
-        missing = [k for k in ("functions", "question", "call") if k not in data]
-        if missing:
-            return Invalid(f"missing key: {missing[0]}", text)
+        data = parse_json_object(text, ("functions", "question", "call"))
+        if isinstance(data, Invalid):
+            return data
         functions, question, call = data["functions"], data["question"], data["call"]
         if not isinstance(functions, list) or not functions:
             return Invalid("functions must be a non-empty list", text)

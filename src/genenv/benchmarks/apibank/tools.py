@@ -88,6 +88,7 @@ class Tool:
     optional: frozenset = frozenset()
     database: str | None = None
     needs_network = False
+    asserts_api_name = False  # some upstream checks assert equal api_name first (an error: scored wrong)
 
     def __init__(self, session: "ToolSession"):
         self.session = session
@@ -108,6 +109,10 @@ class Tool:
             pred["exception"] == gold["exception"]
 
     # -- shared pieces
+    def _assert_same_api(self, pred: dict, gold: dict) -> None:
+        if self.asserts_api_name and pred.get("api_name") != gold.get("api_name"):
+            raise CheckCrash("api_name differs")
+
     def user_of(self, token, message: str = "token is invalid") -> str:
         for username, account in self.session.databases["Account"].items():
             if account.get("token") == token:
@@ -130,6 +135,13 @@ def _same(pred: dict, gold: dict, *keys: str) -> bool:
 
 def _outputs_and_exceptions(pred: dict, gold: dict) -> bool:
     return _same(pred, gold, "output", "exception")
+
+
+def _deletion_check(self, pred: dict, gold: dict) -> bool:
+    """DeleteAgenda's and DeleteReminder's check: two successes compare only the time; else the outcomes."""
+    if pred["output"] == "success" and gold["output"] == "success":
+        return _inputs_equal_under(pred, gold, "time", lambda v: v)
+    return _outputs_and_exceptions(pred, gold)
 
 
 def _inputs_equal_under(pred: dict, gold: dict, key: str, normalise: Callable) -> bool:
@@ -376,6 +388,7 @@ class _AgendaTool(Tool):
     database = "Agenda"
 
     def check(self, pred, gold):
+        self._assert_same_api(pred, gold)
         try:
             pi, gi = pred["input"], gold["input"]
             return jaccard_above_half(pi["content"], gi["content"]) and pi["time"] == gi["time"] and \
@@ -383,12 +396,18 @@ class _AgendaTool(Tool):
         except (KeyError, TypeError) as error:
             raise CheckCrash(repr(error)) from None
 
+    def _match(self, token, content, time):
+        """The user's first item whose content or time equals the given one (a given time must be valid)."""
+        _validate_if_given(time)
+        return _first_match(self.db, self.user_of(token), content=content, time=time)
+
     def _missing(self, content, time):
         return f"no agenda about {content}" if content else f"no agenda at time {time}"
 
 
 @register
 class AddAgenda(_AgendaTool):
+    asserts_api_name = True
     def run(self, token, content, time, location):
         parse_time(time)
         if not content.strip():
@@ -398,18 +417,11 @@ class AddAgenda(_AgendaTool):
                                           "location": location}
         return "success"
 
-    def check(self, pred, gold):
-        if pred["api_name"] != gold["api_name"]:
-            raise CheckCrash("api_name differs")
-        return super().check(pred, gold)
-
 
 @register
 class ModifyAgenda(_AgendaTool):
     def run(self, token, content, time, location):
-        _validate_if_given(time)
-        username = self.user_of(token)
-        key = _first_match(self.db, username, content=content, time=time)
+        key = self._match(token, content, time)
         if key is None:
             if not content and not time:
                 return {"error": "Content and time should not be both null"}
@@ -421,9 +433,7 @@ class ModifyAgenda(_AgendaTool):
 @register
 class DeleteAgenda(_AgendaTool):
     def run(self, token, content, time, location):
-        _validate_if_given(time)
-        username = self.user_of(token)
-        key = _first_match(self.db, username, content=content, time=time)
+        key = self._match(token, content, time)
         if key is None:
             if not content and not time:
                 return "success"
@@ -431,20 +441,15 @@ class DeleteAgenda(_AgendaTool):
         del self.db[key]
         return "success"
 
-    def check(self, pred, gold):
-        if pred["output"] == "success" and gold["output"] == "success":
-            return _inputs_equal_under(pred, gold, "time", lambda v: v)
-        return _outputs_and_exceptions(pred, gold)
+    check = _deletion_check
 
 
 @register
 class QueryAgenda(_AgendaTool):
     def run(self, token, content, time, location):
-        _validate_if_given(time)
         if not content and not time:
             raise ToolError("Content and time should not be both null")
-        username = self.user_of(token)
-        key = _first_match(self.db, username, content=content, time=time)
+        key = self._match(token, content, time)
         if key is None:
             raise ToolError(self._missing(content, time))
         return copy.deepcopy(self.db[key])
@@ -455,6 +460,14 @@ class _AlarmTool(Tool):
 
     def _find(self, username, time):
         return next((k for k, v in self.db.items() if v.get("username") == username and v.get("time") == time), None)
+
+    def _alarm_at(self, token, time):
+        """The key of the token's user's alarm at ``time`` (a valid T time), or an error."""
+        parse_time(time)
+        key = self._find(self.user_of(token), time)
+        if key is None:
+            raise ToolError(f"You have no alarm at time : {time}")
+        return key
 
 
 @register
@@ -487,12 +500,7 @@ class DeleteAlarm(_AlarmTool):
     inputs = {"token": "str", "time": "str"}
 
     def run(self, token, time):
-        parse_time(time)
-        username = self.user_of(token)
-        key = self._find(username, time)
-        if key is None:
-            raise ToolError(f"You have no alarm at time : {time}")
-        del self.db[key]
+        del self.db[self._alarm_at(token, time)]
         return "success"
 
 
@@ -501,11 +509,7 @@ class QueryAlarm(_AlarmTool):
     inputs = {"token": "str", "time": "str"}
 
     def run(self, token, time):
-        parse_time(time)
-        username = self.user_of(token)
-        key = self._find(username, time)
-        if key is None:
-            raise ToolError(f"You have no alarm at time : {time}")
+        key = self._alarm_at(token, time)
         return {"time": self.db[key]["time"], "username": self.db[key]["username"]}
 
 
@@ -530,6 +534,7 @@ class _ReminderTool(Tool):
         return key
 
     def check(self, pred, gold):
+        self._assert_same_api(pred, gold)
         try:
             pi, gi = pred["input"], gold["input"]
             return jaccard_above_half(str(pi["content"]).lower(), str(gi["content"]).lower()) and \
@@ -540,30 +545,24 @@ class _ReminderTool(Tool):
 
 @register
 class AddReminder(_ReminderTool):
+    asserts_api_name = True
     def run(self, token, content, time):
         self._validate(content, time)
         username = self.user_of(token)
         self.db[_next_numeric_key(self.db)] = {"content": content, "time": time, "username": username}
         return "success"
 
-    def check(self, pred, gold):
-        if pred["api_name"] != gold["api_name"]:
-            raise CheckCrash("api_name differs")
-        return super().check(pred, gold)
 
 
 @register
 class ModifyReminder(_ReminderTool):
+    asserts_api_name = True
     def run(self, token, content, time):
         self._validate(content, time)
         key = self._find(token, content, time)
         self.db[key].update(content=content, time=time)
         return "success"
 
-    def check(self, pred, gold):
-        if pred["api_name"] != gold["api_name"]:
-            raise CheckCrash("api_name differs")
-        return super().check(pred, gold)
 
 
 @register
@@ -573,10 +572,7 @@ class DeleteReminder(_ReminderTool):
         del self.db[self._find(token, content, time)]
         return "success"
 
-    def check(self, pred, gold):
-        if pred["output"] == "success" and gold["output"] == "success":
-            return _inputs_equal_under(pred, gold, "time", lambda v: v)
-        return _outputs_and_exceptions(pred, gold)
+    check = _deletion_check
 
 
 @register

@@ -1,0 +1,31 @@
+"""Reading a simulator's task written as one JSON object (the toolcall and apibank domains)."""
+
+from __future__ import annotations
+
+import json
+
+from genenv.domains.base import Invalid
+
+
+def parse_json_object(text, keys: tuple[str, ...]) -> dict | Invalid:
+    """A simulator's JSON task: the outermost ``{...}`` of untrusted text (code fences and a ``json`` tag
+    tolerated), parsed and checked to be an object with every key of ``keys``; otherwise Invalid with the
+    reason. Never raises."""
+    if not isinstance(text, str):
+        return Invalid("not text", repr(text))
+    body = text.strip().strip("`")
+    if body.startswith("json"):
+        body = body[4:]
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end <= start:
+        return Invalid("no JSON object", text)
+    try:
+        data = json.loads(body[start:end + 1])
+    except (json.JSONDecodeError, RecursionError) as err:
+        return Invalid(f"malformed JSON: {type(err).__name__}", text)
+    if not isinstance(data, dict):
+        return Invalid("JSON is not an object", text)
+    missing = [k for k in keys if k not in data]
+    if missing:
+        return Invalid(f"missing key: {missing[0]}", text)
+    return data
