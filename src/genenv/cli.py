@@ -17,7 +17,7 @@ from genenv.compare import compare, report_comparison
 from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
 from genenv.curricula import curriculum_names
 from genenv.domains import registered_domains
-from genenv.evaluate import eval_alfworld, eval_apibank, eval_bfcl
+from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl
 from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
 from genenv.report import report_run, text_table
 
@@ -67,6 +67,16 @@ def _report(args) -> int:
 
 
 def _eval(args) -> int:
+    if args.benchmark == "bamboogle":
+        try:
+            eval_bamboogle(args.model, args.data, args.out, limit=args.limit,
+                           max_new_tokens=min(args.max_new_tokens, 64), batch_size=args.batch_size,
+                           device=args.device, threads=args.threads)
+        except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
+            print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
+            return 2
+        print(f"scores: {Path(args.out) / 'scores.json'}")
+        return 0
     if args.benchmark == "api-bank":
         try:
             levels = [int(v) for v in args.levels.split(",") if v.strip()]
@@ -182,9 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
-    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank"))
+    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle"))
     ev_p.add_argument("--data", default=None, help="api-bank: the folder of the API-Bank data (init_database/, "
-                      "lv1-lv2-samples/, test-data/); default $GENENV_APIBANK_DATA")
+                      "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA); bamboogle: bamboogle.jsonl or "
+                      "its folder (default $GENENV_BAMBOOGLE_DATA)")
     ev_p.add_argument("--levels", default="1,2", help="api-bank: comma-separated levels")
     ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")
     ev_p.add_argument("--alfworld-max-steps", type=int, default=50, help="alfworld: actions per episode")

@@ -9,6 +9,9 @@ in BFCL's result-file format (``OUT/genenv/BFCL_v4_<category>_result.json``) plu
 the official test files (:mod:`genenv.benchmarks.apibank`): API-call accuracy, response ROUGE-L, and the gold
 calls' own score through the same executor beside them.
 
+``genenv eval --benchmark bamboogle --data PATH --model smollm2`` answers Bamboogle's 125 two-hop questions
+closed-book and scores exact match and token F1 (:mod:`genenv.benchmarks.bamboogle`).
+
 ``--categories multi_turn_long_context`` (or ``multi_turn_base``) follows the paper's protocol: every turn is
 scored on its own against the ground truth, with BFCL's executable back-ends and checkers
 (:mod:`genenv.benchmarks.bfcl_multiturn`); accuracy there is per turn.
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarks import alfworld, bfcl, bfcl_multiturn
+from genenv.benchmarks import alfworld, bamboogle, bfcl, bfcl_multiturn
 from genenv.benchmarks.apibank import evaluate as apibank
 from genenv.domains.household import HouseholdDomain
 from genenv.io import atomic_write_json, atomic_write_jsonl
@@ -199,4 +202,38 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
             f"{result['rouge_l'] if result['rouge_l'] is not None else float('nan'):.4f} ({result['response_items']})")
     atomic_write_jsonl(out / "results.jsonl", rows)
     atomic_write_json(out / "scores.json", scores)
+    return scores
+
+
+def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,
+                   max_new_tokens: int = 32, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
+                   policy=None) -> dict:
+    """Bamboogle closed-book: EM and F1 over the questions; every answer and verdict in OUT/results.jsonl."""
+    torch.set_num_threads(threads)
+    questions = bamboogle.load_questions(data, limit)  # a bad file fails before the model loads
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+    start = time.perf_counter()
+    with progress_bar(len(questions), "bamboogle", leave=False) as bar:
+        responses = []
+        for first in range(0, len(questions), 8 * batch_size):
+            chunk = questions[first:first + 8 * batch_size]
+            responses.extend(_greedy_responses(policy, [bamboogle.closed_book_messages(q["question"]) for q in chunk],
+                                               max_new_tokens, batch_size))
+            bar.update(len(chunk))
+    rows = []
+    for question, response in zip(questions, responses):
+        answer = bamboogle.extract_answer(response)
+        rows.append({"id": question["id"], "question": question["question"], "gold": question["answer"],
+                     "response": response, "answer": answer, "em": bamboogle.exact_match(answer, question["answer"]),
+                     "f1": bamboogle.token_f1(answer, question["answer"])})
+    n = len(rows)
+    scores = {"model": model, "setting": "closed-book (no retrieval)", "questions": n, "limit": limit,
+              "em": sum(r["em"] for r in rows) / n if n else None, "f1": sum(r["f1"] for r in rows) / n if n else None,
+              "seconds": round(time.perf_counter() - start, 1)}
+    out = Path(out)
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)
+    log(f"bamboogle, closed-book (no retrieval): EM {scores['em'] if n else float('nan'):.3f}, "
+        f"F1 {scores['f1'] if n else float('nan'):.3f} over {n} questions")
     return scores

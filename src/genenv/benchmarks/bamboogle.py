@@ -1,0 +1,88 @@
+"""Bamboogle (Press et al., 2023): 125 two-hop questions, scored by exact match and token F1 with the common
+SQuAD/HotpotQA normalisation, as our SPEC.md of the data describes it step by step.
+
+The data stays where the user keeps it: ``--data`` (a ``bamboogle.jsonl`` file or the folder holding it) or
+``$GENENV_BAMBOOGLE_DATA``. Closed-book: the model sees the question only (say so in every output).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import string
+from pathlib import Path
+
+DATA_ENV = "GENENV_BAMBOOGLE_DATA"
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+CLOSED_BOOK_PROMPT = "Answer the question with a short answer only (a name, a date, a number or a few words).\n"
+
+
+def normalize_answer(text: str) -> str:
+    """SPEC 2.2: lower-case; delete ASCII punctuation; whole-word a/an/the -> space; collapse whitespace."""
+    text = str(text).lower()
+    text = "".join(c for c in text if c not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """SPEC 2.3: multiset token overlap F1, with HotpotQA's yes/no/noanswer rule."""
+    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    if (pred in ("yes", "no", "noanswer") or ref in ("yes", "no", "noanswer")) and pred != ref:
+        return 0.0
+    pred_tokens, ref_tokens = pred.split(), ref.split()
+    overlap = sum((collections.Counter(pred_tokens) & collections.Counter(ref_tokens)).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(pred_tokens), overlap / len(ref_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def data_file(path: str | Path | None) -> Path:
+    if path is None:
+        path = os.environ.get(DATA_ENV)
+    if path is None:
+        raise ValueError(f"--data: give bamboogle.jsonl (or its folder), or set {DATA_ENV}")
+    path = Path(path)
+    if path.is_dir():
+        path = path / "bamboogle.jsonl"
+    if not path.is_file():
+        raise ValueError(f"--data: {path} does not exist")
+    return path
+
+
+def load_questions(path: str | Path | None, limit: int | None = None) -> list[dict]:
+    """``[{"id", "question", "answer"}]`` from a bamboogle.jsonl; a bad line is named with its number."""
+    path = data_file(path)
+    questions = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("question", "answer")):
+            raise ValueError(f"{path}:{number}: expected an object with string fields question and answer")
+        questions.append({"id": row.get("id", number - 1), "question": row["question"], "answer": row["answer"]})
+    return questions[:limit or None]
+
+
+def closed_book_messages(question: str) -> list[dict]:
+    return [{"role": "system", "content": CLOSED_BOOK_PROMPT}, {"role": "user", "content": f"Question: {question}"}]
+
+
+def extract_answer(response: str | None) -> str:
+    """The first non-empty line of a response, without a leading ``Answer:``."""
+    for line in (response or "").splitlines():
+        line = line.strip()
+        if line:
+            return re.sub(r"^(final\s+)?answer\s*:\s*", "", line, flags=re.IGNORECASE).strip()
+    return ""
