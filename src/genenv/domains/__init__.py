@@ -4,6 +4,7 @@ from genenv.domains import (
     addition,  # noqa: F401  (registers "addition")
     apibank,  # noqa: F401  (registers "apibank"; needs the API-Bank data when used)
     household,  # noqa: F401  (registers "household")
+    multihop,  # noqa: F401  (registers "multihop")
     toolcall,  # noqa: F401  (registers "toolcall"; needs bfcl-eval when used)
 )
 from genenv.domains.base import Domain, Invalid, StepResult, Task, make_domain, register, registered_domains
