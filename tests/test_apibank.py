@@ -348,3 +348,12 @@ def test_apibank_smoke_preset_runs(tmp_path):
     assert [r["epoch"] for r in rows] == [0, 1]
     assert all(r["generated"] == 4 and r["heldout_success"] is not None for r in rows)
     assert sum(r["valid"] for r in rows) + sum(sum(r["invalid_reasons"].values()) for r in rows) == 8
+
+
+def test_eval_command_rejects_bad_data_and_levels_with_one_line(tmp_path, capsys):
+    from genenv.cli import main
+    assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--data", str(tmp_path)]) == 2
+    assert "has no init_database/" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--data", str(FIXTURE_DATA), "--levels", "3"]) == 2
+    assert "--levels: 3 is not a level we score yet" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--levels", "one"]) == 2

@@ -65,3 +65,9 @@ def test_closed_book_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [r["gold"] for r in rows] == ["George Washington", "1209", "1 August 1819"]
     assert scores["em"] == sum(r["em"] for r in rows) / 3 and 0.0 <= scores["f1"] <= 1.0
+
+
+def test_eval_command_rejects_a_missing_file_with_one_line(tmp_path, capsys):
+    from genenv.cli import main
+    assert main(["eval", "--benchmark", "bamboogle", "--model", "x", "--data", str(tmp_path / "none.jsonl")]) == 2
+    assert capsys.readouterr().err.strip().endswith("does not exist")

@@ -67,50 +67,31 @@ def _report(args) -> int:
 
 
 def _eval(args) -> int:
-    if args.benchmark == "bamboogle":
-        try:
-            eval_bamboogle(args.model, args.data, args.out, limit=args.limit,
-                           max_new_tokens=min(args.max_new_tokens, 64), batch_size=args.batch_size,
-                           device=args.device, threads=args.threads)
-        except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
-            print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
-            return 2
-        print(f"scores: {Path(args.out) / 'scores.json'}")
-        return 0
-    if args.benchmark == "api-bank":
-        try:
-            levels = [int(v) for v in args.levels.split(",") if v.strip()]
-        except ValueError:
-            print(f"genenv: --levels: {args.levels!r} is not a comma-separated list of levels", file=sys.stderr)
-            return 2
-        try:
-            eval_apibank(args.model, args.data, levels, args.out, limit=args.limit,
-                         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, device=args.device,
-                         threads=args.threads)
-        except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
-            print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
-            return 2
-        print(f"scores: {Path(args.out) / 'scores.json'}")
-        return 0
-    if args.benchmark == "alfworld":
-        if not args.games:
-            print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
-                  file=sys.stderr)
-            return 2
-        try:
-            eval_alfworld(args.model, args.games, args.out, limit=args.limit, max_steps=args.alfworld_max_steps,
-                          device=args.device, threads=args.threads)
-        except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
-            print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
-            return 2
-        print(f"scores: {Path(args.out) / 'scores.json'}")
-        return 0
-    categories = [c.strip() for c in args.categories.split(",") if c.strip()]
+    """One benchmark's evaluation; a bad path, name or model is one line on stderr and exit status 2."""
+    if args.benchmark == "alfworld" and not args.games:
+        print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
+              file=sys.stderr)
+        return 2
     try:
-        eval_bfcl(args.model, categories, args.out, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                  batch_size=args.batch_size, device=args.device, threads=args.threads,
-                  max_steps=args.max_steps)
-    except (ValueError, ModelNotAvailable, RuntimeError) as err:
+        levels = [int(v) for v in args.levels.split(",") if v.strip()]
+    except ValueError:
+        print(f"genenv: --levels: {args.levels!r} is not a comma-separated list of levels", file=sys.stderr)
+        return 2
+    common = dict(limit=args.limit, device=args.device, threads=args.threads)
+    runners = {
+        "bfcl": lambda: eval_bfcl(args.model, [c.strip() for c in args.categories.split(",") if c.strip()],
+                                  args.out, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+                                  max_steps=args.max_steps, **common),
+        "alfworld": lambda: eval_alfworld(args.model, args.games, args.out, max_steps=args.alfworld_max_steps,
+                                          **common),
+        "api-bank": lambda: eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
+                                         batch_size=args.batch_size, **common),
+        "bamboogle": lambda: eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,
+                                            max_new_tokens=min(args.max_new_tokens, 64), **common),
+    }
+    try:
+        runners[args.benchmark]()
+    except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     print(f"scores: {Path(args.out) / 'scores.json'}")
