@@ -71,3 +71,48 @@ def test_eval_command_rejects_a_missing_file_with_one_line(tmp_path, capsys):
     from genenv.cli import main
     assert main(["eval", "--benchmark", "bamboogle", "--model", "x", "--data", str(tmp_path / "none.jsonl")]) == 2
     assert capsys.readouterr().err.strip().endswith("does not exist")
+
+
+def test_search_protocol_turns_searches_into_passages_and_ends_at_an_answer():
+    from genenv.benchmarks.bamboogle import PROTOCOL_HINT, load_corpus, search_episodes
+    from genenv.retrieval import Bm25Index
+
+    index = Bm25Index(load_corpus(FIXTURE / "corpus.jsonl"))
+    seen = []
+
+    def respond(chats):  # scripted: search, then answer from what was found; or ramble
+        seen.append([chat[-1]["content"] for chat in chats])
+        out = []
+        for chat in chats:
+            last = chat[-1]["content"]
+            if "Melville" in last:
+                out.append("answer: 1 August 1819\nmore text")
+            elif "whale" in last:
+                out.append("search: Moby-Dick author born")
+            else:
+                out.append("I am not sure.")
+        return out
+    episodes = search_episodes(respond, ["When was the author of the novel about a whale born?", "Who?"],
+                               lambda q: index.search(q, 1), max_steps=3)
+    assert episodes[0] == {"actions": ["search: Moby-Dick author born", "answer: 1 August 1819"],
+                           "answer": "1 August 1819"}
+    assert seen[1][0] == "Found: Herman Melville, author of Moby-Dick, was born on 1 August 1819."
+    assert episodes[1] == {"actions": ["I am not sure."] * 3, "answer": None} and seen[1][1] == PROTOCOL_HINT
+
+
+def test_retrieval_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
+    from genenv.evaluate import eval_bamboogle
+
+    scores = eval_bamboogle("tiny", FIXTURE, tmp_path, max_new_tokens=8, policy=tiny_policy, log=lambda m: None,
+                            corpus=FIXTURE / "corpus.jsonl", max_steps=2)
+    assert scores["setting"].startswith("retrieval over") and scores["questions"] == 3
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert all(1 <= len(r["actions"]) <= 2 for r in rows) and scores["answered"] == sum(r["answered"] for r in rows)
+
+
+def test_corpus_loader_names_a_bad_line(tmp_path):
+    from genenv.benchmarks.bamboogle import load_corpus
+    bad = tmp_path / "c.jsonl"
+    bad.write_text('{"text": "ok"}\n{"title": "no text"}\n')
+    with pytest.raises(ValueError, match=r"c.jsonl:2: expected an object with a string field text"):
+        load_corpus(bad)

@@ -87,7 +87,8 @@ def _eval(args) -> int:
         "api-bank": lambda: eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
                                          batch_size=args.batch_size, **common),
         "bamboogle": lambda: eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,
-                                            max_new_tokens=min(args.max_new_tokens, 64), **common),
+                                            max_new_tokens=min(args.max_new_tokens, 64), corpus=args.corpus,
+                                            max_steps=args.max_steps, **common),
     }
     try:
         runners[args.benchmark]()
@@ -178,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA); bamboogle: bamboogle.jsonl or "
                       "its folder (default $GENENV_BAMBOOGLE_DATA)")
     ev_p.add_argument("--levels", default="1,2", help="api-bank: comma-separated levels")
+    ev_p.add_argument("--corpus", default=None, help="bamboogle: a JSON Lines file of passages ({\"text\": ...}) "
+                      "to search (search:/answer: protocol, BM25); without it the questions are asked closed-book")
     ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")
     ev_p.add_argument("--alfworld-max-steps", type=int, default=50, help="alfworld: actions per episode")
     ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple")
@@ -187,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev_p.add_argument("--max-new-tokens", type=int, default=128)
     ev_p.add_argument("--batch-size", type=int, default=8)
     ev_p.add_argument("--max-steps", type=int, default=5,
-                      help="multi-turn categories: model steps per turn before it ends (BFCL allows 20)")
+                      help="bfcl multi-turn: model steps per turn before it ends (BFCL allows 20); bamboogle with "
+                      "--corpus: actions per question")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ev_p.add_argument("--threads", type=int, default=2)
     ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")

@@ -31,6 +31,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
 from genenv.models.registry import resolve_model
 from genenv.progress import progress_bar
+from genenv.retrieval import Bm25Index
 from genenv.rollout import context_budget
 
 
@@ -207,33 +208,49 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
 
 def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,
                    max_new_tokens: int = 32, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
-                   policy=None) -> dict:
-    """Bamboogle closed-book: EM and F1 over the questions; every answer and verdict in OUT/results.jsonl."""
+                   policy=None, corpus: str | Path | None = None, max_steps: int = 5, top_k: int = 3) -> dict:
+    """Bamboogle: EM and F1 over the questions, closed-book, or with ``corpus`` through the ``search:``/``answer:``
+    protocol (BM25 over the user's passages, ``top_k`` per search, ``max_steps`` actions per question); every
+    answer and verdict in OUT/results.jsonl."""
     torch.set_num_threads(threads)
-    questions = bamboogle.load_questions(data, limit)  # a bad file fails before the model loads
+    questions = bamboogle.load_questions(data, limit)  # bad files fail before the model loads
+    passages = bamboogle.load_corpus(corpus) if corpus is not None else None
     if policy is None:
         policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
     start = time.perf_counter()
-    with progress_bar(len(questions), "bamboogle", leave=False) as bar:
+
+    def respond(chats):
+        return _greedy_responses(policy, chats, max_new_tokens, batch_size)
+
+    if passages is None:
+        setting = "closed-book (no retrieval)"
         responses = []
-        for first in range(0, len(questions), 8 * batch_size):
-            chunk = questions[first:first + 8 * batch_size]
-            responses.extend(_greedy_responses(policy, [bamboogle.closed_book_messages(q["question"]) for q in chunk],
-                                               max_new_tokens, batch_size))
-            bar.update(len(chunk))
+        with progress_bar(len(questions), "bamboogle", leave=False) as bar:
+            for first in range(0, len(questions), 8 * batch_size):
+                chunk = questions[first:first + 8 * batch_size]
+                responses.extend(respond([bamboogle.closed_book_messages(q["question"]) for q in chunk]))
+                bar.update(len(chunk))
+        episodes = [{"actions": [r], "answer": bamboogle.extract_answer(r)} for r in responses]
+    else:
+        setting = f"retrieval over {corpus} ({len(passages)} passages, BM25 top {top_k}, {max_steps} actions)"
+        index = Bm25Index(passages)
+        episodes = bamboogle.search_episodes(respond, [q["question"] for q in questions],
+                                             lambda query: index.search(query, top_k), max_steps)
     rows = []
-    for question, response in zip(questions, responses):
-        answer = bamboogle.extract_answer(response)
+    for question, episode in zip(questions, episodes):
+        answer = episode["answer"] or ""
         rows.append({"id": question["id"], "question": question["question"], "gold": question["answer"],
-                     "response": response, "answer": answer, "em": bamboogle.exact_match(answer, question["answer"]),
+                     "actions": episode["actions"], "answered": episode["answer"] is not None, "answer": answer,
+                     "em": bamboogle.exact_match(answer, question["answer"]),
                      "f1": bamboogle.token_f1(answer, question["answer"])})
     n = len(rows)
-    scores = {"model": model, "setting": "closed-book (no retrieval)", "questions": n, "limit": limit,
+    scores = {"model": model, "setting": setting, "questions": n, "limit": limit,
+              "answered": sum(r["answered"] for r in rows),
               "em": sum(r["em"] for r in rows) / n if n else None, "f1": sum(r["f1"] for r in rows) / n if n else None,
               "seconds": round(time.perf_counter() - start, 1)}
     out = Path(out)
     atomic_write_jsonl(out / "results.jsonl", rows)
     atomic_write_json(out / "scores.json", scores)
-    log(f"bamboogle, closed-book (no retrieval): EM {scores['em'] if n else float('nan'):.3f}, "
+    log(f"bamboogle, {setting}: EM {scores['em'] if n else float('nan'):.3f}, "
         f"F1 {scores['f1'] if n else float('nan'):.3f} over {n} questions")
     return scores

@@ -18,6 +18,9 @@ DATA_ENV = "GENENV_BAMBOOGLE_DATA"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 CLOSED_BOOK_PROMPT = "Answer the question with a short answer only (a name, a date, a number or a few words).\n"
+SEARCH_PROMPT = ("Answer the question. You may look things up first: write 'search: <words>' and you will be shown "
+                 "the best-matching passages; when you know the answer, write 'answer: <a short answer>'.\n")
+PROTOCOL_HINT = "Act with 'search: <words>' or 'answer: <text>'."
 
 
 def normalize_answer(text: str) -> str:
@@ -86,3 +89,51 @@ def extract_answer(response: str | None) -> str:
         if line:
             return re.sub(r"^(final\s+)?answer\s*:\s*", "", line, flags=re.IGNORECASE).strip()
     return ""
+
+
+def load_corpus(path: str | Path) -> list[str]:
+    """Passages from a JSON Lines file: ``{"text": ...}`` (a ``title`` is put in front); a bad line is named."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--corpus: {path} does not exist")
+    passages = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+            raise ValueError(f"{path}:{number}: expected an object with a string field text")
+        title = row.get("title")
+        passages.append(f"{title}: {row['text']}" if isinstance(title, str) and title else row["text"])
+    if not passages:
+        raise ValueError(f"--corpus: {path} has no passages")
+    return passages
+
+
+def search_episodes(respond, questions: list[str], search, max_steps: int) -> list[dict]:
+    """The ``search:``/``answer:`` protocol for many questions at once. ``respond``: chats -> responses;
+    ``search``: query -> passages. Each episode ends at an answer or after ``max_steps`` actions (no answer)."""
+    chats = [[{"role": "system", "content": SEARCH_PROMPT}, {"role": "user", "content": f"Question: {q}"}]
+             for q in questions]
+    episodes = [{"actions": [], "answer": None} for _ in questions]
+    active = list(range(len(questions)))
+    for _ in range(max_steps):
+        if not active:
+            break
+        still = []
+        for i, response in zip(active, respond([chats[i] for i in active])):
+            line = next((part.strip() for part in (response or "").splitlines() if part.strip()), "")
+            episodes[i]["actions"].append(line)
+            verb, _, argument = line.partition(":")
+            verb, argument = verb.strip().lower(), argument.strip()
+            if verb == "answer":
+                episodes[i]["answer"] = argument
+                continue
+            observation = "Found: " + " ".join(search(argument)) if verb == "search" and argument else PROTOCOL_HINT
+            chats[i] = chats[i] + [{"role": "assistant", "content": line}, {"role": "user", "content": observation}]
+            still.append(i)
+        active = still
+    return episodes

@@ -23,11 +23,10 @@ from __future__ import annotations
 import json
 import string
 
-from rank_bm25 import BM25Okapi
-
-from genenv.benchmarks.bamboogle import exact_match, normalize_answer, token_f1
+from genenv.benchmarks.bamboogle import exact_match, token_f1
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
 from genenv.domains.jsontask import parse_json_object
+from genenv.retrieval import Bm25Index
 
 # relation -> (subject kind, object kind, noun phrase of the object given the subject's phrase X)
 RELATIONS = {
@@ -71,10 +70,6 @@ def question_text(start: str, path: list[str]) -> str:
 def fact_sentence(fact: list[str]) -> str:
     subject, relation, obj = fact
     return SENTENCES[relation].format(subject, obj)
-
-
-def _tokens(text: str) -> list[str]:
-    return normalize_answer(text).split()
 
 
 @register("multihop")
@@ -142,8 +137,7 @@ class MultiHopDomain(LeveledDomain):
     def reset(self, task, seed=0):
         facts = task.meta.get("facts") or json.loads(task.text)["facts"]
         sentences = [fact_sentence(f) for f in facts]
-        return {"task": task, "sentences": sentences, "index": BM25Okapi([_tokens(s) or [""] for s in sentences]),
-                "steps": 0}, task.prompt
+        return {"task": task, "index": Bm25Index(sentences), "steps": 0}, task.prompt
 
     def step(self, state, action):
         steps = state["steps"] + 1
@@ -160,9 +154,7 @@ class MultiHopDomain(LeveledDomain):
         return StepResult(observation, 0.0, terminated=False, truncated=steps >= self.max_steps, state=state)
 
     def search(self, state, query: str) -> list[str]:
-        scores = state["index"].get_scores(_tokens(query))
-        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-        return [state["sentences"][i] for i in order[:self.search_top_k]]
+        return state["index"].search(query, self.search_top_k)
 
     def score(self, task, response):
         answer = str(response).strip()
