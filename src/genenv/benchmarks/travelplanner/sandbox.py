@@ -1,0 +1,112 @@
+"""TravelPlanner's sandbox tables, read as our SPEC.md of the benchmark describes (section 1 and 6).
+
+Accommodations drop every row with an empty cell (as upstream's loader does: 4,285 of 5,047 rows stay
+searchable); distances are keyed by (origin, destination); the flights table, never published upstream, is a
+**substitute** built from the flight rows of the 45 training queries' reference information (so numbers on it
+are not the official leaderboard's). "find" = rows whose name contains the given name as a substring and whose
+city equals the given city.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FLIGHT_COLUMNS = ("Flight Number", "Price", "DepTime", "ArrTime", "ActualElapsedTime", "FlightDate",
+                  "OriginCityName", "DestCityName", "Distance")
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row for row in csv.DictReader(handle)]
+
+
+def _complete(rows: list[dict]) -> list[dict]:
+    return [row for row in rows if all(value is not None and str(value).strip() != "" for value in row.values())]
+
+
+def strip_state(city: str) -> str:
+    """``Albany(New York)`` -> ``Albany``."""
+    return re.sub(r"\(.*?\)", "", str(city)).strip()
+
+
+@dataclass
+class Sandbox:
+    accommodations: list[dict] = field(default_factory=list)   # NAME, room type, price, minimum nights, ...
+    restaurants: list[dict] = field(default_factory=list)      # Name, City, Cuisines, Average Cost, ...
+    attractions: list[dict] = field(default_factory=list)      # Name, City, ...
+    distances: dict[tuple[str, str], dict] = field(default_factory=dict)
+    cities: dict[str, str] = field(default_factory=dict)       # city -> state
+    flights: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Sandbox":
+        """The tables under ``folder/database`` (the layout of the TravelPlanner data)."""
+        db = Path(folder) / "database"
+        if not db.is_dir():
+            raise ValueError(f"--data: {folder} has no database/ folder (expected the TravelPlanner data layout)")
+        distances = {}
+        for row in _read_csv(db / "googleDistanceMatrix" / "distance.csv"):
+            distances.setdefault((row["origin"], row["destination"]), row)
+        cities = {}
+        for line in (db / "background" / "citySet_with_states.txt").read_text(encoding="utf-8").splitlines():
+            if "\t" in line:
+                city, state = line.split("\t", 1)
+                cities[city.strip()] = state.strip()
+        return cls(accommodations=_complete(_read_csv(db / "accommodations" / "clean_accommodations_2022.csv")),
+                   restaurants=_complete(_read_csv(db / "restaurants" / "clean_restaurant_2022.csv")),
+                   attractions=_complete(_read_csv(db / "attractions" / "attractions.csv")),
+                   distances=distances, cities=cities, flights=substitute_flights(db / "train_ref_info.jsonl"))
+
+    # -------------------------------------------------------------- lookups
+    def find(self, table: str, name: str, city: str) -> list[dict]:
+        rows, name_key, city_key = {"accommodations": (self.accommodations, "NAME", "city"),
+                                    "restaurants": (self.restaurants, "Name", "City"),
+                                    "attractions": (self.attractions, "Name", "City")}[table]
+        return [row for row in rows if name in row[name_key] and row[city_key] == city]
+
+    def flight(self, number: str, origin: str | None = None, destination: str | None = None) -> dict | None:
+        for row in self.flights:
+            if row["Flight Number"] == number and (origin is None or (row["OriginCityName"] == origin
+                                                                      and row["DestCityName"] == destination)):
+                return row
+        return None
+
+    def distance_cost(self, origin: str, destination: str, mode: str) -> int | None:
+        """The evaluation variant of the distance tool: None when the pair is missing, has no distance, or
+        takes days; else int(km x 0.05) for a mode containing "driving", int(km) for "taxi"."""
+        row = self.distances.get((strip_state(origin), strip_state(destination)))
+        if row is None or not row.get("distance") or not row.get("duration") or "day" in row["duration"]:
+            return None
+        km = float(row["distance"].replace("km", "").replace(",", "").strip())
+        if "driving" in mode:
+            return int(km * 0.05)
+        if mode == "taxi":
+            return int(km)
+        return None
+
+
+def substitute_flights(path: Path) -> list[dict]:
+    """The flight rows inside the training queries' reference information, first occurrence of each number."""
+    rows, seen = [], set()
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        for description, content in json.loads(line).items():
+            if not description.startswith("Flight from"):
+                continue
+            if isinstance(content, str):
+                try:
+                    content = ast.literal_eval(content)
+                except (ValueError, SyntaxError):
+                    continue
+            for row in content if isinstance(content, list) else []:
+                if isinstance(row, dict) and all(row.get(c) not in (None, "") for c in FLIGHT_COLUMNS) and \
+                        row["Flight Number"] not in seen:
+                    seen.add(row["Flight Number"])
+                    rows.append({c: row[c] for c in FLIGHT_COLUMNS})
+    return rows
