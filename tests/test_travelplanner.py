@@ -154,3 +154,56 @@ def test_the_real_tables_load_as_the_spec_counts():
     sandbox = Sandbox.load(OFFICIAL)
     assert len(sandbox.accommodations) == 4285 and len(sandbox.cities) == 312
     assert len(sandbox.flights) == 313 and sandbox.flight("F3573659", "St. Petersburg", "Rockford")["Price"] == 474
+
+
+def _train_items():
+    """The 45 training queries: their text and gold plan (a Python literal in the fine-tuning file)."""
+    import ast
+    import json
+    path = OFFICIAL / "finetuning_data" / "std_travelplanner.jsonl"
+    if not path.exists():
+        print(f"TravelPlanner data not found at {OFFICIAL} (set GENENV_TRAVELPLANNER_DATA): skipping")
+        pytest.skip(f"TravelPlanner data not found at {OFFICIAL}")
+    items = []
+    for line in path.read_text().splitlines():
+        messages = json.loads(line)["messages"]
+        items.append((messages[1]["content"].split("Query:")[-1].strip(), ast.literal_eval(messages[2]["content"])))
+    return items
+
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def _derived_query(text, plan, sandbox):
+    """Structured fields for a training query: trip shape from its gold plan, budget, people and destination
+    state from its text (what SPEC.md section 6 did to check the gold plans)."""
+    import re
+
+    from genenv.benchmarks.travelplanner.constraints import from_to, strip_state
+    days = [d for d in plan if d]
+    org = from_to(days[0]["current_city"])[0]
+    cities = set()
+    for day in days:
+        current = day["current_city"]
+        cities |= set(from_to(current)) if "from " in current else {strip_state(current)}
+    people = 2 if re.search(r"\bfor a pair\b", text) else 1
+    match = re.search(r"(?:group of|party of|for) (\d+|two|three|four|five|six|seven|eight)\b(?! days?\b)", text)
+    if match:
+        people = int(match.group(1)) if match.group(1).isdigit() else NUMBER_WORDS[match.group(1)]
+    visited = sorted(cities - {org})
+    dest = visited[0] if len(days) == 3 else sandbox.cities[visited[0]]
+    return {"org": org, "dest": dest, "days": len(days), "visiting_city_number": len(visited),
+            "people_number": people, "budget": int(re.search(r"\$([\d,]+)", text).group(1).replace(",", "")),
+            "local_constraint": {"house rule": None, "cuisine": None, "room type": None, "transportation": None}}
+
+
+def test_the_45_training_gold_plans_pass_every_commonsense_check_and_the_budget():
+    items = _train_items()
+    sandbox = Sandbox.load(OFFICIAL)
+    failures = []
+    for index, (text, plan) in enumerate(items):
+        query = _derived_query(text, plan, sandbox)
+        result = evaluate_plan(query, plan, sandbox)
+        if not all(result["commonsense"].values()) or result["hard"] is None or not result["hard"]["Budget"]:
+            failures.append((index, _failing(result), query))
+    assert len(items) == 45 and failures == []
