@@ -2,6 +2,7 @@
 sandbox loader on the real tables when present (GENENV_TRAVELPLANNER_DATA or ../shared/data/travelplanner)."""
 
 import copy
+import json
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from genenv.benchmarks.travelplanner.constraints import (
     pass_rates,
     total_cost,
 )
+from genenv.benchmarks.travelplanner.queries import derive_train_query
 from genenv.benchmarks.travelplanner.sandbox import Sandbox
 
 OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",
@@ -159,7 +161,6 @@ def test_the_real_tables_load_as_the_spec_counts():
 def _train_items():
     """The 45 training queries: their text and gold plan (a Python literal in the fine-tuning file)."""
     import ast
-    import json
     path = OFFICIAL / "finetuning_data" / "std_travelplanner.jsonl"
     if not path.exists():
         print(f"TravelPlanner data not found at {OFFICIAL} (set GENENV_TRAVELPLANNER_DATA): skipping")
@@ -171,39 +172,62 @@ def _train_items():
     return items
 
 
-NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
-
-
-def _derived_query(text, plan, sandbox):
-    """Structured fields for a training query: trip shape from its gold plan, budget, people and destination
-    state from its text (what SPEC.md section 6 did to check the gold plans)."""
-    import re
-
-    from genenv.benchmarks.travelplanner.constraints import from_to, strip_state
-    days = [d for d in plan if d]
-    org = from_to(days[0]["current_city"])[0]
-    cities = set()
-    for day in days:
-        current = day["current_city"]
-        cities |= set(from_to(current)) if "from " in current else {strip_state(current)}
-    people = 2 if re.search(r"\bfor a pair\b", text) else 1
-    match = re.search(r"(?:group of|party of|for) (\d+|two|three|four|five|six|seven|eight)\b(?! days?\b)", text)
-    if match:
-        people = int(match.group(1)) if match.group(1).isdigit() else NUMBER_WORDS[match.group(1)]
-    visited = sorted(cities - {org})
-    dest = visited[0] if len(days) == 3 else sandbox.cities[visited[0]]
-    return {"org": org, "dest": dest, "days": len(days), "visiting_city_number": len(visited),
-            "people_number": people, "budget": int(re.search(r"\$([\d,]+)", text).group(1).replace(",", "")),
-            "local_constraint": {"house rule": None, "cuisine": None, "room type": None, "transportation": None}}
-
-
 def test_the_45_training_gold_plans_pass_every_commonsense_check_and_the_budget():
     items = _train_items()
     sandbox = Sandbox.load(OFFICIAL)
     failures = []
     for index, (text, plan) in enumerate(items):
-        query = _derived_query(text, plan, sandbox)
+        query = derive_train_query(text, plan, sandbox)
         result = evaluate_plan(query, plan, sandbox)
         if not all(result["commonsense"].values()) or result["hard"] is None or not result["hard"]["Budget"]:
             failures.append((index, _failing(result), query))
     assert len(items) == 45 and failures == []
+
+
+def test_plans_are_read_from_model_text_without_running_it():
+    from genenv.benchmarks.travelplanner.constraints import parse_plan
+    assert parse_plan("Here it is: " + repr(PLAN) + " Enjoy!") == PLAN
+    assert parse_plan('[{"days": 1, "current_city": "Rockford"}]') == [{"days": 1, "current_city": "Rockford"}]
+    for bad in ("", "no plan", "[{'days': 1,", "[__import__('os').system('id')]", "[1, 2]", None, "[" * 5000):
+        assert parse_plan(bad) is None
+
+
+FIXTURE = Path(__file__).parent / "data" / "travelplanner"  # hand-made tables and queries, official layout
+
+
+def test_fixture_tables_load_like_the_real_ones():
+    sandbox = Sandbox.load(FIXTURE)
+    assert [row["NAME"] for row in sandbox.accommodations] == ["Cozy Loft"]  # the row with an empty cell is dropped
+    assert [row["Flight Number"] for row in sandbox.flights] == ["F0000001", "F0000002"]
+    assert sandbox.distance_cost("Springfield(Illinois)", "Rockford", "self-driving") == 15
+    assert sandbox.distance_cost("Springfield", "Rockford", "taxi") == 300
+    assert sandbox.distance_cost("Springfield", "Chicago", "taxi") is None
+    assert evaluate_plan(QUERY, PLAN, sandbox)["commonsense"] == evaluate_plan(QUERY, PLAN, _sandbox())["commonsense"]
+
+
+def test_structured_queries_load_with_clear_errors(tmp_path):
+    from genenv.benchmarks.travelplanner.queries import load_queries
+    items = load_queries(FIXTURE / "queries.jsonl")
+    assert items[0]["query"]["local_constraint"]["house rule"] == "pets"
+    assert "F0000001" in items[0]["messages"][1]["content"]
+    bad = tmp_path / "q.jsonl"
+    bad.write_text(json.dumps({"org": "A"}) + "\n")
+    with pytest.raises(ValueError, match=r"q.jsonl:1: missing field 'dest'"):
+        load_queries(bad)
+
+
+def test_eval_scores_a_scripted_planner_and_a_tiny_model(tiny_policy, tmp_path, monkeypatch):
+    import genenv.evaluate as evaluate
+    from genenv.evaluate import eval_travelplanner
+
+    # a planner that writes the hand-made plan: the first query (budget 2,000) passes, the second (100) fails
+    monkeypatch.setattr(evaluate, "_greedy_responses", lambda policy, prompts, *a: [repr(PLAN)] * len(prompts))
+    scores = eval_travelplanner("scripted", FIXTURE, str(FIXTURE / "queries.jsonl"), tmp_path / "s", policy=object(),
+                                log=lambda m: None)
+    assert (scores["delivery"], scores["commonsense_macro"], scores["final"]) == (1.0, 1.0, 0.5)
+    assert scores["hard_micro"] == pytest.approx(3 / 4)  # budget twice, room rule (pets) twice: one budget fails
+    monkeypatch.undo()
+    scores = eval_travelplanner("tiny", FIXTURE, str(FIXTURE / "queries.jsonl"), tmp_path / "t", policy=tiny_policy,
+                                max_new_tokens=8, log=lambda m: None)
+    rows = [json.loads(line) for line in (tmp_path / "t" / "results.jsonl").read_text().splitlines()]
+    assert scores["n"] == 2 and len(rows) == 2 and scores["delivery"] == sum(r["delivered"] for r in rows) / 2

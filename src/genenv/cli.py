@@ -17,7 +17,7 @@ from genenv.compare import compare, report_comparison
 from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
 from genenv.curricula import curriculum_names
 from genenv.domains import registered_domains
-from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl
+from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl, eval_travelplanner
 from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
 from genenv.report import report_run, text_table
 
@@ -86,6 +86,8 @@ def _eval(args) -> int:
                                           **common),
         "api-bank": lambda: eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
                                          batch_size=args.batch_size, **common),
+        "travelplanner": lambda: eval_travelplanner(args.model, args.data, args.queries, args.out,
+                                                    batch_size=args.batch_size, **common),
         "bamboogle": lambda: eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,
                                             max_new_tokens=min(args.max_new_tokens, 64), corpus=args.corpus,
                                             max_steps=args.max_steps, **common),
@@ -174,10 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
-    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle"))
+    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle",
+                                                                   "travelplanner"))
     ev_p.add_argument("--data", default=None, help="api-bank: the folder of the API-Bank data (init_database/, "
                       "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA); bamboogle: bamboogle.jsonl or "
-                      "its folder (default $GENENV_BAMBOOGLE_DATA)")
+                      "its folder (default $GENENV_BAMBOOGLE_DATA); travelplanner: the folder holding database/")
+    ev_p.add_argument("--queries", default="train", help="travelplanner: 'train' (the 45 training queries) or a "
+                      "JSON Lines file of structured queries in the official format")
     ev_p.add_argument("--levels", default="1,2", help="api-bank: comma-separated levels")
     ev_p.add_argument("--corpus", default=None, help="bamboogle: a JSON Lines file of passages ({\"text\": ...}) "
                       "to search (search:/answer: protocol, BM25); without it the questions are asked closed-book")

@@ -12,6 +12,9 @@ calls' own score through the same executor beside them.
 ``genenv eval --benchmark bamboogle --data PATH --model smollm2`` answers Bamboogle's 125 two-hop questions
 closed-book and scores exact match and token F1 (:mod:`genenv.benchmarks.bamboogle`).
 
+``genenv eval --benchmark travelplanner --data PATH --queries train --model smollm2`` plans TravelPlanner queries in
+the sole-planning mode and prints its pass rates (:mod:`genenv.benchmarks.travelplanner`).
+
 ``--categories multi_turn_long_context`` (or ``multi_turn_base``) follows the paper's protocol: every turn is
 scored on its own against the ground truth, with BFCL's executable back-ends and checkers
 (:mod:`genenv.benchmarks.bfcl_multiturn`); accuracy there is per turn.
@@ -26,6 +29,9 @@ import torch
 
 from genenv.benchmarks import alfworld, bamboogle, bfcl, bfcl_multiturn
 from genenv.benchmarks.apibank import evaluate as apibank
+from genenv.benchmarks.travelplanner import constraints as travel_checks
+from genenv.benchmarks.travelplanner import queries as travel_queries
+from genenv.benchmarks.travelplanner.sandbox import Sandbox
 from genenv.domains.household import HouseholdDomain
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
@@ -253,4 +259,47 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
     atomic_write_json(out / "scores.json", scores)
     log(f"bamboogle, {setting}: EM {scores['em'] if n else float('nan'):.3f}, "
         f"F1 {scores['f1'] if n else float('nan'):.3f} over {n} questions")
+    return scores
+
+
+def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Path, limit: int | None = None,
+                       max_new_tokens: int = 1024, batch_size: int = 4, device: str = "cpu", threads: int = 2,
+                       log=print, policy=None, hard_denominator: int | None = None) -> dict:
+    """TravelPlanner, sole-planning mode: the model writes each plan from the query's reference information; the
+    evaluator gives delivery, commonsense and hard micro/macro, final pass rate and the paper's average.
+    ``queries``: "train" (the 45 training queries, structured fields derived) or a JSON Lines file of structured
+    queries in the official format. Plans, verdicts and rates go to OUT/results.jsonl and OUT/scores.json."""
+    torch.set_num_threads(threads)
+    if data is None:
+        raise ValueError("--data: give the folder of the TravelPlanner data (with database/)")
+    sandbox = Sandbox.load(data)  # bad paths and files fail before the model loads
+    items = (travel_queries.load_train(data, sandbox, limit) if queries == "train"
+             else travel_queries.load_queries(queries, limit))
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+    start = time.perf_counter()
+    responses = []
+    with progress_bar(len(items), "travelplanner", leave=False) as bar:
+        for first in range(0, len(items), batch_size):
+            chunk = items[first:first + batch_size]
+            responses.extend(_greedy_responses(policy, [item["messages"] for item in chunk], max_new_tokens,
+                                               batch_size))
+            bar.update(len(chunk))
+    rows, results = [], []
+    for item, response in zip(items, responses):
+        plan = travel_checks.parse_plan(response)
+        result = travel_checks.evaluate_plan(item["query"], plan, sandbox)
+        results.append(result)
+        rows.append({"query": item["query"]["query"], "response": response, "plan": plan, **result,
+                     "prompt_fit": response is not None})
+    rates = travel_checks.pass_rates(results, hard_denominator)
+    scores = {"model": model, "queries": queries, "n": len(items), "limit": limit,
+              "flights": "substitute (the 313 training flights; not the official table)", **rates,
+              "seconds": round(time.perf_counter() - start, 1)}
+    out = Path(out)
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)
+    log("travelplanner (" + str(len(items)) + " queries): " + ", ".join(
+        f"{name} {100 * rates[name]:.1f}%" for name in ("delivery", "commonsense_micro", "commonsense_macro",
+                                                        "hard_micro", "hard_macro", "final", "average")))
     return scores

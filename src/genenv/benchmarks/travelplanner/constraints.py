@@ -11,6 +11,8 @@ Upstream aborts on a flight whose cities cannot be parsed; here that check fails
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import re
 
@@ -353,3 +355,24 @@ def pass_rates(results: list[dict], hard_denominator: int | None = None) -> dict
     rates["average"] = (rates["commonsense_micro"] + rates["commonsense_macro"] + rates["hard_micro"]
                         + rates["hard_macro"]) / 4
     return rates
+
+
+# ============================================================================ plans written by a model
+
+def parse_plan(text) -> list[dict] | None:
+    """A plan from model text: the outermost ``[...]`` read as a JSON or Python literal list of day objects
+    (the fine-tuning data's format); None when there is none (the plan counts as not delivered). Never runs
+    code: ``ast.literal_eval`` accepts literals only."""
+    text = str(text or "")
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end <= start:
+        return None
+    body = text[start:end + 1]
+    for reader in (json.loads, ast.literal_eval):
+        try:
+            plan = reader(body)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(plan, list) and all(isinstance(day, dict) for day in plan):
+            return [{str(k): (v if isinstance(v, (str, int)) else str(v)) for k, v in day.items()} for day in plan]
+    return None
