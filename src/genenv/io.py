@@ -64,6 +64,22 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return rows
 
 
+def read_jsonl_rows(path: str | Path):
+    """``(line number, object)`` of every non-blank line of a user's JSON Lines file; a line that is not a JSON
+    object raises ValueError naming the file and line."""
+    path = Path(path)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object")
+        yield number, row
+
+
 def atomic_replace_dir(build: Path, target: Path) -> None:
     """Swap a fully written folder ``build`` in as ``target``; a crash leaves target or target.old intact."""
     old = target.with_name(target.name + ".old")

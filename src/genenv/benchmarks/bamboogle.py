@@ -8,11 +8,12 @@ The data stays where the user keeps it: ``--data`` (a ``bamboogle.jsonl`` file o
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import string
 from pathlib import Path
+
+from genenv.io import read_jsonl_rows
 
 DATA_ENV = "GENENV_BAMBOOGLE_DATA"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -65,14 +66,8 @@ def load_questions(path: str | Path | None, limit: int | None = None) -> list[di
     """``[{"id", "question", "answer"}]`` from a bamboogle.jsonl; a bad line is named with its number."""
     path = data_file(path)
     questions = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("question", "answer")):
+    for number, row in read_jsonl_rows(path):
+        if not all(isinstance(row.get(k), str) for k in ("question", "answer")):
             raise ValueError(f"{path}:{number}: expected an object with string fields question and answer")
         questions.append({"id": row.get("id", number - 1), "question": row["question"], "answer": row["answer"]})
     return questions[:limit or None]
@@ -97,14 +92,8 @@ def load_corpus(path: str | Path) -> list[str]:
     if not path.is_file():
         raise ValueError(f"--corpus: {path} does not exist")
     passages = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+    for number, row in read_jsonl_rows(path):
+        if not isinstance(row.get("text"), str):
             raise ValueError(f"{path}:{number}: expected an object with a string field text")
         title = row.get("title")
         passages.append(f"{title}: {row['text']}" if isinstance(title, str) and title else row["text"])

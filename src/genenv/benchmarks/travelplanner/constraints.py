@@ -56,6 +56,17 @@ def attraction_items(text) -> list[str]:
     return str(text).split(";")[:-1] if filled(text) else []
 
 
+def transport_of(day: dict) -> tuple[str | None, str | None, str, str | None]:
+    """(A, B, lower-cased text, flight number or None) of a day's transportation; A and B from the text, else
+    from current_city."""
+    transport = str(day.get("transportation") or "")
+    start, end = from_to(transport)
+    if start is None:
+        start, end = from_to(day.get("current_city"))
+    match = re.search(r"Flight Number: ([^,]+)", transport)
+    return start, end, transport.lower(), match.group(1).strip() if match else None
+
+
 def examined(query: dict, plan: list) -> list[dict]:
     days = [day if isinstance(day, dict) else {} for day in (plan or [])]
     return days[:min(int(query["days"]), len(days))]
@@ -148,15 +159,10 @@ def within_current_city(query, days, sandbox):
 
 def within_sandbox(query, days, sandbox: Sandbox):
     for day in days:
-        transport = day.get("transportation")
-        if filled(transport):
-            start, end = from_to(transport)
-            if start is None:
-                start, end = from_to(day.get("current_city"))
-            lower = transport.lower()
+        if filled(day.get("transportation")):
+            start, end, lower, number = transport_of(day)
             if "flight number" in lower:
-                match = re.search(r"Flight Number: ([^,]+)", transport)
-                if start is None or match is None or sandbox.flight(match.group(1).strip(), start, end) is None:
+                if start is None or number is None or sandbox.flight(number, start, end) is None:
                     return False
             elif "self-driving" in lower or "taxi" in lower:
                 mode = "self-driving" if "self-driving" in lower else "taxi"
@@ -231,15 +237,10 @@ COMMONSENSE_CHECKS = (reasonable_city_route, diverse_restaurants, diverse_attrac
 def total_cost(query, days, sandbox: Sandbox) -> float:
     people, cost = int(query["people_number"]), 0.0
     for day in days:
-        transport = day.get("transportation")
-        if filled(transport):
-            start, end = from_to(transport)
-            if start is None:
-                start, end = from_to(day.get("current_city"))
-            lower = transport.lower()
+        if filled(day.get("transportation")):
+            start, end, lower, number = transport_of(day)
             if start is not None and "flight number" in lower:
-                match = re.search(r"Flight Number: ([^,]+)", transport)
-                row = sandbox.flight(match.group(1).strip()) if match else None
+                row = sandbox.flight(number) if number else None
                 cost += float(row["Price"]) * people if row else 0.0
             elif start is not None and ("self-driving" in lower or "taxi" in lower):
                 mode, per_car = ("self-driving", 5) if "self-driving" in lower else ("taxi", 4)

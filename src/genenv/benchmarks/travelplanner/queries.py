@@ -10,6 +10,7 @@ from pathlib import Path
 
 from genenv.benchmarks.travelplanner.constraints import from_to, strip_state
 from genenv.benchmarks.travelplanner.sandbox import Sandbox
+from genenv.io import read_jsonl_rows
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
 FIELDS = ("org", "dest", "days", "visiting_city_number", "people_number", "budget", "query")
@@ -62,14 +63,8 @@ def load_queries(path: str | Path, limit: int | None = None) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"--queries: {path} does not exist")
     items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
-        missing = [k for k in FIELDS if not isinstance(row, dict) or k not in row]
+    for number, row in read_jsonl_rows(path):
+        missing = [k for k in FIELDS if k not in row]
         if missing:
             raise ValueError(f"{path}:{number}: missing field {missing[0]!r}")
         local = row.get("local_constraint") or {}
