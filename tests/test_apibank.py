@@ -26,9 +26,9 @@ def databases():
 # ============================================================================ parser
 
 def test_parser_reads_the_test_files_syntax():
-    call = extract_call("API-Request: [AddAgenda(token='a9s8', content=\"Meet John\", time='2023-09-12 14:00:00')]")
+    call = extract_call("API-Request: [AddAgenda(token='tk1a', content=\"Meet John\", time='2023-09-12 14:00:00')]")
     assert call.name == "AddAgenda"
-    assert call.arguments == {"token": "a9s8", "content": "Meet John", "time": "2023-09-12 14:00:00"}
+    assert call.arguments == {"token": "tk1a", "content": "Meet John", "time": "2023-09-12 14:00:00"}
 
 
 def test_parser_keeps_upstream_quirks():
@@ -63,9 +63,9 @@ def test_hostile_calls_are_strings_and_never_run(databases, monkeypatch):
 
 
 def test_format_call_round_trips():
-    text = format_call("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"})
-    assert text == "API-Request: [QueryStock(stock_code='AAPL', date='2022-01-01')]"
-    assert extract_call(text).arguments == {"stock_code": "AAPL", "date": "2022-01-01"}
+    text = format_call("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"})
+    assert text == "API-Request: [QueryStock(stock_code='ZYXW', date='2021-06-01')]"
+    assert extract_call(text).arguments == {"stock_code": "ZYXW", "date": "2021-06-01"}
 
 
 # ============================================================================ executor
@@ -73,9 +73,9 @@ def test_format_call_round_trips():
 def test_calls_are_typed_and_validated(databases):
     session = ToolSession(databases)
     with pytest.raises(CallError, match="invalid parameter name"):
-        session.execute("QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1", "user": "x"})
+        session.execute("QueryBalance", {"token": "tk1ada0000fixture1", "user": "x"})
     with pytest.raises(CallError, match="missing"):
-        session.execute("GetUserToken", {"username": "JohnDoe"})
+        session.execute("GetUserToken", {"username": "AdaTest"})
     with pytest.raises(CallError, match="invalid parameter type"):
         session.execute("BookHotel", {"hotel_name": "H", "check_in_time": "2023-01-01", "check_out_time": "2023-01-02",
                                       "room_count": "-1", "adult_count": "1", "child_count": "0"})
@@ -88,14 +88,14 @@ def test_calls_are_typed_and_validated(databases):
 
 def test_login_token_flow(databases):
     session = ToolSession(databases)
-    token = session.execute("GetUserToken", {"username": "JohnDoe", "password": "pass123"})["output"]["token"]
-    assert session.execute("QueryBalance", {"token": token})["output"] == 2739.25
-    assert session.execute("GetUserToken", {"username": "JohnDoe", "password": "x"})["exception"]
+    token = session.execute("GetUserToken", {"username": "AdaTest", "password": "ada-pw-1"})["output"]["token"]
+    assert session.execute("QueryBalance", {"token": token})["output"] == 1234.5
+    assert session.execute("GetUserToken", {"username": "AdaTest", "password": "x"})["exception"]
 
 
 def test_each_session_has_its_own_state(databases):
     first, second = ToolSession(databases), ToolSession(databases)
-    call = {"token": "a9s8d7f6g5h4j3k2l1", "content": "Dentist", "time": "2023-05-01 09:00:00", "location": "clinic"}
+    call = {"token": "tk1ada0000fixture1", "content": "Dentist", "time": "2023-05-01 09:00:00", "location": "clinic"}
     assert first.execute("AddAgenda", call)["output"] == "success"
     query = {**call, "location": ""}
     assert first.execute("QueryAgenda", query)["output"]["content"] == "Dentist"
@@ -129,19 +129,19 @@ def _gold(session, name, arguments):
 
 
 def test_scorer_verdicts(databases):
-    gold = _gold(ToolSession(databases), "QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"})
-    assert score_call("API-Request: [QueryStock(stock_code=' aapl', date='2022-1-1')]", gold, databases).correct
-    assert score_call("API-Request: [QueryStock(stock_code='AAPL', date='2022-01-02')]", gold,
+    gold = _gold(ToolSession(databases), "QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"})
+    assert score_call("API-Request: [QueryStock(stock_code=' zyxw', date='2021-6-1')]", gold, databases).correct
+    assert score_call("API-Request: [QueryStock(stock_code='ZYXW', date='2021-06-02')]", gold,
                       databases).reason == "output mismatch"
-    assert score_call("API-Request: [QueryStock(stock_code='MSFT', date='2022-01-01')]", gold,
+    assert score_call("API-Request: [QueryStock(stock_code='MSFT', date='2021-06-01')]", gold,
                       databases).reason == "has exception"
-    assert score_call("API-Request: [Wiki(keyword='AAPL')]", gold, databases).reason == "API name mismatch"
-    assert score_call("I think the price is 180.5", gold, databases).reason == "no API call"
-    assert score_call("[QueryStock(code='AAPL')]", gold, databases).reason == "invalid call"
+    assert score_call("API-Request: [Wiki(keyword='ZYXW')]", gold, databases).reason == "API name mismatch"
+    assert score_call("I think the price is 41.5", gold, databases).reason == "no API call"
+    assert score_call("[QueryStock(code='ZYXW')]", gold, databases).reason == "invalid call"
 
 
 def test_agenda_check_accepts_a_close_content(databases):
-    call = {"token": "a9s8d7f6g5h4j3k2l1", "content": "Lunch with the team", "time": "2023-05-01 12:00:00",
+    call = {"token": "tk1ada0000fixture1", "content": "Lunch with the team", "time": "2023-05-01 12:00:00",
             "location": "cafe"}
     gold = _gold(ToolSession(databases), "AddAgenda", call)
     close = format_call("AddAgenda", {**call, "content": "Lunch with team"})  # Jaccard 3/4 > 0.5
@@ -198,9 +198,9 @@ def test_evaluate_level_scores_calls_and_responses():
 
     def respond(prompts):  # the gold call for the first API item, a wrong one for the second; replies
         texts = [p[1]["content"] for p in prompts]
-        return ["API-Request: [QueryStock(stock_code='AAPL', date='2022-01-01')]" if "Generate API Request" in t
+        return ["API-Request: [QueryStock(stock_code='ZYXW', date='2021-06-01')]" if "Generate API Request" in t
                 and "balance" not in t else "API-Request: [QueryBalance(token='wrong')]" if "Generate API" in t
-                else "The price of AAPL was 180.5." for t in texts]
+                else "The price of ZYXW was 41.5." for t in texts]
     result = evaluate_level(FIXTURE_DATA, 1, respond)
     assert result["gold_ceiling"]["correct"] == 2 and result["correct"] == 1
     assert result["errors"] == {"has exception": 1}
@@ -254,17 +254,17 @@ def test_domain_seed_tasks_are_grounded_and_scored_by_the_apis_check():
 
 def test_domain_levels_follow_the_token_flow():
     domain = _domain()
-    said = domain.parse_and_validate(_task_json("QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1"},
+    said = domain.parse_and_validate(_task_json("QueryBalance", {"token": "tk1ada0000fixture1"},
                                                 apis=["QueryBalance", "GetUserToken"],
-                                                history=["User: My token is a9s8d7f6g5h4j3k2l1."]))
+                                                history=["User: My token is tk1ada0000fixture1."]))
     carried = domain.parse_and_validate(_task_json(
-        "QueryBalance", {"token": "a9s8d7f6g5h4j3k2l1"}, apis=["QueryBalance", "GetUserToken"],
-        history=["User: I am JohnDoe, password pass123.",
-                 "API-Request: [GetUserToken(username='JohnDoe', password='pass123')]"
-                 "->{'token': 'a9s8d7f6g5h4j3k2l1'}"]))
-    stock = domain.parse_and_validate(_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-02"}))
+        "QueryBalance", {"token": "tk1ada0000fixture1"}, apis=["QueryBalance", "GetUserToken"],
+        history=["User: I am AdaTest, password ada-pw-1.",
+                 "API-Request: [GetUserToken(username='AdaTest', password='ada-pw-1')]"
+                 "->{'token': 'tk1ada0000fixture1'}"]))
+    stock = domain.parse_and_validate(_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-02"}))
     assert (stock.level, said.level, carried.level) == (1, 2, 3)
-    assert stock.meta["gold"]["result"]["output"] == 182.3
+    assert stock.meta["gold"]["result"]["output"] == 43.25
 
 
 @pytest.mark.parametrize("text,reason", [
@@ -273,15 +273,15 @@ def test_domain_levels_follow_the_token_flow():
     ("{\"apis\": [\"QueryStock\"], \"history\": []}", "missing key: request"),
     (_task_json("Dictionary", {"keyword": "apple"}), "Dictionary is unavailable offline"),
     (_task_json("Teleport", {"where": "moon"}), "unknown API 'Teleport'"),
-    (_task_json("QueryStock", {"stock_code": "AAPL"}), "missing required parameter 'date'"),
-    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01", "x": "1"}),
+    (_task_json("QueryStock", {"stock_code": "ZYXW"}), "missing required parameter 'date'"),
+    (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01", "x": "1"}),
      "QueryStock has no parameter 'x'"),
-    (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2022-01-01"}), "gold call fails on a fresh state"),
-    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, request=" "),
+    (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2021-06-01"}), "gold call fails on a fresh state"),
+    (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"}, request=" "),
      "request must be a non-empty string"),
-    (_task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"}, apis=["Calculator"]),
+    (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"}, apis=["Calculator"]),
      "the gold call names an API that is not listed"),
-    (_task_json("QueryStock", {"stock_code": 7, "date": "2022-01-01"}), "arguments must map names to strings"),
+    (_task_json("QueryStock", {"stock_code": 7, "date": "2021-06-01"}), "arguments must map names to strings"),
     (_task_json("Calculator", {"formula": "__import__('os').system('id')"}), "gold call fails on a fresh state"),
 ])
 def test_domain_rejects_bad_simulator_output_with_a_reason(text, reason):
@@ -290,8 +290,8 @@ def test_domain_rejects_bad_simulator_output_with_a_reason(text, reason):
 
 
 def test_domain_rejects_a_copy_of_an_official_item():
-    copy_of_item = _task_json("QueryStock", {"stock_code": "AAPL", "date": "2022-01-01"},
-                              request="What was the price of AAPL on January 1st, 2022?")
+    copy_of_item = _task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"},
+                              request="What was the price of ZYXW on June 1st, 2021?")
     assert _domain().parse_and_validate(copy_of_item).reason == "equals an official test item"
 
 
