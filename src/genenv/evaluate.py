@@ -61,16 +61,22 @@ def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: in
     return responses
 
 
-def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
-                  batch_size: int) -> dict:
-
-    prompts = [bfcl.chat_messages(e) for e in entries]
+def _greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size: int, label: str) -> list:
+    """:func:`_greedy_responses` over many prompts, a few batches at a time, with a progress bar."""
     responses = []
-    with progress_bar(len(entries), f"bfcl {category}", leave=False) as bar:
+    with progress_bar(len(prompts), label, leave=False) as bar:
         for first in range(0, len(prompts), 8 * batch_size):  # progress in slices of a few batches
             chunk = prompts[first:first + 8 * batch_size]
             responses.extend(_greedy_responses(policy, chunk, max_new_tokens, batch_size))
             bar.update(len(chunk))
+    return responses
+
+
+def _ast_category(policy, category: str, entries: list[dict], out: Path, max_new_tokens: int,
+                  batch_size: int) -> dict:
+
+    responses = _greedy_with_progress(policy, [bfcl.chat_messages(e) for e in entries], max_new_tokens, batch_size,
+                                      f"bfcl {category}")
     rows = []
     for entry, response in zip(entries, responses):
         response = "" if response is None else response
@@ -185,13 +191,7 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
         policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
 
     def respond(prompts):
-        responses = []
-        with progress_bar(len(prompts), "api-bank", leave=False) as bar:
-            for first in range(0, len(prompts), 8 * batch_size):
-                chunk = prompts[first:first + 8 * batch_size]
-                responses.extend(_greedy_responses(policy, chunk, max_new_tokens, batch_size))
-                bar.update(len(chunk))
-        return responses
+        return _greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank")
 
     out = Path(out)
     scores = {"model": model, "data": str(folder), "limit": limit, "max_new_tokens": max_new_tokens, "levels": {}}
@@ -225,22 +225,16 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
         policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
     start = time.perf_counter()
 
-    def respond(chats):
-        return _greedy_responses(policy, chats, max_new_tokens, batch_size)
-
     if passages is None:
         setting = "closed-book (no retrieval)"
-        responses = []
-        with progress_bar(len(questions), "bamboogle", leave=False) as bar:
-            for first in range(0, len(questions), 8 * batch_size):
-                chunk = questions[first:first + 8 * batch_size]
-                responses.extend(respond([bamboogle.closed_book_messages(q["question"]) for q in chunk]))
-                bar.update(len(chunk))
+        responses = _greedy_with_progress(policy, [bamboogle.closed_book_messages(q["question"]) for q in questions],
+                                          max_new_tokens, batch_size, "bamboogle")
         episodes = [{"actions": [r], "answer": bamboogle.extract_answer(r)} for r in responses]
     else:
         setting = f"retrieval over {corpus} ({len(passages)} passages, BM25 top {top_k}, {max_steps} actions)"
         index = Bm25Index(passages)
-        episodes = bamboogle.search_episodes(respond, [q["question"] for q in questions],
+        episodes = bamboogle.search_episodes(lambda chats: _greedy_responses(policy, chats, max_new_tokens, batch_size),
+                                             [q["question"] for q in questions],
                                              lambda query: index.search(query, top_k), max_steps)
     rows = []
     for question, episode in zip(questions, episodes):
@@ -278,13 +272,8 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     if policy is None:
         policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
     start = time.perf_counter()
-    responses = []
-    with progress_bar(len(items), "travelplanner", leave=False) as bar:
-        for first in range(0, len(items), batch_size):
-            chunk = items[first:first + batch_size]
-            responses.extend(_greedy_responses(policy, [item["messages"] for item in chunk], max_new_tokens,
-                                               batch_size))
-            bar.update(len(chunk))
+    responses = _greedy_with_progress(policy, [item["messages"] for item in items], max_new_tokens, batch_size,
+                                      "travelplanner")
     rows, results = [], []
     for item, response in zip(items, responses):
         plan = travel_checks.parse_plan(response)
