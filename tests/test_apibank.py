@@ -152,15 +152,11 @@ def test_agenda_check_accepts_a_close_content(databases):
 # ============================================================================ the official test files
 
 def _official_items(level: int):
+    from genenv.benchmarks.apibank.evaluate import load_api_items
     if not (OFFICIAL / "test-data").exists():
         print(f"API-Bank data not found at {OFFICIAL} (set GENENV_APIBANK_DATA): skipping")
         pytest.skip(f"API-Bank data not found at {OFFICIAL}")
-    folder = {1: "level-1-given-desc", 2: "level-2-toolsearcher"}[level]
-    for item in json.loads((OFFICIAL / "test-data" / f"level-{level}-api.json").read_text()):
-        turns = [json.loads(line) for line in (OFFICIAL / "lv1-lv2-samples" / folder / item["file"]).open()]
-        api_positions = [i for i, turn in enumerate(turns) if turn["role"] == "API"]
-        k, after = divmod(item["id"], 2)
-        yield item, turns[api_positions[k] + 1] if after else turns[api_positions[k]]
+    return [(item, item["gold"]) for item in load_api_items(OFFICIAL, level)]
 
 
 def test_gold_calls_replayed_score_what_the_spec_measured():

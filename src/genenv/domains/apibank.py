@@ -88,6 +88,7 @@ class ApiBankDomain(Domain):
         self.databases = load_databases(self.folder / "init_database")
         self.max_task_chars = max_task_chars
         self._official: list[dict] | None = None
+        self._official_keys: set[tuple] | None = None
 
     # -------------------------------------------------------------- rendering
     def instruction(self, apis: list[str]) -> str:
@@ -160,10 +161,16 @@ class ApiBankDomain(Domain):
 
     # -------------------------------------------------------------- data
     def official_items(self) -> list[dict]:
-        """The level-1 API items of the test files whose API works offline (the held-out set's source)."""
+        """The level-1 API items of the test files whose API works offline (the held-out set's source), each with
+        its gold ``call`` parsed and its ``history`` (the dialogue lines before the request for a call)."""
         if self._official is None:
-            self._official = [item for item in load_api_items(self.folder, 1)
-                              if not REGISTRY.get(item["gold"]["api_name"], REGISTRY["ToolSearcher"]).needs_network]
+            self._official = []
+            for item in load_api_items(self.folder, 1):
+                if REGISTRY.get(item["gold"]["api_name"], REGISTRY["ToolSearcher"]).needs_network:
+                    continue
+                lines = item["input"].rstrip("\n").split("\n")
+                self._official.append({**item, "call": extract_call(item["expected_output"]),
+                                       "history": [line for line in lines[:-1] if line.startswith(HISTORY_PREFIXES)]})
         return self._official
 
     def heldout_tasks(self, per_level):
@@ -171,10 +178,8 @@ class ApiBankDomain(Domain):
         level in file order."""
         by_level: dict[int, list[Task]] = {}
         for item in self.official_items():
-            call = extract_call(item["expected_output"])
-            lines = item["input"].rstrip("\n").split("\n")
-            history = [line for line in lines[:-1] if line.startswith(HISTORY_PREFIXES)]
-            level = self._level(history, call.name, call.arguments)
+            call = item["call"]
+            level = self._level(item["history"], call.name, call.arguments)
             text = json.dumps({"official": [item["file"], item["id"]], "call": {"name": call.name,
                                                                                 "arguments": call.arguments}})
             instruction = item["instruction"]
@@ -254,14 +259,13 @@ class ApiBankDomain(Domain):
 
     def official_keys(self) -> set[tuple]:
         """(last user turn, gold call) of every official item: a task with the same is rejected as a copy."""
-        if not hasattr(self, "_official_keys"):
-            keys = set()
+        if self._official_keys is None:
+            self._official_keys = set()
             for item in self.official_items():
-                call = extract_call(item["expected_output"])
-                users = [line for line in item["input"].split("\n") if line.startswith("User: ")]
+                users = [line for line in item["history"] if line.startswith("User: ")]
                 if users:
-                    keys.add(official_key(users[-1][len("User: "):], call.name, call.arguments))
-            self._official_keys = keys
+                    self._official_keys.add(official_key(users[-1][len("User: "):], item["call"].name,
+                                                         item["call"].arguments))
         return self._official_keys
 
     # -------------------------------------------------------------- agent side

@@ -13,6 +13,7 @@ measure.
 
 from __future__ import annotations
 
+import abc
 import copy
 import json
 import random
@@ -79,11 +80,11 @@ def _strip(value) -> str:
 
 # ============================================================================ the tool base
 
-class Tool:
+class Tool(abc.ABC):
     """One API. ``inputs``: declared parameters (name -> "str", "int", "float", "bool", "list", "list(str)");
-    ``optional``: those that may be omitted; ``database``: the init_database file it works on."""
+    ``optional``: those that may be omitted; ``database``: the init_database file it works on. (Descriptions
+    shown to models come from the user's test files, not from here.)"""
     name = ""
-    description = ""
     inputs: dict[str, str] = {}
     optional: frozenset = frozenset()
     database: str | None = None
@@ -95,8 +96,9 @@ class Tool:
         self.db = session.databases.get(self.database) if self.database else None
 
     # -- running
+    @abc.abstractmethod
     def run(self, **kwargs):
-        raise NotImplementedError
+        """The output of a call with these (typed) arguments; raise ToolError for an error inside the API."""
 
     def input_record(self, kwargs: dict) -> Any:
         """The envelope's ``input``: the parameters as received (some APIs differ, SPEC 2.1)."""
@@ -1313,7 +1315,12 @@ class CancelTimedSwitch(_SwitchTool):
 # ============================================================================ unavailable offline
 
 class _NetworkTool(Tool):
+    """An API that needs the network or a model this machine does not have: ``ToolSession.execute`` reports it
+    as unavailable before looking at the arguments, and so does ``run`` for a direct caller."""
     needs_network = True
+
+    def run(self, **kwargs):
+        raise Unavailable(self.name)
 
 
 @register
