@@ -42,6 +42,7 @@ class Sandbox:
     distances: dict[tuple[str, str], dict] = field(default_factory=dict)
     cities: dict[str, str] = field(default_factory=dict)       # city -> state
     flights: list[dict] = field(default_factory=list)
+    _city_index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, folder: str | Path) -> "Sandbox":
@@ -64,10 +65,21 @@ class Sandbox:
 
     # -------------------------------------------------------------- lookups
     def find(self, table: str, name: str, city: str) -> list[dict]:
-        rows, name_key, city_key = {"accommodations": (self.accommodations, "NAME", "city"),
-                                    "restaurants": (self.restaurants, "Name", "City"),
-                                    "attractions": (self.attractions, "Name", "City")}[table]
-        return [row for row in rows if name in row[name_key] and row[city_key] == city]
+        """Rows of ``table`` in ``city`` whose name contains ``name``, in table order (each table is grouped by
+        city once, so a check scans one city's rows, not the 4,285 accommodations)."""
+        name_key = "NAME" if table == "accommodations" else "Name"
+        return [row for row in self._by_city(table).get(city, ()) if name in row[name_key]]
+
+    def _by_city(self, table: str) -> dict[str, list[dict]]:
+        if table not in self._city_index:
+            rows, city_key = {"accommodations": (self.accommodations, "city"),
+                              "restaurants": (self.restaurants, "City"),
+                              "attractions": (self.attractions, "City")}[table]
+            index: dict[str, list[dict]] = {}
+            for row in rows:
+                index.setdefault(row[city_key], []).append(row)
+            self._city_index[table] = index
+        return self._city_index[table]
 
     def flight(self, number: str, origin: str | None = None, destination: str | None = None) -> dict | None:
         for row in self.flights:
