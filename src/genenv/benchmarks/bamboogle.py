@@ -77,13 +77,27 @@ def closed_book_messages(question: str) -> list[dict]:
     return [{"role": "system", "content": CLOSED_BOOK_PROMPT}, {"role": "user", "content": f"Question: {question}"}]
 
 
+def first_line(response: str | None) -> str:
+    """The first non-empty line of a response, stripped."""
+    return next((part.strip() for part in (response or "").splitlines() if part.strip()), "")
+
+
 def extract_answer(response: str | None) -> str:
     """The first non-empty line of a response, without a leading ``Answer:``."""
-    for line in (response or "").splitlines():
-        line = line.strip()
-        if line:
-            return re.sub(r"^(final\s+)?answer\s*:\s*", "", line, flags=re.IGNORECASE).strip()
-    return ""
+    return re.sub(r"^(final\s+)?answer\s*:\s*", "", first_line(response), flags=re.IGNORECASE).strip()
+
+
+def read_action(response: str | None) -> tuple[str, str, str]:
+    """An agent's turn in the ``search:``/``answer:`` protocol: (its first line, the verb lower-cased, the text
+    after the colon)."""
+    line = first_line(response)
+    verb, _, argument = line.partition(":")
+    return line, verb.strip().lower(), argument.strip()
+
+
+def search_observation(verb: str, argument: str, search) -> str:
+    """What the agent sees after a non-answer turn: the passages ``search`` finds, or how to act."""
+    return "Found: " + " ".join(search(argument)) if verb == "search" and argument else PROTOCOL_HINT
 
 
 def load_corpus(path: str | Path) -> list[str]:
@@ -114,14 +128,12 @@ def search_episodes(respond, questions: list[str], search, max_steps: int) -> li
             break
         still = []
         for i, response in zip(active, respond([chats[i] for i in active])):
-            line = next((part.strip() for part in (response or "").splitlines() if part.strip()), "")
+            line, verb, argument = read_action(response)
             episodes[i]["actions"].append(line)
-            verb, _, argument = line.partition(":")
-            verb, argument = verb.strip().lower(), argument.strip()
             if verb == "answer":
                 episodes[i]["answer"] = argument
                 continue
-            observation = "Found: " + " ".join(search(argument)) if verb == "search" and argument else PROTOCOL_HINT
+            observation = search_observation(verb, argument, search)
             chats[i] = chats[i] + [{"role": "assistant", "content": line}, {"role": "user", "content": observation}]
             still.append(i)
         active = still

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.benchmarks.bamboogle import exact_match, token_f1
+from genenv.benchmarks.bamboogle import exact_match, read_action, search_observation, token_f1
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
 from genenv.domains.jsontask import parse_json_object
 from genenv.retrieval import Bm25Index
@@ -142,15 +142,10 @@ class MultiHopDomain(LeveledDomain):
     def step(self, state, action):
         steps = state["steps"] + 1
         state = {**state, "steps": steps}
-        line = next((part.strip() for part in str(action).splitlines() if part.strip()), "")
-        verb, _, argument = line.partition(":")
-        verb, argument = verb.strip().lower(), argument.strip()
+        _, verb, argument = read_action(str(action))
         if verb == "answer":
             return StepResult("", self.score(state["task"], argument), terminated=True, truncated=False, state=state)
-        if verb == "search" and argument:
-            observation = "Found: " + " ".join(self.search(state, argument))
-        else:
-            observation = "Act with 'search: <words>' or 'answer: <text>'."
+        observation = search_observation(verb, argument, lambda query: self.search(state, query))
         return StepResult(observation, 0.0, terminated=False, truncated=steps >= self.max_steps, state=state)
 
     def search(self, state, query: str) -> list[str]:
