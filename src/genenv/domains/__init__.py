@@ -6,6 +6,7 @@ from genenv.domains import (
     household,  # noqa: F401  (registers "household")
     multihop,  # noqa: F401  (registers "multihop")
     toolcall,  # noqa: F401  (registers "toolcall"; needs bfcl-eval when used)
+    travel,  # noqa: F401  (registers "travel"; needs the TravelPlanner data when used)
 )
 from genenv.domains.base import Domain, Invalid, StepResult, Task, make_domain, register, registered_domains
 

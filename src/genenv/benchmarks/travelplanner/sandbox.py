@@ -81,6 +81,15 @@ class Sandbox:
             self._city_index[table] = index
         return self._city_index[table]
 
+    def flights_between(self, origin: str, destination: str) -> list[dict]:
+        """The flights from ``origin`` to ``destination`` (any date), in table order."""
+        if "flights" not in self._city_index:
+            index: dict[tuple[str, str], list[dict]] = {}
+            for row in self.flights:
+                index.setdefault((row["OriginCityName"], row["DestCityName"]), []).append(row)
+            self._city_index["flights"] = index
+        return self._city_index["flights"].get((origin, destination), [])
+
     def flight(self, number: str, origin: str | None = None, destination: str | None = None) -> dict | None:
         for row in self.flights:
             if row["Flight Number"] == number and (origin is None or (row["OriginCityName"] == origin

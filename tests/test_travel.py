@@ -1,0 +1,221 @@
+"""The travel domain: the grounding solver on feasible and infeasible queries (costs by hand), the reward, the
+simulator's parser on anything, the held-out file, and a smoke run; on the real tables when present."""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genenv.benchmarks.travelplanner.constraints import evaluate_plan, total_cost
+from genenv.benchmarks.travelplanner.sandbox import Sandbox
+from genenv.benchmarks.travelplanner.solver import Solution, solve
+from genenv.domains import Invalid, Task, make_domain
+from genenv.domains.travel import plan_reward, trip_level
+
+WORLD = Path(__file__).parent / "data" / "travel-world"   # hand-made tables (invented places), official layout
+OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",
+                               Path(__file__).resolve().parents[2] / "shared/data/travelplanner"))
+NONE = {"house rule": None, "cuisine": None, "room type": None, "transportation": None}
+
+
+def _query(**fields):
+    local = {**NONE, **fields.pop("local", {})}
+    return {"org": "Springfield", "dest": "Rockford", "days": 3, "people_number": 2, "budget": 1000,
+            "local_constraint": local, **fields}
+
+
+@pytest.fixture(scope="module")
+def world():
+    return Sandbox.load(WORLD)
+
+
+@pytest.fixture(scope="module")
+def domain():
+    return make_domain("travel", data=str(WORLD), max_candidates=2)
+
+
+# ---------------------------------------------------------------------------- the solver, costs by hand
+
+@pytest.mark.parametrize("local, cost", [
+    # self-driving 300 km: int(300 x 0.05) = 15 per car each way (30); Bunk Den $20 x ceil(2 / 1) x 2 nights
+    # (80); the three cheapest restaurants Yellow Deli 10 + Pho House 12 + Blue Cafe 20, x 2 people (84)
+    ({}, 194),
+    ({"room type": "not shared room"}, 204),         # River Room $45 for 2, 2 nights: 90
+    ({"house rule": "visitors"}, 204),                # Bunk Den says No visitors
+    ({"house rule": "pets"}, 194),                    # Bunk Den allows pets
+    ({"cuisine": ["BBQ"]}, 214),                      # Red Grill (30) replaces Blue Cafe (20): +20
+    ({"transportation": "no self-driving"}, 764),     # no flight on this route: taxis, 300 each way
+])
+def test_the_solver_finds_the_cheapest_plan_and_it_passes_every_check(world, local, cost):
+    query = _query(local=local)
+    solution = solve(query, world)
+    assert isinstance(solution, Solution) and solution.cost == cost
+    assert total_cost(query, solution.plan, world) == cost
+    verdict = evaluate_plan({**query, "visiting_city_number": 1}, solution.plan, world)
+    assert all(verdict["commonsense"].values()) and all(v is not False for v in verdict["hard"].values())
+
+
+def test_a_five_day_trip_takes_the_flights_when_self_driving_is_ruled_out(world):
+    query = _query(dest="Wisconsin", days=5, people_number=1, local={"transportation": "no self-driving"})
+    solution = solve(query, world)
+    # Springfield -> Madison by flight F0000101 ($140), Madison -> Green Bay by taxi (220), Green Bay ->
+    # Springfield by flight F0000102 ($160); the other order needs two taxis (640 + 450)
+    assert solution.cities == ["Madison", "Green Bay"]
+    assert "F0000101" in solution.plan[0]["transportation"] and "F0000102" in solution.plan[4]["transportation"]
+    assert solution.cost == total_cost(query, solution.plan, world)
+    driving = solve(_query(dest="Wisconsin", days=5, people_number=1), world)
+    assert driving.cost < solution.cost and "Self-driving" in driving.plan[0]["transportation"]
+
+
+@pytest.mark.parametrize("query, reason", [
+    (_query(budget=150), "the cheapest plan found costs $194, over the budget of $150"),
+    (_query(local={"cuisine": ["French"]}), "cuisines asked (French) are not served"),
+    (_query(dest="Atlantis"), "dest must be a city"),
+    (_query(days=4), "days must be 3, 5 or 7"),
+    (_query(people_number=0), "people_number"),
+    (_query(budget="lots"), "budget must be an integer"),
+    (_query(local={"room type": "castle"}), "room type must be one of"),
+    (_query(local={"pool": True}), "local_constraint must be an object with keys"),
+    (_query(dest="Illinois", days=5), "org must lie outside the destination state"),
+    (_query(dest="Springfield"), "dest must be a city of the sandbox other than org"),
+    (_query(dest="Joliet", org="Green Bay"), "no route: a leg has no flight and no ground distance"),
+    (_query(dest="Joliet", org="Green Bay", local={"transportation": "no flight"}), "no route without flights"),
+    (_query(dest="Peoria", local={"house rule": "smoking", "room type": "private room"}),
+     "Peoria offers no stay (an accommodation the house rule and room type allow"),
+])
+def test_infeasible_and_malformed_queries_get_a_reason(world, query, reason):
+    result = solve(query, world)
+    assert isinstance(result, str) and reason in result
+
+
+# ---------------------------------------------------------------------------- the domain
+
+def test_levels_follow_travelplanner_difficulty_and_days():
+    assert trip_level(_query()) == 1
+    assert trip_level(_query(days=5, local={"cuisine": ["Chinese"]})) == 3
+    assert trip_level(_query(days=7, local={"house rule": "pets", "room type": "shared room",
+                                            "transportation": "no flight"})) == 5
+
+
+def test_procedural_tasks_are_grounded_with_their_plan_in_the_reference_information(domain):
+    rng = np.random.default_rng(0)
+    for level in domain.levels():
+        task = domain.random_task(rng, level)
+        query = json.loads(task.text)
+        assert task.level == level == trip_level(query)
+        assert task.meta["cost"] <= query["budget"]
+        plan = json.loads(task.answer)
+        assert len(plan) == query["days"] and domain.score(task, task.answer) == 1.0
+        for day in plan:  # every place the plan uses is listed in the prompt
+            for key in ("breakfast", "lunch", "dinner", "accommodation"):
+                if day[key] != "-":
+                    assert day[key].rsplit(",", 1)[0] in task.prompt
+        assert f"Query: Plan a {query['days']}-day trip" in task.prompt
+
+
+def test_the_reward_is_the_share_of_checks_passed_and_one_only_for_a_full_pass(domain):
+    task = domain.make_task(_query(local={"room type": "not shared room"}))
+    plan = json.loads(task.answer)
+    assert domain.score(task, task.answer) == 1.0
+    cheap = [dict(day, accommodation="Bunk Den, Rockford" if day["accommodation"] != "-" else "-") for day in plan]
+    assert domain.score(task, json.dumps(cheap)) == pytest.approx(9 / 10)  # room type fails, 9 of 8 + 2 pass
+    repeated = [dict(day) for day in plan]
+    repeated[1]["lunch"] = repeated[1]["breakfast"]
+    # Diverse Restaurants fails; the hard checks still run (complete and inside the sandbox)
+    assert domain.score(task, json.dumps(repeated)) == pytest.approx(9 / 10)
+    missing = [dict(day) for day in plan]
+    missing[1]["attraction"] = "Moon Base, Rockford;"
+    # Within Sandbox fails, so no hard check runs: budget and room type count as failed
+    assert domain.score(task, json.dumps(missing)) == pytest.approx(7 / 10)
+    assert domain.score(task, "no plan today") == 0.0
+    verdict = evaluate_plan(task.meta["query"], cheap, domain.sandbox)
+    assert plan_reward(task.meta["query"], verdict, "final") == 0.0
+
+
+def test_the_simulator_text_is_parsed_and_grounded(domain):
+    good = domain.parse_and_validate('```json\n{"org": "Springfield", "dest": "Wisconsin", "days": 5, '
+                                     '"people_number": 1, "budget": 900}\n```')
+    assert isinstance(good, Task) and good.level == 2 and good.meta["cities"] == ["Madison", "Green Bay"]
+    for text, reason in [('{"org": "Springfield"}', "missing key: dest"), ("[1, 2]", "no JSON object"),
+                         ('{"org": "Springfield", "dest": "Rockford", "days": 3, "people_number": 2, '
+                          '"budget": 100}', "over the budget")]:
+        result = domain.parse_and_validate(text)
+        assert isinstance(result, Invalid) and reason in result.reason
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.text(max_size=300),
+                 st.dictionaries(st.sampled_from(["org", "dest", "days", "people_number", "budget",
+                                                  "local_constraint", "x"]),
+                                 st.one_of(st.none(), st.integers(-5, 10_000), st.text(max_size=12),
+                                           st.sampled_from(["Springfield", "Rockford", "Wisconsin", "Illinois"]),
+                                           st.lists(st.text(max_size=8), max_size=3),
+                                           st.dictionaries(st.sampled_from(["house rule", "cuisine", "room type",
+                                                                            "transportation", "y"]),
+                                                           st.one_of(st.none(), st.text(max_size=10),
+                                                                     st.lists(st.sampled_from(["Chinese", "BBQ"]))),
+                                                           max_size=4)),
+                                 max_size=7).map(json.dumps)))
+def test_the_simulator_parser_never_raises(text):
+    domain = _DOMAIN
+    result = domain.parse_and_validate(text)
+    assert isinstance(result, (Task, Invalid))
+    if isinstance(result, Task):
+        assert domain.score(result, result.answer) == 1.0
+
+
+_DOMAIN = make_domain("travel", data=str(WORLD), max_candidates=2)
+
+
+def test_seed_heldout_and_dev_sets_and_a_user_heldout_file(tmp_path):
+    rows = [{**_query(), "visiting_city_number": 1, "query": "a trip", "level": "easy", "date": ["2022-03-01"] * 3},
+            {**_query(budget=50), "visiting_city_number": 1, "query": "too cheap", "level": "easy"}]
+    path = tmp_path / "validation.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    domain = make_domain("travel", data=str(WORLD), heldout_queries=str(path))
+    heldout = domain.heldout_tasks(1)
+    assert len(heldout) == 5 + 1 and heldout[-1].text == json.dumps({k: _query()[k] for k in (
+        "org", "dest", "days", "people_number", "budget", "local_constraint")})
+    assert domain.heldout_skipped == {"the cheapest plan found costs $194, over the budget of $50": 1}
+    seeds = domain.seed_tasks(np.random.default_rng(3), 12)
+    assert len(seeds) == 12 and {t.level for t in seeds} <= {1, 2}
+    assert heldout[:5] == domain.heldout_tasks(1)[:5] and [t.text for t in domain.dev_tasks(1)] != \
+        [t.text for t in heldout[:5]]
+
+
+def test_a_bad_data_folder_is_one_clear_error(tmp_path, monkeypatch):
+    from genenv.config import ConfigError
+    monkeypatch.delenv("GENENV_TRAVELPLANNER_DATA", raising=False)
+    with pytest.raises(ConfigError, match="data: give the folder of the TravelPlanner data"):
+        make_domain("travel")
+    with pytest.raises(ConfigError, match="has no database/ folder"):
+        make_domain("travel", data=str(tmp_path))
+
+
+def test_travel_smoke_preset_runs(tmp_path):
+    from genenv.coevolve import run
+    from genenv.config import load_config
+    from genenv.io import read_jsonl
+
+    out = run(load_config("travel-smoke", ["threads=1", f"domain.options.data={WORLD}"]), run_dir=tmp_path / "t",
+              log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r["epoch"] for r in rows] == [0, 1] and all(r["heldout_success"] is not None for r in rows)
+    assert all(r["rollouts"] > 0 for r in rows)
+
+
+def test_on_the_real_tables_every_training_query_grounds():
+    if not (OFFICIAL / "database").is_dir():
+        print(f"TravelPlanner data not found at {OFFICIAL} (set GENENV_TRAVELPLANNER_DATA): skipping")
+        pytest.skip(f"TravelPlanner data not found at {OFFICIAL}")
+    domain = make_domain("travel", data=str(OFFICIAL))
+    seeds = domain.seed_tasks(np.random.default_rng(0), 45)
+    assert len(seeds) == 45 and all(domain.score(task, task.answer) == 1.0 for task in seeds)
+    rng = np.random.default_rng(1)
+    for level in domain.levels():
+        task = domain.random_task(rng, level)
+        assert task.level == level and domain.score(task, task.answer) == 1.0
