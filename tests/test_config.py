@@ -94,3 +94,14 @@ def test_preset_domain_options_apply_only_to_the_presets_domain():
     kept = load_config("smoke", ["domain.name=household", "domain.options={max_steps: 20}"])
     assert kept.domain.options == {"max_steps": 20}
     assert load_config("smoke", ["domain.name=addition"]).domain.options == {"width": 4}
+
+
+@pytest.mark.parametrize("name", ["smollm2-apibank", "smollm2-multihop", "smollm2-travel", "travel-smoke"])
+def test_the_real_domain_presets_load_and_name_their_domain(name):
+    """Every field of these presets is a known, valid setting (a typo would be a ConfigError naming it)."""
+    from genenv.config import preset_names
+    assert name in preset_names()
+    cfg = load_config(name)
+    assert cfg.name == name and cfg.domain.name in ("apibank", "multihop", "travel")
+    if name.startswith("smollm2"):
+        assert cfg.agent.model == cfg.env.model == "smollm2" and cfg.agent.gradient_checkpointing
