@@ -36,7 +36,7 @@ from genenv.benchmarks.apibank.evaluate import LEVEL_FOLDERS, data_folder, load_
 from genenv.benchmarks.apibank.scoring import score_call
 from genenv.benchmarks.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
 from genenv.domains.base import Domain, Invalid, Task, register
-from genenv.domains.jsontask import parse_json_object
+from genenv.domains.jsontask import parse_json_object, stated_rate
 
 MAX_APIS, MAX_HISTORY, MAX_TEXT = 6, 12, 400
 HISTORY_PREFIXES = ("User: ", "AI: ", "API-Request: ")
@@ -230,8 +230,7 @@ class ApiBankDomain(Domain):
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed, stats):
-        rate = stats.get("success_rate")
-        known = "unknown" if rate is None else f"{rate:.1f}"
+        known = stated_rate(stats)
         return ("Write one new API-Bank task as a JSON object with keys apis, history, request, call (call = {name, "
                 f"arguments}}, argument values are strings). The agent solved tasks like this one at rate {known}; "
                 f"aim for a task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")

@@ -1,4 +1,5 @@
-"""Reading a simulator's task written as one JSON object (the toolcall and apibank domains)."""
+"""The simulator's side of domains whose tasks are one JSON object (toolcall, apibank, multihop, travel): reading
+its untrusted text, and the agent's success rate as its prompt states it."""
 
 from __future__ import annotations
 
@@ -29,3 +30,9 @@ def parse_json_object(text, keys: tuple[str, ...]) -> dict | Invalid:
     if missing:
         return Invalid(f"missing key: {missing[0]}", text)
     return data
+
+
+def stated_rate(stats: dict) -> str:
+    """The agent's recent success on the seed as the simulator's prompt says it: "0.4", or "unknown"."""
+    rate = stats.get("success_rate")
+    return "unknown" if rate is None else f"{rate:.1f}"

@@ -25,7 +25,7 @@ import string
 
 from genenv.benchmarks.bamboogle import exact_match, read_action, search_observation, token_f1
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
-from genenv.domains.jsontask import parse_json_object
+from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.retrieval import Bm25Index
 
 # relation -> (subject kind, object kind, noun phrase of the object given the subject's phrase X)
@@ -115,8 +115,7 @@ class MultiHopDomain(LeveledDomain):
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed, stats):
-        rate = stats.get("success_rate")
-        known = "unknown" if rate is None else f"{rate:.1f}"
+        known = stated_rate(stats)
         return (f"Write a new task like this one (solved at rate {known}; aim for about half):\n{seed.text}\n"
                 "New task:\n")
 

@@ -23,7 +23,7 @@ import string
 
 from genenv.benchmarks import bfcl
 from genenv.domains.base import Domain, Invalid, Task, register
-from genenv.domains.jsontask import parse_json_object
+from genenv.domains.jsontask import parse_json_object, stated_rate
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),
@@ -178,8 +178,7 @@ class ToolCallDomain(Domain):
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed, stats):
-        rate = stats.get("success_rate")
-        known = "unknown" if rate is None else f"{rate:.1f}"
+        known = stated_rate(stats)
         return ("Write one new function-calling task as a JSON object with keys functions, question, call "
                 f"(call = {{name, arguments}}). The agent solved tasks like this one at rate {known}; aim for a "
                 f"task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")

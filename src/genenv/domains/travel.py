@@ -47,7 +47,7 @@ from genenv.benchmarks.travelplanner import sandbox as sandbox_module
 from genenv.benchmarks.travelplanner.sandbox import Sandbox
 from genenv.benchmarks.travelplanner.solver import CITIES_FOR_DAYS, CUISINES, LOCAL_KEYS, ROOM_TYPES, TRANSPORT_RULES
 from genenv.domains.base import Invalid, LeveledDomain, Task, register
-from genenv.domains.jsontask import parse_json_object
+from genenv.domains.jsontask import parse_json_object, stated_rate
 
 DATA_ENV = "GENENV_TRAVELPLANNER_DATA"
 QUERY_KEYS = ("org", "dest", "days", "people_number", "budget")
@@ -254,8 +254,7 @@ class TravelDomain(LeveledDomain):
 
     # -------------------------------------------------------------- simulator side
     def simulator_prompt(self, seed, stats):
-        rate = stats.get("success_rate")
-        known = "unknown" if rate is None else f"{rate:.1f}"
+        known = stated_rate(stats)
         return (f"Write a new travel query like this one (solved at rate {known}; aim for about half):\n"
                 f"{seed.text}\nNew query:\n")
 
