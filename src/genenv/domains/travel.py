@@ -115,8 +115,7 @@ class TravelDomain(LeveledDomain):
                                              (self.sandbox.attractions, "Name")) for row in table]
         self.alphabet = string.printable + "".join(sorted({c for name in names for c in name} - set(string.printable)))
         self.tiny_words = FORMAT_WORDS + tuple(sorted({w for city in self.sandbox.cities for w in city.split()}))
-        stays = solver._Stays(self.sandbox, {"people_number": 1})
-        self.stay_cities = sorted(c for c in self.sandbox.cities if stays.city(c) is not None)
+        self.stay_cities = solver.stay_cities(self.sandbox)
         by_state: dict[str, list[str]] = {}
         for city in self.stay_cities:
             by_state.setdefault(self.sandbox.cities[city], []).append(city)
@@ -157,24 +156,24 @@ class TravelDomain(LeveledDomain):
                 lines.append(f"Self-driving from {start} to {end}: {distance['distance']}, {distance['duration']}, "
                              f"${driving} per car of 5")
                 lines.append(f"Taxi from {start} to {end}: ${sandbox.distance_cost(start, end, 'taxi')} per taxi of 4")
-        used = {(day["current_city"], day[key]) for day in solution.plan for key in checks.MEALS + ("accommodation",)}
-        used_names = {checks.name_city(value)[0] for _, value in used if checks.filled(value)}
+        used_names = {checks.name_city(day[key])[0] for day in solution.plan
+                      for key in checks.MEALS + ("accommodation",) if checks.filled(day[key])}
         used_names |= {checks.name_city(item)[0] for day in solution.plan
                        for item in checks.attraction_items(day["attraction"])}
         for city in solution.cities:
-            rooms = sorted(sandbox._by_city("accommodations").get(city, ()), key=lambda r: float(r["price"]))
+            rooms = sorted(sandbox.rows_in("accommodations", city), key=lambda r: float(r["price"]))
             lines.append(f"Accommodations in {city} (name | room type | price per night | max occupancy | "
                          "minimum nights | house rules):")
             for row in self._pick(rooms, "NAME", used_names):
                 lines.append(f"{row['NAME']} | {row['room type']} | ${float(row['price']):.0f} | "
                              f"{int(float(row['maximum occupancy']))} | {int(float(row['minimum nights']))} | "
                              f"{row['house_rules']}")
-            restaurants = sorted(sandbox._by_city("restaurants").get(city, ()), key=lambda r: float(r["Average Cost"]))
+            restaurants = sorted(sandbox.rows_in("restaurants", city), key=lambda r: float(r["Average Cost"]))
             lines.append(f"Restaurants in {city} (name | cuisines | average cost per person):")
             for row in self._pick(restaurants, "Name", used_names, at_least=3):
                 lines.append(f"{row['Name']} | {row['Cuisines']} | ${row['Average Cost']}")
             lines.append(f"Attractions in {city}:")
-            lines += [row["Name"] for row in self._pick(sandbox._by_city("attractions").get(city, ()), "Name",
+            lines += [row["Name"] for row in self._pick(sandbox.rows_in("attractions", city), "Name",
                                                           used_names)]
         return "\n".join(lines)
 
@@ -227,13 +226,14 @@ class TravelDomain(LeveledDomain):
                 task = self.make_task(item["query"])
                 if isinstance(task, Task):
                     tasks.append(task)
-        seen = {task.text for task in tasks}
-        for task in super().seed_tasks(rng, max(0, n - len(tasks)) + len(tasks)):
-            if len(tasks) >= n:
-                break
-            if task.text not in seen:
-                seen.add(task.text)
-                tasks.append(task)
+        if len(tasks) < n:  # n procedural draws; the first ones not among the training queries fill up to n
+            seen = {task.text for task in tasks}
+            for task in super().seed_tasks(rng, n):
+                if len(tasks) >= n:
+                    break
+                if task.text not in seen:
+                    seen.add(task.text)
+                    tasks.append(task)
         return tasks[:n]
 
     def heldout_tasks(self, per_level):
@@ -248,8 +248,15 @@ class TravelDomain(LeveledDomain):
                     tasks.append(task)
         return tasks
 
+    def task_query(self, task: Task) -> dict:
+        """The task's structured query with its visiting_city_number (kept in ``meta``; else read from its text)."""
+        if task.meta.get("query"):
+            return task.meta["query"]
+        query = json.loads(task.text)
+        return {**query, "visiting_city_number": CITIES_FOR_DAYS[query["days"]]}
+
     def difficulty(self, task):
-        query = task.meta.get("query") or json.loads(task.text)
+        query = self.task_query(task)
         return float(trip_level(query)) + 0.1 * solver.constraint_count(query)
 
     # -------------------------------------------------------------- simulator side
@@ -273,8 +280,7 @@ class TravelDomain(LeveledDomain):
 
     # -------------------------------------------------------------- agent side
     def score(self, task, response):
-        query = task.meta.get("query") or {**json.loads(task.text),
-                                           "visiting_city_number": CITIES_FOR_DAYS[json.loads(task.text)["days"]]}
+        query = self.task_query(task)
         verdict = checks.evaluate_plan(query, checks.parse_plan(response), self.sandbox)
         return plan_reward(query, verdict, self.reward)
 

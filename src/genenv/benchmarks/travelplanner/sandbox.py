@@ -42,7 +42,7 @@ class Sandbox:
     distances: dict[tuple[str, str], dict] = field(default_factory=dict)
     cities: dict[str, str] = field(default_factory=dict)       # city -> state
     flights: list[dict] = field(default_factory=list)
-    _city_index: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _indexes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # built on first use
 
     @classmethod
     def load(cls, folder: str | Path) -> "Sandbox":
@@ -68,27 +68,28 @@ class Sandbox:
         """Rows of ``table`` in ``city`` whose name contains ``name``, in table order (each table is grouped by
         city once, so a check scans one city's rows, not the 4,285 accommodations)."""
         name_key = "NAME" if table == "accommodations" else "Name"
-        return [row for row in self._by_city(table).get(city, ()) if name in row[name_key]]
+        return [row for row in self.rows_in(table, city) if name in row[name_key]]
 
-    def _by_city(self, table: str) -> dict[str, list[dict]]:
-        if table not in self._city_index:
+    def rows_in(self, table: str, city: str) -> list[dict]:
+        """The rows of ``table`` (accommodations, restaurants or attractions) in ``city``, in table order."""
+        if table not in self._indexes:
             rows, city_key = {"accommodations": (self.accommodations, "city"),
                               "restaurants": (self.restaurants, "City"),
                               "attractions": (self.attractions, "City")}[table]
             index: dict[str, list[dict]] = {}
             for row in rows:
                 index.setdefault(row[city_key], []).append(row)
-            self._city_index[table] = index
-        return self._city_index[table]
+            self._indexes[table] = index
+        return self._indexes[table].get(city, [])
 
     def flights_between(self, origin: str, destination: str) -> list[dict]:
         """The flights from ``origin`` to ``destination`` (any date), in table order."""
-        if "flights" not in self._city_index:
+        if "flights" not in self._indexes:
             index: dict[tuple[str, str], list[dict]] = {}
             for row in self.flights:
                 index.setdefault((row["OriginCityName"], row["DestCityName"]), []).append(row)
-            self._city_index["flights"] = index
-        return self._city_index["flights"].get((origin, destination), [])
+            self._indexes["flights"] = index
+        return self._indexes["flights"].get((origin, destination), [])
 
     def flight(self, number: str, origin: str | None = None, destination: str | None = None) -> dict | None:
         for row in self.flights:

@@ -142,17 +142,17 @@ class _Stays:
 
     def _city(self, city):
         sandbox, people = self.sandbox, self.people
-        rooms = [row for row in sandbox._by_city("accommodations").get(city, ())
+        rooms = [row for row in sandbox.rows_in("accommodations", city)
                  if _room_ok(row, self.local) and float(row["minimum nights"]) <= NIGHTS
                  and _itself(sandbox, "accommodations", row, "NAME", city)]
         if not rooms:
             return None
         costs = [float(r["price"]) * math.ceil(people / float(r["maximum occupancy"])) * NIGHTS for r in rooms]
         best = min(range(len(rooms)), key=lambda i: (costs[i], i))
-        restaurants = sorted((row for row in sandbox._by_city("restaurants").get(city, ())
+        restaurants = sorted((row for row in sandbox.rows_in("restaurants", city)
                               if _itself(sandbox, "restaurants", row, "Name", city)),
                              key=lambda r: float(r["Average Cost"]))
-        attractions = [row for row in sandbox._by_city("attractions").get(city, ())
+        attractions = [row for row in sandbox.rows_in("attractions", city)
                        if _itself(sandbox, "attractions", row, "Name", city)]
         if len(restaurants) < 3 or not attractions:
             return None
@@ -266,6 +266,13 @@ def _cheapest_route(query, usable, k, stays: _Stays, reasons: set):
     return best
 
 
+def stay_cities(sandbox: Sandbox) -> list[str]:
+    """The cities where a trip can stay at all (no local constraint): an accommodation for 2 nights, 3 restaurants
+    and an attraction the evaluator finds as themselves."""
+    stays = _Stays(sandbox, {"people_number": 1})
+    return sorted(city for city in sandbox.cities if stays.city(city) is not None)
+
+
 def solve(query: dict, sandbox: Sandbox, max_route_cities: int = 6, widen: bool = True) -> Solution | str:
     """The cheapest plan found that passes every constraint of ``query`` (budget included), or the reason there
     is none. Routes are searched among the ``max_route_cities`` cheapest cities to stay in, then (``widen``)
@@ -273,7 +280,8 @@ def solve(query: dict, sandbox: Sandbox, max_route_cities: int = 6, widen: bool 
     problem = query_problem(query, sandbox)
     if problem:
         return problem
-    stays, local = _Stays(sandbox, query), local_constraints(query)
+    stays = _Stays(sandbox, query)
+    local = stays.local
     k = CITIES_FOR_DAYS[query["days"]]
     if k == 1:
         candidates = [query["dest"]]
@@ -308,4 +316,4 @@ def solve(query: dict, sandbox: Sandbox, max_route_cities: int = 6, widen: bool 
 
 
 __all__ = ["CUISINES", "LOCAL_KEYS", "ROOM_TYPES", "TRANSPORT_RULES", "Solution", "constraint_count", "level_name",
-           "local_constraints", "query_problem", "solve"]
+           "local_constraints", "query_problem", "solve", "stay_cities"]
