@@ -51,6 +51,7 @@ from genenv.config import RunConfig
 from genenv.curricula import Curriculum, add_fixed_set, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
+from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
 from genenv.io import append_jsonl, atomic_write_json
 from genenv.memory import peak_rss_bytes, reset_peak_rss
@@ -79,12 +80,14 @@ from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 # ============================================================================ the phases of an epoch
 
-def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, epoch: int) -> list[Candidate]:
+def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, epoch: int,
+                   engine: Engine) -> list[Candidate]:
     """Phase 1: `variations` tasks per seed task, conditioned on the seed and the agent's recent success on it."""
     seeds = state.task_pool.sample(phase_rng(cfg.seed, epoch, "seeds"), cfg.seeds_per_epoch)
     rates = [state.task_pool.last_p_hat(seed) for seed in seeds]
     rates = [state.last_p_hat_mean if rate is None else rate for rate in rates]
-    return write_tasks(cfg, domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"))
+    return write_tasks(cfg, domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"),
+                       run_shards=engine.run_shards)
 
 
 def validate_tasks(domain: Domain, generated: list[Candidate], split: DataSplit) -> list[Candidate]:
@@ -107,14 +110,15 @@ def draw_tasks(cfg: RunConfig, curriculum: Curriculum, state: RunState, epoch: i
 
 
 def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], epoch: int,
-                  phase: str) -> list[list[Episode]]:
-    """Phase 3: `group_size` sampled rollouts per task."""
+                  phase: str, engine: Engine) -> list[list[Episode]]:
+    """Phase 3: `group_size` sampled rollouts per task (in shards, here or on the engine's workers)."""
     if not tasks:
         return []
     return rollout(domain, agent, tasks, group_size=cfg.agent.group_size,
                    max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                    temperature=cfg.agent.temperature, seed=phase_seed(cfg.seed, epoch, phase),
-                   batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
+                   batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
+                   run_shards=engine.run_shards)
 
 
 def score_tasks(cfg: RunConfig, generated: list[Candidate], groups: list[list[Episode]]) -> list[Candidate]:
@@ -228,29 +232,33 @@ def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, split: DataSplit
 # ============================================================================ one epoch
 
 def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
-              split: DataSplit, epoch: int, phase_bar=None) -> tuple[dict, list[Candidate]]:
+              split: DataSplit, epoch: int, engine: Engine, phase_bar=None) -> tuple[dict, list[Candidate]]:
     """One epoch of Algorithm 1. Returns its metrics row and the tasks the curriculum chose (for the samples)."""
     timer = PhaseTimer(phase_bar)
     model_seconds_before = players.model_seconds()
     with timer("generate"):
         generated = curriculum.fresh_tasks(cfg, domain, state.task_pool, epoch) if curriculum.generates else []
         if generated is None:
-            generated = generate_tasks(cfg, domain, players.env, state, epoch)
+            generated = generate_tasks(cfg, domain, players.env, state, epoch, engine)
     with timer("validate"):
         generated = validate_tasks(domain, generated, split)
     valid_tasks = [g.parsed for g in generated if g.valid]
     with timer("rollout"):
-        groups = rollout_agent(cfg, domain, players.agent, valid_tasks, epoch, "rollout")
+        groups = rollout_agent(cfg, domain, players.agent, valid_tasks, epoch, "rollout", engine)
         drawn_tasks = draw_tasks(cfg, curriculum, state, epoch, len(valid_tasks))
-        drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay")
+        drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
+        if agent_stats["agent_updates"]:
+            engine.weights_changed("agent")
     with timer("env_update"):
         selected = select_env_batch(generated, epoch)
         trains = curriculum.trains_simulator
         env_stats = update_simulator(cfg, players, state, generated, selected, epoch) if trains else dict(NO_ENV_UPDATE)
+        if env_stats["env_steps"]:
+            engine.weights_changed("env")
     with timer("pools"):
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, selected, epoch)
     eval_stats = dict(NO_EVALUATION)
@@ -298,9 +306,22 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         save_checkpoint(players, state, run_dir)
 
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
+    engine = make_engine(cfg, domain, players)
+    try:
+        run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log)
+    finally:
+        engine.close()
+    bar.close()
+    export_final(players, run_dir)
+    return run_dir
+
+
+def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
+               split: DataSplit, engine: Engine, run_dir: Path, bar, log) -> None:
+    """Epochs from ``state.epoch`` to the end, each checkpointed and logged."""
     recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
     for epoch in range(state.epoch, cfg.epochs):
-        metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, phase_bar=bar)
+        metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, engine, phase_bar=bar)
         state.epoch = epoch + 1
         reset_peak_rss()
         start = time.perf_counter()
@@ -317,9 +338,6 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         # Pools, caches and models live for the whole run: moving them out of the collector's reach stops
         # gen-2 collections from rescanning them (measured: 45% of one epoch's time otherwise).
         gc.freeze()
-    bar.close()
-    export_final(players, run_dir)
-    return run_dir
 
 
 def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,

@@ -173,6 +173,20 @@ class DomainConfig:
 
 
 @dataclass
+class EngineConfig:
+    """Where the generate and rollout phases run (docs/scaling.md): in the run's process, or in Ray actors."""
+    workers: int = knob(0, "Ray actors that write tasks and run rollouts, each with replicas of both players (needs "
+                        "`pip install 'genenv[ray]'`); the learner stays in this process. 0 = everything here. The "
+                        "same seed gives the same metrics for any number", lo=0)
+    address: str = knob("", "an existing Ray cluster to join ('auto', or the address `ray start --head` prints); "
+                        "'' starts a local Ray on this machine")
+    cpus_per_worker: float = knob(1.0, "CPUs Ray reserves per actor (each runs `threads` torch threads)", lo=0.0)
+    gpus_per_worker: float = knob(0.0, "GPUs Ray reserves per actor (with device=cuda, generation on the GPU)",
+                                  lo=0.0)
+    max_restarts: int = knob(3, "dead actors replaced (their shard redone) in one run before it stops", lo=0)
+
+
+@dataclass
 class RunConfig:
     """A whole run. Defaults follow DESIGN.md."""
     name: str = knob("default", "run folder name under out_dir")
@@ -195,6 +209,7 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     curriculum_reward: CurriculumConfig = field(default_factory=CurriculumConfig)
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -381,6 +396,6 @@ def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
 
 
 __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
-           "EnvConfig", "CurriculumConfig", "DomainConfig",
+           "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
            "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict", "parse_override",
            "describe"]

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 from genenv import curriculum as cur
 from genenv.domains.base import Domain, Invalid, Task
-from genenv.rollout import Episode
+from genenv.rollout import Episode, tasks_per_shard
+from genenv.seeding import sequence_key
 from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
-    from genenv.models.policy import Policy
+    from genenv.models.policy import Generation, Policy
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,33 @@ class Candidate:
 
 
 def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int,
-                sample_seed: int) -> list[Candidate]:
-    """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet)."""
+                sample_seed: int, run_shards=None) -> list[Candidate]:
+    """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet).
+
+    Written in shards of as many seeds as fill one generate() batch (:func:`genenv.rollout.tasks_per_shard`);
+    generation j of seed i draws with key (i, j), so it is the same whichever process writes its shard
+    (``run_shards``: an engine's, :mod:`genenv.engine`; without it, here)."""
     contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
-    gens = env.generate(contexts, n=n, max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
-                        temperature=cfg.env.temperature, seed=sample_seed, batch_size=cfg.env.generation_batch)
+    per_shard = tasks_per_shard(cfg.env.generation_batch, n)
+    shards = [dict(contexts=contexts[first:first + per_shard], first_index=first, n=n, sample_seed=sample_seed,
+                   max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
+                   temperature=cfg.env.temperature, batch_size=cfg.env.generation_batch)
+              for first in range(0, len(contexts), per_shard)]
+    results = (run_shards("env", shards) if run_shards is not None
+               else [write_shard(env, **shard) for shard in shards])
+    gens = [samples for shard_gens in results for samples in shard_gens]
     return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"),
                       logprobs=tuple(g.logprobs))
             for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
+
+
+def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, sample_seed: int,
+                max_new_tokens: int, temperature: float, batch_size: int) -> list[list[Generation]]:
+    """The simulator's ``n`` generations for each of ``contexts``, the slice of an epoch's prompts that starts at
+    index ``first_index`` (keys (index, j))."""
+    keys = [sequence_key(first_index + i, j) for i in range(len(contexts)) for j in range(n)]
+    return env.generate(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=sample_seed,
+                        batch_size=batch_size, keys=keys)
 
 
 def validated(domain: Domain, candidates: list[Candidate], split: DataSplit) -> list[Candidate]:

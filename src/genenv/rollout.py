@@ -12,6 +12,7 @@ import copy
 from dataclasses import dataclass, field
 
 from genenv.domains.base import Domain, Task
+from genenv.seeding import sequence_key
 
 
 @dataclass
@@ -77,21 +78,52 @@ def fit_contexts(domain: Domain, policy, states: list[tuple[list[tuple[str, str]
     return contexts, prompt_ids
 
 
+def tasks_per_shard(batch_size: int, group_size: int) -> int:
+    """How many tasks one rollout shard holds: as many groups as fit one generate() batch. It depends on the
+    config alone (never on a worker count), so the shards, and the batches inside them, are the same however
+    many workers run them."""
+    return max(1, batch_size // max(1, group_size))
+
+
 def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, max_new_tokens: int = 16,
             temperature: float = 1.0, greedy: bool = False, seed: int = 0,
-            batch_size: int = 512, max_context_tokens: int = 0) -> list[list[Episode]]:
+            batch_size: int = 512, max_context_tokens: int = 0, run_shards=None) -> list[list[Episode]]:
     """Run ``group_size`` episodes per task; returns one list of episodes per task (the GRPO groups).
 
+    Sampled rollouts run in shards of :func:`tasks_per_shard` tasks (:func:`rollout_shard`), each episode with
+    randomness keyed by (``seed``, its task's index, its sample, its turn), so the result does not depend on
+    which process runs which shard: ``run_shards`` (an engine's, :mod:`genenv.engine`) takes the shards' keyword
+    arguments and returns their groups in order; without it they run here. Greedy rollouts (evaluation) run here
+    as one shard.
     Multi-turn prompts carry the history, trimmed to :func:`context_budget` tokens (``max_context_tokens``,
     0 = the model's window minus ``max_new_tokens``) by :func:`fit_history`.
     """
+    greedy = greedy or temperature == 0.0
+    per_shard = len(tasks) if greedy else tasks_per_shard(batch_size, group_size)
+    shards = [dict(tasks=tasks[first:first + per_shard], first_index=first, group_size=group_size,
+                   max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy, seed=seed,
+                   batch_size=batch_size, max_context_tokens=max_context_tokens)
+              for first in range(0, len(tasks), max(1, per_shard))]
+    if run_shards is None or greedy:
+        results = [rollout_shard(domain, policy, **shard) for shard in shards]
+    else:
+        results = run_shards("agent", shards)
+    return [group for shard_groups in results for group in shard_groups]
+
+
+def rollout_shard(domain: Domain, policy, tasks: list[Task], *, first_index: int = 0, group_size: int = 1,
+                  max_new_tokens: int = 16, temperature: float = 1.0, greedy: bool = False, seed: int = 0,
+                  batch_size: int = 512, max_context_tokens: int = 0) -> list[list[Episode]]:
+    """The episodes of ``tasks``, the slice of a phase's tasks that starts at index ``first_index``: sample j of
+    task t (its index in the phase) resets with seed ``seed + t * group_size + j`` and draws turn k's tokens with
+    key (t, j, k)."""
     if not domain.multi_turn:
-        return _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature, greedy, seed,
-                            batch_size)
+        return _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens, temperature, greedy,
+                            seed, batch_size)
     episodes = [Episode(task) for task in tasks for _ in range(group_size)]
     states, observations, histories = [], [], []
     for index, episode in enumerate(episodes):
-        state, observation = domain.reset(episode.task, seed=seed + index)
+        state, observation = domain.reset(episode.task, seed=seed + first_index * group_size + index)
         states.append(state)
         observations.append(observation)
         histories.append([])
@@ -101,9 +133,10 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
     while active:
         contexts, prompt_ids = fit_contexts(domain, policy, [(histories[i], observations[i]) for i in active],
                                             budget)
+        keys = [sequence_key(first_index + i // group_size, i % group_size, turn) for i in active]
         generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, temperature=temperature,
-                                      greedy=greedy, seed=seed * 1000 + turn, batch_size=batch_size,
-                                      prompt_ids=prompt_ids)
+                                      greedy=greedy, seed=seed, batch_size=batch_size, prompt_ids=prompt_ids,
+                                      keys=keys)
         still_active = []
         for i, gens in zip(active, generations):
             gen = gens[0]
@@ -125,16 +158,18 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
     return [episodes[k * group_size:(k + 1) * group_size] for k in range(len(tasks))]
 
 
-def _single_turn(domain, policy, tasks, group_size, max_new_tokens, temperature, greedy, seed, batch_size):
+def _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens, temperature, greedy, seed,
+                 batch_size):
     """Fast path with the same results as the loop above: each prompt is encoded once for its whole group."""
     prompts = []
     states = []
     for index, task in enumerate(tasks):
-        state, observation = domain.reset(task, seed=seed + index * group_size)
+        state, observation = domain.reset(task, seed=seed + (first_index + index) * group_size)
         states.append(state)
         prompts.append(domain.agent_context([], observation))
+    keys = [sequence_key(first_index + index, j, 0) for index in range(len(tasks)) for j in range(group_size)]
     generations = policy.generate(prompts, n=group_size, max_new_tokens=max_new_tokens, temperature=temperature,
-                                  greedy=greedy, seed=seed * 1000, batch_size=batch_size)
+                                  greedy=greedy, seed=seed, batch_size=batch_size, keys=keys)
     groups = []
     for task, state, gens in zip(tasks, states, generations):
         group = []

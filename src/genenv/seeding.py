@@ -25,3 +25,38 @@ def phase_seed(seed: int, epoch: int, phase: str) -> int:
 
 def phase_rng(seed: int, epoch: int, phase: str) -> np.random.Generator:
     return np.random.default_rng(phase_seed(seed, epoch, phase))
+
+
+# ---------------------------------------------------------------------------- per-sequence sampling randomness
+# Every sampled sequence draws its tokens from uniforms of its own, computed from (phase seed, sequence key,
+# step) by integer hashing: a sequence samples the same tokens whatever batch, shard or worker it is generated
+# in, and the numbers are the same on every machine (integer arithmetic; no generator state).
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on uint64 arrays (Steele, Lea & Flood 2014): a bijection whose outputs pass
+    BigCrush; consecutive inputs give independent-looking outputs."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def sequence_key(*parts: int) -> int:
+    """One 64-bit key for a sampled sequence from its coordinates, e.g. (task index, sample, turn)."""
+    key = np.zeros(1, dtype=np.uint64)
+    for part in parts:
+        key = _splitmix64(key ^ np.uint64(int(part) & _MASK64))
+    return int(key[0])
+
+
+def sequence_uniforms(seed: int, keys: list[int], steps: int) -> np.ndarray:
+    """[len(keys), steps] float64 uniforms in [0, 1): row i is the randomness of the sequence keyed ``keys[i]``
+    under the phase ``seed``, one number per generated token (53 random bits each)."""
+    rows = _splitmix64(np.array([int(k) & _MASK64 for k in keys], dtype=np.uint64) ^ _splitmix64(
+        np.array([int(seed) & _MASK64], dtype=np.uint64)))
+    counters = _splitmix64(np.arange(steps, dtype=np.uint64) + np.uint64(1))
+    bits = _splitmix64(rows[:, None] ^ counters[None, :])
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))

@@ -16,6 +16,8 @@ from safetensors.torch import load_model, save_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.utils import logging as hf_logging
 
+from genenv.seeding import sequence_key, sequence_uniforms
+
 META_FILE = "genenv_policy.json"
 PROMPT_CACHE_BYTES = 64 * 2**20  # prompt text + int32 token ids the prompt cache holds (then it starts afresh)
 
@@ -55,29 +57,44 @@ def _own_memory(model):
     return model
 
 
-class _SampledLogprobs(LogitsProcessor):
-    """The only processing of a sampled rollout's scores: divide by the temperature. It also keeps the
-    log-softmax of the last step's scores until the next step shows which token was drawn from them, so a
-    rollout's log-probs cost one [B, V] tensor, not every step's logits (``output_logits``: [B, T, V])."""
+def sample_by_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor, rows_per_block: int = 32) -> torch.Tensor:
+    """[B] token ids drawn from the rows of ``logprobs`` ([B, V], normalised), row i by its own uniform
+    ``uniforms[i]`` in [0, 1): the first token whose cumulative probability exceeds u times the row's total.
+    Exactly a draw from softmax (up to float64 rounding), and a pure function of each row, so a sequence's token
+    does not depend on the other rows of its batch. Rows are done a block at a time ([rows, V] float64
+    temporaries)."""
+    tokens = []
+    last = logprobs.shape[-1] - 1
+    for block, u in zip(logprobs.split(rows_per_block), uniforms.split(rows_per_block)):
+        cdf = block.double().exp().cumsum(-1)
+        threshold = (u.to(cdf) * cdf[:, -1]).unsqueeze(1)
+        tokens.append(torch.searchsorted(cdf, threshold, right=True).squeeze(1).clamp_(0, last))
+    return torch.cat(tokens) if tokens else torch.zeros(0, dtype=torch.long)
 
-    def __init__(self, temperature: float):
+
+class _KeyedSampler(LogitsProcessor):
+    """Draws every sequence's next token itself, from softmax(scores / temperature) with that sequence's own
+    uniforms (:func:`genenv.seeding.sequence_uniforms`), and keeps the drawn token's log-prob; it returns scores
+    that leave only that token, which generate()'s greedy step then takes. So a rollout's log-probs cost one
+    [B, V] tensor per step, not every step's logits, and a sequence samples the same tokens in any batch."""
+
+    def __init__(self, temperature: float, uniforms: torch.Tensor, prompt_width: int):
         self.temperature = temperature
-        self.previous: torch.Tensor | None = None
+        self.uniforms = uniforms          # [B, max_new_tokens] float64
+        self.prompt_width = prompt_width
         self.steps: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        scores = scores / self.temperature
-        self.previous = torch.log_softmax(scores.float(), dim=-1)
-        return scores
+        step = input_ids.shape[1] - self.prompt_width
+        logprobs = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        tokens = sample_by_inverse_cdf(logprobs, self.uniforms[:, step])
+        self.steps.append(logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1))
+        chosen = torch.full_like(scores, float("-inf"))
+        return chosen.scatter_(1, tokens.unsqueeze(1), 0.0)
 
-    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
-        """[B, steps]: the log-prob of every drawn token (the last one is at the end of ``sequences``)."""
-        if self.previous is not None:
-            self.steps.append(self.previous.gather(1, sequences[:, -1:]).squeeze(1))
-            self.previous = None
-        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
+    def finish(self, batch_size: int) -> torch.Tensor:
+        """[B, steps]: the log-prob of every drawn token."""
+        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((batch_size, 0))
 
 
 def _entropy(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int = 8) -> torch.Tensor:
@@ -206,32 +223,43 @@ class Policy:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  greedy: bool = False, seed: int = 0, batch_size: int = 512,
-                 prompt_ids: list[list[int]] | None = None) -> list[list[Generation]]:
+                 prompt_ids: list[list[int]] | None = None, keys: list[int] | None = None) -> list[list[Generation]]:
         """Sample ``n`` responses for every prompt. Returns one list of ``n`` generations per prompt.
 
         Sampling is from the full distribution at ``temperature`` (no top-k/top-p), so the returned
-        log-probs are exactly the policy's, as GRPO's importance ratio needs. ``seed`` fixes the draw.
+        log-probs are exactly the policy's, as GRPO's importance ratio needs. Sequence j of prompt i draws its
+        tokens from uniforms of its own, fixed by ``seed`` and its key: ``keys[i * n + j]`` (one per sequence;
+        default :func:`~genenv.seeding.sequence_key` (i, j)). Callers that split work give every sequence the
+        key it has in the whole, and it samples the same tokens in any batch (up to floating-point differences
+        between batch shapes in the model's own arithmetic).
         """
         if prompt_ids is None:
             prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
-        # Sampling settings stay neutral (temperature 1, no top-k/top-p): the temperature is applied by
-        # _SampledLogprobs, which also keeps each drawn token's log-prob, one step at a time.
+        uniforms = None
+        if not greedy:
+            if keys is None:
+                keys = [sequence_key(i, j) for i in range(len(prompt_ids)) for j in range(n)]
+            if len(keys) != len(flat):
+                raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
+                                 f"x n={n}); give one key per sequence")
+            uniforms = torch.from_numpy(sequence_uniforms(seed, keys, max_new_tokens))
+        # Decoding is generate()'s greedy step either way: a sampled rollout's tokens are drawn by _KeyedSampler,
+        # which applies the temperature and keeps each drawn token's log-prob.
         gen_config = GenerationConfig(
-            do_sample=not greedy, **({} if greedy else {"temperature": 1.0, "top_k": 0, "top_p": 1.0}),
-            max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.eos_token_id,
-            bos_token_id=self.tokenizer.bos_token_id)
+            do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.eos_token_id, bos_token_id=self.tokenizer.bos_token_id)
         self.model.eval()
-        torch.manual_seed(seed)
         out: list[Generation] = []
         with self.timed(), self._forward_context():
             for start in range(0, len(flat), batch_size):
                 chunk = flat[start:start + batch_size]
-                out.extend(self._generate_chunk(chunk, gen_config, greedy, temperature))
+                chunk_uniforms = None if uniforms is None else uniforms[start:start + batch_size]
+                out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature))
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
-    def _generate_chunk(self, chunk, gen_config, greedy, temperature) -> list[Generation]:
+    def _generate_chunk(self, chunk, gen_config, uniforms, temperature) -> list[Generation]:
         lengths_np = np.fromiter((len(ids) for ids in chunk), dtype=np.int64, count=len(chunk))
         width = int(lengths_np.max())
         left_padded = np.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=np.int64)
@@ -240,14 +268,14 @@ class Policy:
         input_ids = torch.from_numpy(left_padded)
         lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
-        recorder = None if greedy else _SampledLogprobs(float(temperature))
+        sampler = None if uniforms is None else _KeyedSampler(float(temperature), uniforms.to(self.device), width)
         sequences = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
                                         generation_config=gen_config,
-                                        logits_processor=LogitsProcessorList([recorder] if recorder else []))
+                                        logits_processor=LogitsProcessorList([sampler] if sampler else []))
         new_tokens = sequences[:, width:].cpu()
         eos = self.eos_token_id
         rows = new_tokens.tolist()
-        all_logprobs = recorder.finish(sequences).cpu().tolist() if recorder else None
+        all_logprobs = sampler.finish(len(chunk)).cpu().tolist() if sampler else None
         kept, finished = [], []
         for tokens in rows:
             done = eos in tokens
