@@ -53,6 +53,8 @@ def main() -> None:
     tasks = [seeds[i] for i in rng.choice(len(seeds), size=fresh + replay, replace=len(seeds) < fresh + replay)]
     prompts = [seeds[i] for i in rng.choice(len(seeds), size=cfg.seeds_per_epoch)]
     rollouts = len(tasks) * cfg.agent.group_size
+    import ray  # noqa: PLC0415 (one local Ray with a CPU for every actor of every engine below)
+    ray.init(num_cpus=max(1, sum(counts)), num_gpus=0, include_dashboard=False, log_to_driver=False)
     engines = {n: make_engine(load_config(args.preset, [*overrides, f"engine.workers={n}"]), domain, players)
                for n in counts}
 

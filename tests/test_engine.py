@@ -111,6 +111,39 @@ def test_actors_get_the_new_weights_after_an_update(tiny_policy, local_ray):
         engine.close()
 
 
+def test_multi_turn_episodes_run_inside_the_actors(local_ray):
+    """Household episodes (the domain's state stepped turn by turn) come back from the actors as they run here."""
+    import numpy as np
+
+    from genenv.config import TinyModelConfig
+    from genenv.models.tiny import build_tiny_policy
+    domain = make_domain("household", max_steps=10)
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+                                               max_positions=512), domain.alphabet, seed=0, words=domain.tiny_words)
+    tasks = domain.seed_tasks(np.random.default_rng(0), 2)
+    kwargs = dict(group_size=2, max_new_tokens=6, seed=1, batch_size=2)   # 2 shards of 1 task
+    engine = RayEngine(load_config("smoke", ["threads=1", "engine.workers=2"]), domain,
+                       _Players(policy, policy.frozen_copy()))
+    try:
+        remote = rollout(domain, policy, tasks, run_shards=engine.run_shards, **kwargs)
+    finally:
+        engine.close()
+    local = rollout(domain, policy, tasks, **kwargs)
+
+    def trace(groups):
+        return [[(e.reward, e.terminated, e.truncated, [(t.action, t.response_ids) for t in e.turns]) for e in g]
+                for g in groups]
+    assert trace(remote) == trace(local)
+    assert max(len(e.turns) for g in local for e in g) > 1
+
+
+def test_more_actors_than_the_cluster_can_place_is_one_clear_error(tiny_policy, local_ray):
+    domain, _, players = _addition_setup(tiny_policy)
+    with pytest.raises(ConfigError, match=r"engine.workers: 3 actors x engine.cpus_per_worker=1 need 3 CPUs, the "
+                                          r"Ray cluster has 2;"):
+        make_engine(load_config("smoke", ["engine.workers=3"]), domain, players)
+
+
 def test_a_killed_actor_is_replaced_and_its_shard_redone(tiny_policy, local_ray):
     domain, tasks, players = _addition_setup(tiny_policy)
     cfg = load_config("smoke", ["threads=1", "engine.workers=2", "engine.max_restarts=1"])

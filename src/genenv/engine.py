@@ -80,6 +80,19 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         pass
 
 
+def _check_resources(ray, ec) -> None:
+    """Actors the cluster can never place would wait forever: say so at once, naming the settings. (Its total,
+    not what is free now: actors of a closing engine free their CPUs a moment later.)"""
+    total = ray.cluster_resources()
+    for resource, per_worker, knob in (("CPU", ec.cpus_per_worker, "cpus_per_worker"),
+                                       ("GPU", ec.gpus_per_worker, "gpus_per_worker")):
+        needed = ec.workers * per_worker
+        if needed > total.get(resource, 0.0) + 1e-9:
+            raise ConfigError(f"engine.workers: {ec.workers} actors x engine.{knob}={per_worker:g} need {needed:g} "
+                              f"{resource}s, the Ray cluster has {total.get(resource, 0.0):g}; lower one of them or "
+                              "add nodes")
+
+
 class _Worker:
     """One actor: replicas of both players and the domain; runs shards with the weights version it was sent."""
 
@@ -131,6 +144,7 @@ class RayEngine:
                 raise ConfigError(f"engine.address: cannot reach a Ray cluster at {ec.address!r} "
                                   f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); start one "
                                   "with `ray start --head` or leave engine.address empty for a local Ray") from None
+        _check_resources(ray, ec)
         self._remote = ray.remote(num_cpus=ec.cpus_per_worker, num_gpus=ec.gpus_per_worker)(_Worker)
         self.versions = {role: 0 for role in ROLES}
         self._weights = {role: None for role in ROLES}   # object refs of the latest weights, once changed
