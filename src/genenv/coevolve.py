@@ -235,7 +235,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
               split: DataSplit, epoch: int, engine: Engine, phase_bar=None) -> tuple[dict, list[Candidate]]:
     """One epoch of Algorithm 1. Returns its metrics row and the tasks the curriculum chose (for the samples)."""
     timer = PhaseTimer(phase_bar)
-    model_seconds_before = players.model_seconds()
+    model_seconds_before = players.model_seconds() + engine.wait_seconds  # (waiting for actors is model time)
     with timer("generate"):
         generated = curriculum.fresh_tasks(cfg, domain, state.task_pool, epoch) if curriculum.generates else []
         if generated is None:
@@ -270,8 +270,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     state.total_rollouts += sum(len(g) for g in all_groups)
     state.total_generated += len(generated)
     drawn = drawn_candidates(cfg, drawn_tasks, drawn_groups)
+    model_seconds = players.model_seconds() + engine.wait_seconds
     metrics = epoch_metrics(cfg, domain, curriculum.generates, state, epoch, generated, all_groups, drawn,
-                            agent_stats, env_stats, eval_stats, timer, players.model_seconds() - model_seconds_before)
+                            agent_stats, env_stats, eval_stats, timer, model_seconds - model_seconds_before)
     state.last_p_hat_mean = metrics["p_hat_mean"] if metrics["p_hat_mean"] is not None else state.last_p_hat_mean
     return metrics, generated if curriculum.generates else drawn
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 
 from genenv.config import ConfigError, RunConfig
 from genenv.domains.base import Domain
@@ -41,6 +42,7 @@ def run_shard(role: str, domain: Domain, policy, shard: dict):
 class LocalEngine:
     """Shards run one after another in this process, with the driver's own players."""
     workers = 0
+    wait_seconds = 0.0   # the players' own clocks count the model time spent here
 
     def __init__(self, domain: Domain, players):
         self.domain, self.players = domain, players
@@ -131,6 +133,7 @@ class RayEngine:
         self.cfg, self.domain, self.players = cfg, domain, players
         self.workers = ec.workers
         self.restarts = 0
+        self.wait_seconds = 0.0   # the driver's wall time waiting for shards (the actors' model time, in parallel)
         if not ray.is_initialized():
             try:
                 if ec.address:
@@ -170,6 +173,13 @@ class RayEngine:
     def run_shards(self, role: str, shards: list[dict]) -> list:
         """Each shard on the next free actor; results in the shards' order. A dead actor is replaced and its shard
         sent again."""
+        start = time.perf_counter()
+        try:
+            return self._run_shards(role, shards)
+        finally:
+            self.wait_seconds += time.perf_counter() - start
+
+    def _run_shards(self, role: str, shards: list[dict]) -> list:
         ray = self.ray
         results: list = [None] * len(shards)
         todo = list(range(len(shards)))[::-1]
