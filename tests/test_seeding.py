@@ -45,3 +45,12 @@ def test_inverse_cdf_sampling_draws_from_the_softmax():
     edges = torch.tensor([0.0, 0.499, 0.501, 0.799, 0.801, 0.949, 0.951, 0.999999], dtype=torch.float64)
     picked = sample_by_inverse_cdf(probs.log().expand(len(edges), -1).contiguous(), edges, rows_per_block=3)
     assert picked.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_vectorised_keys_equal_scalar_keys_and_lists_equal_arrays():
+    from genenv.seeding import sequence_keys
+    tasks, samples = np.repeat(np.arange(6), 3), np.tile(np.arange(3), 6)
+    keys = sequence_keys(tasks, samples, 2)
+    assert keys.dtype == np.uint64
+    assert [int(k) for k in keys] == [sequence_key(int(t), int(s), 2) for t, s in zip(tasks, samples)]
+    assert np.array_equal(sequence_uniforms(5, keys, 4), sequence_uniforms(5, [int(k) for k in keys], 4))

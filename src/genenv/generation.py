@@ -7,10 +7,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from genenv import curriculum as cur
 from genenv.domains.base import Domain, Invalid, Task
 from genenv.rollout import Episode, tasks_per_shard
-from genenv.seeding import sequence_key
+from genenv.seeding import sequence_keys
 from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, s
                 max_new_tokens: int, temperature: float, batch_size: int) -> list[list[Generation]]:
     """The simulator's ``n`` generations for each of ``contexts``, the slice of an epoch's prompts that starts at
     index ``first_index`` (keys (index, j))."""
-    keys = [sequence_key(first_index + i, j) for i in range(len(contexts)) for j in range(n)]
+    keys = sequence_keys(first_index + np.repeat(np.arange(len(contexts)), n), np.tile(np.arange(n), len(contexts)))
     return env.generate(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=sample_seed,
                         batch_size=batch_size, keys=keys)
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from genenv.domains.base import Domain, Task
-from genenv.seeding import sequence_key
+from genenv.seeding import sequence_keys
 
 
 @dataclass
@@ -133,7 +135,8 @@ def rollout_shard(domain: Domain, policy, tasks: list[Task], *, first_index: int
     while active:
         contexts, prompt_ids = fit_contexts(domain, policy, [(histories[i], observations[i]) for i in active],
                                             budget)
-        keys = [sequence_key(first_index + i // group_size, i % group_size, turn) for i in active]
+        active_ids = np.asarray(active)
+        keys = sequence_keys(first_index + active_ids // group_size, active_ids % group_size, turn)
         generations = policy.generate(contexts, n=1, max_new_tokens=max_new_tokens, temperature=temperature,
                                       greedy=greedy, seed=seed, batch_size=batch_size, prompt_ids=prompt_ids,
                                       keys=keys)
@@ -167,7 +170,8 @@ def _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens,
         state, observation = domain.reset(task, seed=seed + (first_index + index) * group_size)
         states.append(state)
         prompts.append(domain.agent_context([], observation))
-    keys = [sequence_key(first_index + index, j, 0) for index in range(len(tasks)) for j in range(group_size)]
+    keys = sequence_keys(first_index + np.repeat(np.arange(len(tasks)), group_size),
+                         np.tile(np.arange(group_size), len(tasks)), 0)
     generations = policy.generate(prompts, n=group_size, max_new_tokens=max_new_tokens, temperature=temperature,
                                   greedy=greedy, seed=seed, batch_size=batch_size, keys=keys)
     groups = []

@@ -44,19 +44,26 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def sequence_key(*parts: int) -> int:
-    """One 64-bit key for a sampled sequence from its coordinates, e.g. (task index, sample, turn)."""
-    key = np.zeros(1, dtype=np.uint64)
+def sequence_keys(*parts) -> np.ndarray:
+    """64-bit keys of sampled sequences from their coordinates, e.g. (task index, sample, turn): each part an int or
+    an integer array (broadcast together); one uint64 per sequence."""
+    key = np.zeros(np.broadcast_shapes(*(np.shape(p) for p in parts)), dtype=np.uint64)
     for part in parts:
-        key = _splitmix64(key ^ np.uint64(int(part) & _MASK64))
-    return int(key[0])
+        key = _splitmix64(key ^ np.asarray(part).astype(np.int64).astype(np.uint64))
+    return key
 
 
-def sequence_uniforms(seed: int, keys: list[int], steps: int) -> np.ndarray:
+def sequence_key(*parts: int) -> int:
+    """One sequence's key (:func:`sequence_keys` of scalars)."""
+    return int(sequence_keys(*parts))
+
+
+def sequence_uniforms(seed: int, keys, steps: int) -> np.ndarray:
     """[len(keys), steps] float64 uniforms in [0, 1): row i is the randomness of the sequence keyed ``keys[i]``
     under the phase ``seed``, one number per generated token (53 random bits each)."""
-    rows = _splitmix64(np.array([int(k) & _MASK64 for k in keys], dtype=np.uint64) ^ _splitmix64(
-        np.array([int(seed) & _MASK64], dtype=np.uint64)))
+    if not (isinstance(keys, np.ndarray) and keys.dtype == np.uint64):   # (np.asarray would turn big ints to floats)
+        keys = np.array([int(k) & _MASK64 for k in keys], dtype=np.uint64)
+    rows = _splitmix64(keys ^ _splitmix64(np.array([int(seed) & _MASK64], dtype=np.uint64)))
     counters = _splitmix64(np.arange(steps, dtype=np.uint64) + np.uint64(1))
     bits = _splitmix64(rows[:, None] ^ counters[None, :])
     return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))

@@ -16,7 +16,7 @@ from safetensors.torch import load_model, save_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.utils import logging as hf_logging
 
-from genenv.seeding import sequence_key, sequence_uniforms
+from genenv.seeding import sequence_keys, sequence_uniforms
 
 META_FILE = "genenv_policy.json"
 PROMPT_CACHE_BYTES = 64 * 2**20  # prompt text + int32 token ids the prompt cache holds (then it starts afresh)
@@ -57,14 +57,15 @@ def _own_memory(model):
     return model
 
 
-def sample_by_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor, rows_per_block: int = 32) -> torch.Tensor:
+def sample_by_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor, rows_per_block: int = 0) -> torch.Tensor:
     """[B] token ids drawn from the rows of ``logprobs`` ([B, V], normalised), row i by its own uniform
     ``uniforms[i]`` in [0, 1): the first token whose cumulative probability exceeds u times the row's total.
     Exactly a draw from softmax (up to float64 rounding), and a pure function of each row, so a sequence's token
     does not depend on the other rows of its batch. Rows are done a block at a time ([rows, V] float64
-    temporaries)."""
+    temporaries of about 8 MB unless ``rows_per_block`` is given)."""
     tokens = []
     last = logprobs.shape[-1] - 1
+    rows_per_block = rows_per_block or max(1, 2**20 // logprobs.shape[-1])
     for block, u in zip(logprobs.split(rows_per_block), uniforms.split(rows_per_block)):
         cdf = block.double().exp().cumsum(-1)
         threshold = (u.to(cdf) * cdf[:, -1]).unsqueeze(1)
@@ -223,15 +224,16 @@ class Policy:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  greedy: bool = False, seed: int = 0, batch_size: int = 512,
-                 prompt_ids: list[list[int]] | None = None, keys: list[int] | None = None) -> list[list[Generation]]:
+                 prompt_ids: list[list[int]] | None = None, keys=None) -> list[list[Generation]]:
         """Sample ``n`` responses for every prompt. Returns one list of ``n`` generations per prompt.
 
         Sampling is from the full distribution at ``temperature`` (no top-k/top-p), so the returned
         log-probs are exactly the policy's, as GRPO's importance ratio needs. Sequence j of prompt i draws its
         tokens from uniforms of its own, fixed by ``seed`` and its key: ``keys[i * n + j]`` (one per sequence;
         default :func:`~genenv.seeding.sequence_key` (i, j)). Callers that split work give every sequence the
-        key it has in the whole, and it samples the same tokens in any batch (up to floating-point differences
-        between batch shapes in the model's own arithmetic).
+        key it has in the whole (a list or uint64 array, :func:`~genenv.seeding.sequence_keys`), and it samples
+        the same tokens in any batch (up to floating-point differences between batch shapes in the model's own
+        arithmetic).
         """
         if prompt_ids is None:
             prompt_ids = self.encode_prompts(prompts)
@@ -240,7 +242,7 @@ class Policy:
         uniforms = None
         if not greedy:
             if keys is None:
-                keys = [sequence_key(i, j) for i in range(len(prompt_ids)) for j in range(n)]
+                keys = sequence_keys(np.repeat(np.arange(len(prompt_ids)), n), np.tile(np.arange(n), len(prompt_ids)))
             if len(keys) != len(flat):
                 raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
                                  f"x n={n}); give one key per sequence")
