@@ -202,12 +202,14 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
     state.env_pool.extend(selected)
 
 
-def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], prefix: str = "heldout") -> dict:
+def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], prefix: str = "heldout",
+             engine: Engine | None = None) -> dict:
     """Phase 9: greedy success on a fixed set, overall and per level (and, for domains with an expert, the
-    paper's single-step accuracy)."""
+    paper's single-step accuracy). Episodes run in shards, here or on the engine's workers."""
     groups = rollout(domain, agent, tasks, group_size=1, greedy=True,
                      max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens)
+                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
+                     run_shards=engine.run_shards if engine else None)
     threshold = cfg.curriculum_reward.success_threshold
     outcomes = [(task.level, float(group[0].reward >= threshold)) for task, group in zip(tasks, groups)]
     if not outcomes:
@@ -224,9 +226,11 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], p
     return result
 
 
-def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, split: DataSplit) -> dict:
+def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, split: DataSplit,
+                 engine: Engine | None = None) -> dict:
     """Held-out (report only) and dev (for tuning) success."""
-    return {**evaluate(cfg, domain, agent, split.dev, "dev"), **evaluate(cfg, domain, agent, split.heldout, "heldout")}
+    return {**evaluate(cfg, domain, agent, split.dev, "dev", engine),
+            **evaluate(cfg, domain, agent, split.heldout, "heldout", engine)}
 
 
 # ============================================================================ one epoch
@@ -264,7 +268,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     eval_stats = dict(NO_EVALUATION)
     if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
         with timer("evaluate"):
-            eval_stats = evaluate_all(cfg, domain, players.agent, split)
+            eval_stats = evaluate_all(cfg, domain, players.agent, split, engine)
 
     all_groups = groups + drawn_groups
     state.total_rollouts += sum(len(g) for g in all_groups)

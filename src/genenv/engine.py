@@ -1,8 +1,9 @@
-"""Where an epoch's sampled phases run: in the run's own process, or sharded over Ray actors.
+"""Where an epoch's model-heavy phases run: in the run's own process, or sharded over Ray actors.
 
-The simulator's task writing (phase 1) and the agent's rollouts (phase 3) are cut into shards by the config
-alone (:func:`genenv.rollout.tasks_per_shard`), and every sampled sequence draws its randomness from (seed,
-epoch, phase, task, sample, turn) (:func:`genenv.seeding.sequence_uniforms`). A shard is therefore the same
+The simulator's task writing (phase 1), the agent's rollouts (phase 3) and its greedy evaluation (phase 9)
+are cut into shards by the config alone (:func:`genenv.rollout.tasks_per_shard`), and every sampled sequence
+draws its randomness from (seed, epoch, phase, task, sample, turn) (:func:`genenv.seeding.sequence_uniforms`).
+A shard is therefore the same
 computation wherever it runs, and a run gives the same metrics for ``engine.workers`` = 0 (in-process), 1 or 2,
 as long as every process uses the same number of torch threads (``threads``; a matrix product may round
 differently with another thread count).
@@ -14,7 +15,8 @@ holds the version the shard was sent with. Multi-turn episodes run inside the ac
 come back as plain data (episodes, generations). An actor that dies is replaced by a fresh one (current
 weights) and its shard is redone, up to ``engine.max_restarts`` times in a run.
 
-Greedy evaluation, warm starts and a fixed-data curriculum's one-time set stay in the driver.
+Warm starts and the evaluation right after them, the single-step accuracy of domains with an expert, and a
+fixed-data curriculum's one-time set stay in the driver.
 """
 
 from __future__ import annotations

@@ -95,18 +95,18 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
     Sampled rollouts run in shards of :func:`tasks_per_shard` tasks (:func:`rollout_shard`), each episode with
     randomness keyed by (``seed``, its task's index, its sample, its turn), so the result does not depend on
     which process runs which shard: ``run_shards`` (an engine's, :mod:`genenv.engine`) takes the shards' keyword
-    arguments and returns their groups in order; without it they run here. Greedy rollouts (evaluation) run here
-    as one shard.
+    arguments and returns their groups in order; without it they run here. Greedy rollouts (evaluation) are
+    sharded alike (for single-turn domains the same batches as one generate() call over all tasks).
     Multi-turn prompts carry the history, trimmed to :func:`context_budget` tokens (``max_context_tokens``,
     0 = the model's window minus ``max_new_tokens``) by :func:`fit_history`.
     """
     greedy = greedy or temperature == 0.0
-    per_shard = len(tasks) if greedy else tasks_per_shard(batch_size, group_size)
+    per_shard = tasks_per_shard(batch_size, group_size)
     shards = [dict(tasks=tasks[first:first + per_shard], first_index=first, group_size=group_size,
                    max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy, seed=seed,
                    batch_size=batch_size, max_context_tokens=max_context_tokens)
               for first in range(0, len(tasks), max(1, per_shard))]
-    if run_shards is None or greedy:
+    if run_shards is None:
         results = [rollout_shard(domain, policy, **shard) for shard in shards]
     else:
         results = run_shards("agent", shards)
