@@ -312,6 +312,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
 
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
     engine = make_engine(cfg, domain, players)
+    if engine.workers:
+        log(f"engine: {engine.workers} Ray actors on {cfg.engine.address or 'a local Ray'} write tasks, roll out "
+            "and evaluate")
     try:
         run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log)
     finally:
