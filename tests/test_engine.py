@@ -1,15 +1,14 @@
 """Sharded phases: the same results in-process and on Ray actors, weights reaching the actors, dead actors replaced."""
 
 import builtins
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from killing import kill_after_checkpoint
 
 from genenv.coevolve import run
 from genenv.config import ConfigError, load_config
@@ -185,19 +184,7 @@ def test_resume_after_sigkill_with_workers_matches_a_run_without(tmp_path):
     args = ["run", "--preset", "smoke", "--out", str(killed), *SHARDED, epochs, "engine.workers=2"]
     proc = subprocess.Popen(_cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    state_file = killed / "checkpoints" / "latest" / "state.json"
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        try:
-            if json.loads(state_file.read_text())["epoch"] >= 2:
-                break
-        except (FileNotFoundError, json.JSONDecodeError, KeyError):
-            pass
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)   # the driver and the local Ray it started
-    proc.wait()
-    done_before = json.loads(state_file.read_text())["epoch"] if state_file.exists() else json.loads(
-        (killed / "checkpoints" / "latest.old" / "state.json").read_text())["epoch"]
+    done_before = kill_after_checkpoint(proc, killed, 2, timeout=300, group=True)
     assert done_before < 5, "the run finished before it could be killed"
     subprocess.run(_cli("run", "--resume", str(killed), "engine.workers=2"), check=True, capture_output=True)
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))

@@ -2,13 +2,12 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from killing import kill_after_checkpoint
 
 from genenv.coevolve import run
 from genenv.config import load_config
@@ -104,20 +103,7 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
     killed = tmp_path / "killed"
     proc = subprocess.Popen(_cli("run", "--preset", "smoke", "--out", str(killed), epochs, "threads=1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state_file = killed / "checkpoints" / "latest" / "state.json"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if json.loads(state_file.read_text())["epoch"] >= 2:
-                break
-        except (FileNotFoundError, json.JSONDecodeError, KeyError):
-            pass
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    done_before = json.loads(state_file.read_text())["epoch"] if state_file.exists() else json.loads(
-        (killed / "checkpoints" / "latest.old" / "state.json").read_text())["epoch"]
+    done_before = kill_after_checkpoint(proc, killed, 2)
     assert done_before < 8, "the run finished before it could be killed"
     subprocess.run(_cli("run", "--resume", str(killed)), check=True, capture_output=True)
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
