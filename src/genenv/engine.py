@@ -152,24 +152,24 @@ class RayEngine:
         _check_resources(ray, ec)
         self._remote = ray.remote(num_cpus=ec.cpus_per_worker, num_gpus=ec.gpus_per_worker)(_Worker)
         self.versions = {role: 0 for role in ROLES}
-        self._weights = {role: None for role in ROLES}   # object refs of the latest weights, once changed
-        self.actors = [self._new_actor() for _ in range(ec.workers)]
+        self._domain = ray.put(domain)   # it never changes: one copy in the object store for every actor
+        self.actors = self._new_actors(ec.workers)
 
     # ------------------------------------------------------------------ actors and weights
-    def _new_actor(self):
-        """A fresh actor holding the driver's current players (pickled through the object store)."""
-        ray = self.ray
-        return self._remote.remote(ray.put(self.domain), ray.put(self.players.agent), ray.put(self.players.env),
-                                   self.versions, self.cfg.threads, self.cfg.device)
+    def _new_actors(self, count: int) -> list:
+        """``count`` fresh actors holding the driver's current players (put in the object store once for all)."""
+        agent, env = self.ray.put(self.players.agent), self.ray.put(self.players.env)
+        return [self._remote.remote(self._domain, agent, env, self.versions, self.cfg.threads, self.cfg.device)
+                for _ in range(count)]
 
     def weights_changed(self, role: str) -> None:
         """The driver updated ``role``'s weights: the next shards need the new version (put once, here)."""
         policy = self.players.agent if role == "agent" else self.players.env
         self.versions[role] += 1
         state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in policy.model.state_dict().items()}
-        self._weights[role] = self.ray.put(state)
+        weights = self.ray.put(state)
         for actor in self.actors:
-            actor.load.remote(role, self.versions[role], self._weights[role])
+            actor.load.remote(role, self.versions[role], weights)
 
     # ------------------------------------------------------------------ shards
     def run_shards(self, role: str, shards: list[dict]) -> list:
@@ -208,7 +208,7 @@ class RayEngine:
             raise RuntimeError(f"engine: Ray actors died {self.restarts} times in this run (more than "
                                f"engine.max_restarts={self.cfg.engine.max_restarts}); last: {err}") from err
         self.ray.kill(self.actors[slot], no_restart=True)
-        self.actors[slot] = self._new_actor()
+        self.actors[slot] = self._new_actors(1)[0]
 
     def worker_states(self) -> list[dict]:
         return self.ray.get([actor.state.remote() for actor in self.actors])

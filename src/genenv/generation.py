@@ -7,12 +7,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from genenv import curriculum as cur
 from genenv.domains.base import Domain, Invalid, Task
 from genenv.rollout import Episode, tasks_per_shard
-from genenv.seeding import sequence_keys
+from genenv.seeding import grid_keys
 from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
@@ -68,7 +66,7 @@ def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, s
                 max_new_tokens: int, temperature: float, batch_size: int) -> list[list[Generation]]:
     """The simulator's ``n`` generations for each of ``contexts``, the slice of an epoch's prompts that starts at
     index ``first_index`` (keys (index, j))."""
-    keys = sequence_keys(first_index + np.repeat(np.arange(len(contexts)), n), np.tile(np.arange(n), len(contexts)))
+    keys = grid_keys(first_index, len(contexts), n)
     return env.generate(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=sample_seed,
                         batch_size=batch_size, keys=keys)
 

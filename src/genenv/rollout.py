@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from genenv.domains.base import Domain, Task
-from genenv.seeding import sequence_keys
+from genenv.seeding import grid_keys, sequence_keys
 
 
 @dataclass
@@ -100,12 +100,11 @@ def rollout(domain: Domain, policy, tasks: list[Task], *, group_size: int = 1, m
     Multi-turn prompts carry the history, trimmed to :func:`context_budget` tokens (``max_context_tokens``,
     0 = the model's window minus ``max_new_tokens``) by :func:`fit_history`.
     """
-    greedy = greedy or temperature == 0.0
     per_shard = tasks_per_shard(batch_size, group_size)
     shards = [dict(tasks=tasks[first:first + per_shard], first_index=first, group_size=group_size,
                    max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy, seed=seed,
                    batch_size=batch_size, max_context_tokens=max_context_tokens)
-              for first in range(0, len(tasks), max(1, per_shard))]
+              for first in range(0, len(tasks), per_shard)]
     if run_shards is None:
         results = [rollout_shard(domain, policy, **shard) for shard in shards]
     else:
@@ -170,8 +169,7 @@ def _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens,
         state, observation = domain.reset(task, seed=seed + (first_index + index) * group_size)
         states.append(state)
         prompts.append(domain.agent_context([], observation))
-    keys = sequence_keys(first_index + np.repeat(np.arange(len(tasks)), group_size),
-                         np.tile(np.arange(group_size), len(tasks)), 0)
+    keys = grid_keys(first_index, len(tasks), group_size, 0)   # turn 0: the keys the loop above uses
     generations = policy.generate(prompts, n=group_size, max_new_tokens=max_new_tokens, temperature=temperature,
                                   greedy=greedy, seed=seed, batch_size=batch_size, keys=keys)
     groups = []

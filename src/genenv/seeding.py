@@ -53,6 +53,13 @@ def sequence_keys(*parts) -> np.ndarray:
     return key
 
 
+def grid_keys(first_index: int, prompts: int, samples: int, *more) -> np.ndarray:
+    """Keys of ``samples`` sequences for each of ``prompts`` consecutive prompts, the first being prompt
+    ``first_index`` of its phase, in generate()'s order (prompt-major): (prompt index, sample, *more)."""
+    return sequence_keys(first_index + np.repeat(np.arange(prompts), samples), np.tile(np.arange(samples), prompts),
+                         *more)
+
+
 def sequence_key(*parts: int) -> int:
     """One sequence's key (:func:`sequence_keys` of scalars)."""
     return int(sequence_keys(*parts))

@@ -16,7 +16,7 @@ from safetensors.torch import load_model, save_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.utils import logging as hf_logging
 
-from genenv.seeding import sequence_keys, sequence_uniforms
+from genenv.seeding import grid_keys, sequence_uniforms
 
 META_FILE = "genenv_policy.json"
 PROMPT_CACHE_BYTES = 64 * 2**20  # prompt text + int32 token ids the prompt cache holds (then it starts afresh)
@@ -230,7 +230,7 @@ class Policy:
         Sampling is from the full distribution at ``temperature`` (no top-k/top-p), so the returned
         log-probs are exactly the policy's, as GRPO's importance ratio needs. Sequence j of prompt i draws its
         tokens from uniforms of its own, fixed by ``seed`` and its key: ``keys[i * n + j]`` (one per sequence;
-        default :func:`~genenv.seeding.sequence_key` (i, j)). Callers that split work give every sequence the
+        default :func:`~genenv.seeding.grid_keys`: (i, j)). Callers that split work give every sequence the
         key it has in the whole (a list or uint64 array, :func:`~genenv.seeding.sequence_keys`), and it samples
         the same tokens in any batch (up to floating-point differences between batch shapes in the model's own
         arithmetic).
@@ -242,7 +242,7 @@ class Policy:
         uniforms = None
         if not greedy:
             if keys is None:
-                keys = sequence_keys(np.repeat(np.arange(len(prompt_ids)), n), np.tile(np.arange(n), len(prompt_ids)))
+                keys = grid_keys(0, len(prompt_ids), n)
             if len(keys) != len(flat):
                 raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
                                  f"x n={n}); give one key per sequence")
