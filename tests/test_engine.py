@@ -181,7 +181,8 @@ def test_resume_after_sigkill_with_workers_matches_a_run_without(tmp_path):
     epochs = "epochs=5"
     reference = run(load_config("smoke", [*SHARDED, epochs]), run_dir=tmp_path / "reference", log=lambda m: None)
     killed = tmp_path / "killed"
-    args = ["run", "--preset", "smoke", "--out", str(killed), *SHARDED, epochs, "engine.workers=2"]
+    args = ["run", "--preset", "smoke", "--out", str(killed), *SHARDED, epochs, "engine.workers=2",
+            "checkpoint_every_s=0"]
     proc = subprocess.Popen(_cli(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     done_before = kill_after_checkpoint(proc, killed, 2, timeout=300, group=True)

@@ -100,9 +100,9 @@ def test_resume_after_sigkill_matches_uninterrupted(tmp_path):
     reference = tmp_path / "reference"
     subprocess.run(_cli("run", "--preset", "smoke", "--out", str(reference), epochs, "threads=1"), check=True,
                    capture_output=True)
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(_cli("run", "--preset", "smoke", "--out", str(killed), epochs, "threads=1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed = tmp_path / "killed"  # a checkpoint every epoch (the reference: only after its last)
+    proc = subprocess.Popen(_cli("run", "--preset", "smoke", "--out", str(killed), epochs, "threads=1",
+                                 "checkpoint_every_s=0"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     done_before = kill_after_checkpoint(proc, killed, 2)
     assert done_before < 8, "the run finished before it could be killed"
     subprocess.run(_cli("run", "--resume", str(killed)), check=True, capture_output=True)
@@ -126,6 +126,45 @@ def test_resume_restores_metrics_row_lost_after_checkpoint(smoke_run, tmp_path):
     (copy / "metrics.jsonl").write_text("".join(lines[:-1]) + lines[-1][:10])  # last row lost, torn tail
     run(load_config("smoke", ["threads=1"]), run_dir=copy, resume=True, log=lambda m: None)
     assert _stable(read_jsonl(copy / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
+
+
+def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_after_the_last(tmp_path,
+                                                                                                monkeypatch):
+    """checkpoint_every_s=0 checkpoints every epoch; a long interval only before the first epoch and after the last.
+    A run that dies between checkpoints drops the metrics rows after its last one and repeats those epochs: the
+    same metrics as a run checkpointed every epoch."""
+    from genenv import coevolve
+    smoke = ["threads=1", "epochs=4"]
+    saved = []
+
+    def recording(save):
+        def save_checkpoint(players, state, run_dir, **kwargs):
+            saved.append((run_dir.name, state.epoch))
+            save(players, state, run_dir, **kwargs)
+        return save_checkpoint
+    monkeypatch.setattr(coevolve, "save_checkpoint", recording(coevolve.save_checkpoint))
+    reference = run(load_config("smoke", [*smoke, "checkpoint_every_s=0"]), run_dir=tmp_path / "every",
+                    log=lambda m: None)
+    assert [e for name, e in saved if name == "every"] == [0, 1, 2, 3, 4]
+
+    class Died(Exception):
+        pass
+
+    def dies_in_epoch_3(cfg, curriculum, domain, players, state, split, epoch, *args, **kwargs):
+        if epoch == 3:
+            raise Died
+        return run_epoch(cfg, curriculum, domain, players, state, split, epoch, *args, **kwargs)
+    run_epoch = coevolve.run_epoch
+    monkeypatch.setattr(coevolve, "run_epoch", dies_in_epoch_3)
+    rare = tmp_path / "rare"
+    with pytest.raises(Died):
+        run(load_config("smoke", [*smoke, "checkpoint_every_s=1e9"]), run_dir=rare, log=lambda m: None)
+    assert [e for name, e in saved if name == "rare"] == [0]
+    assert [r["epoch"] for r in read_jsonl(rare / "metrics.jsonl")] == [0, 1, 2]  # written, not checkpointed
+    monkeypatch.setattr(coevolve, "run_epoch", run_epoch)
+    run(load_config("smoke", [*smoke, "checkpoint_every_s=1e9"]), run_dir=rare, resume=True, log=lambda m: None)
+    assert [e for name, e in saved if name == "rare"] == [0, 4]
+    assert _stable(read_jsonl(rare / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 
 @pytest.mark.slow
@@ -205,7 +244,7 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     resume still match an uninterrupted run (the second resume failed with IndexError in TaskPool.apply)."""
     from genenv import io
     from genenv.io import atomic_replace_dir
-    smoke = ["threads=1"]
+    smoke = ["threads=1", "checkpoint_every_s=0"]
     reference = run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=tmp_path / "reference", log=lambda m: None)
 
     class Killed(Exception):

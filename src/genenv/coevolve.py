@@ -326,15 +326,19 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
 
 def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
                split: DataSplit, engine: Engine, run_dir: Path, bar, log) -> None:
-    """Epochs from ``state.epoch`` to the end, each checkpointed and logged."""
+    """Epochs from ``state.epoch`` to the end, each logged; a checkpoint every ``checkpoint_every_s`` seconds
+    and after the last epoch (a resume repeats the epochs after the last checkpoint, with the same metrics)."""
     recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
+    last_checkpoint = time.monotonic()
     for epoch in range(state.epoch, cfg.epochs):
         metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, engine, phase_bar=bar)
         state.epoch = epoch + 1
         reset_peak_rss()
         start = time.perf_counter()
         write_samples(cfg, run_dir, epoch, chosen)
-        save_checkpoint(players, state, run_dir, last_metrics=metrics)
+        if state.epoch == cfg.epochs or time.monotonic() - last_checkpoint >= cfg.checkpoint_every_s:
+            save_checkpoint(players, state, run_dir, last_metrics=metrics)
+            last_checkpoint = time.monotonic()
         add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         bar.update(1)

@@ -202,6 +202,10 @@ class RunConfig:
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
+    checkpoint_every_s: float = knob(60.0, "seconds between checkpoints: one after the first epoch that ends at "
+                                     "least this long after the last one, and one after the last epoch; 0 = "
+                                     "every epoch. A killed run resumes from its last checkpoint with the same "
+                                     "metrics whatever this is, repeating the epochs after it", lo=0.0)
     samples_rollouts_shown: int = knob(2, "agent responses kept per task in samples/epoch_N.jsonl", lo=0)
     progress: bool = knob(True, "show progress bars")
     domain: DomainConfig = field(default_factory=DomainConfig)
