@@ -131,6 +131,25 @@ def test_micro_batches_take_the_same_step_as_the_whole_minibatch(tiny_policy):
         assert torch.allclose(a, b, atol=1e-6) and not a.equal(s)
 
 
+def test_micro_batches_group_samples_of_like_length(tiny_policy, monkeypatch):
+    """Micro-batches are cut from the samples sorted by length (a multi-turn minibatch mixes 100- and 500-token
+    turns; each micro-batch pads only to its own longest), and every sample is in exactly one."""
+    from genenv.algos import grpo
+    texts = [("1" * n + "+1=", "2", (-1.0) ** n) for n in (9, 1, 5, 2, 8, 3, 7)]
+    samples = [_sample(tiny_policy, p, r, a)[0] for p, r, a in texts]
+    chunks = []
+    micro_loss = grpo._grpo_micro_loss
+
+    def recording(policy, reference, chunk, *args):
+        chunks.append([len(s.prompt_ids) + len(s.response_ids) for s in chunk])
+        return micro_loss(policy, reference, chunk, *args)
+    monkeypatch.setattr(grpo, "_grpo_micro_loss", recording)
+    opt = torch.optim.SGD(tiny_policy.model.parameters(), lr=0.0)
+    grpo.grpo_step(tiny_policy, None, opt, samples, micro_batch=3)
+    lengths = sorted(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    assert chunks == [lengths[0:3], lengths[3:6], lengths[6:7]]
+
+
 def test_a_nonfinite_micro_batch_skips_the_whole_step(tiny_policy):
     good, _ = _sample(tiny_policy, "1+1=", "2", 1.0)
     bad, _ = _sample(tiny_policy, "1+2=", "3", float("nan"))

@@ -89,11 +89,16 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
 
     ``micro_batch`` > 0: forward and backward that many samples at a time, accumulating the gradient of the same
-    token-mean loss (the same step up to floating-point summation order; less activation memory)."""
+    token-mean loss (the same step up to floating-point summation order; less activation memory). Micro-batches
+    are cut from the samples sorted by length, so each pads only to its own longest sequence."""
     policy.model.train()
     stats: dict = {}
     whole = micro_batch <= 0 or micro_batch >= len(samples)
-    chunks = [samples] if whole else [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
+    if whole:
+        chunks = [samples]
+    else:  # sequences of like length together: a chunk pads to its own longest (multi-turn prompts vary 5x)
+        by_length = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+        chunks = [by_length[i:i + micro_batch] for i in range(0, len(by_length), micro_batch)]
     tokens = None if whole else float(max(1, sum(len(s.response_ids) for s in samples)))
 
     def losses():  # each micro-batch's forward runs once the previous one's backward is done
