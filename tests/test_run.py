@@ -167,6 +167,29 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
     assert _stable(read_jsonl(rare / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 
+def test_epoch_logs_reach_the_disk_before_the_checkpoint_that_covers_them(tmp_path, monkeypatch):
+    """Metrics rows and samples files are fsynced once, just before the checkpoint after them (not every epoch):
+    a checkpoint on disk never points past rows that a power cut could take."""
+    from genenv import coevolve
+    events = []
+
+    def recording_sync(paths):
+        events.append(("sync", sorted(p.name for p in paths)))
+        sync(paths)
+
+    def recording_save(players, state, run_dir, **kwargs):
+        events.append(("checkpoint", state.epoch))
+        save(players, state, run_dir, **kwargs)
+    sync, save = coevolve.fsync_paths, coevolve.save_checkpoint
+    monkeypatch.setattr(coevolve, "fsync_paths", recording_sync)
+    monkeypatch.setattr(coevolve, "save_checkpoint", recording_save)
+    run(load_config("smoke", ["threads=1", "epochs=3", "checkpoint_every_s=1e9"]), run_dir=tmp_path / "run",
+        log=lambda m: None)
+    assert events == [("checkpoint", 0),
+                      ("sync", ["epoch_0.jsonl", "epoch_1.jsonl", "epoch_2.jsonl", "metrics.jsonl"]),
+                      ("checkpoint", 3)]
+
+
 @pytest.mark.slow
 def test_lora_players_train_adapters_and_resume_exactly(tmp_path, monkeypatch):
     """lora_rank > 0: only adapters train, the export is an ordinary merged folder, a resumed run matches

@@ -53,7 +53,7 @@ from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
-from genenv.io import append_jsonl, atomic_write_json
+from genenv.io import append_jsonl, atomic_write_json, fsync_paths
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -327,20 +327,27 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
 def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
                split: DataSplit, engine: Engine, run_dir: Path, bar, log) -> None:
     """Epochs from ``state.epoch`` to the end, each logged; a checkpoint every ``checkpoint_every_s`` seconds
-    and after the last epoch (a resume repeats the epochs after the last checkpoint, with the same metrics)."""
+    and after the last epoch (a resume repeats the epochs after the last checkpoint, with the same metrics).
+
+    The metrics rows and samples files are written at once (a killed process loses none of them) but reach the
+    disk (fsync) only before each checkpoint: the epochs after it are repeated on resume anyway."""
     recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
     last_checkpoint = time.monotonic()
+    metrics_path = run_dir / "metrics.jsonl"
+    unsynced = [metrics_path]
     for epoch in range(state.epoch, cfg.epochs):
         metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, engine, phase_bar=bar)
         state.epoch = epoch + 1
         reset_peak_rss()
         start = time.perf_counter()
-        write_samples(cfg, run_dir, epoch, chosen)
+        unsynced.append(write_samples(cfg, run_dir, epoch, chosen, durable=False))
         if state.epoch == cfg.epochs or time.monotonic() - last_checkpoint >= cfg.checkpoint_every_s:
+            fsync_paths(unsynced)   # the rows and samples this checkpoint covers are on disk before it
+            unsynced = [metrics_path]
             save_checkpoint(players, state, run_dir, last_metrics=metrics)
             last_checkpoint = time.monotonic()
         add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())
-        append_jsonl(run_dir / "metrics.jsonl", metrics)
+        append_jsonl(metrics_path, metrics, durable=state.epoch == cfg.epochs)
         bar.update(1)
         log(summary_line(metrics, curriculum.generates))
         idle = 0 if metrics["agent_updates"] else idle + 1

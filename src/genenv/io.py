@@ -17,7 +17,10 @@ def cache_root() -> Path:
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:
+    """Write ``text`` to a temp file beside ``path``, then rename it over ``path``: a reader (or a killed
+    process) sees the old file or the new one, never half of it. ``durable``: fsync before the rename, so it
+    also survives a power cut; a caller that syncs at its own checkpoints (:func:`fsync_paths`) passes False."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -25,7 +28,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -37,15 +41,36 @@ def atomic_write_json(path: str | Path, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, default=_jsonable))
 
 
-def atomic_write_jsonl(path: str | Path, rows) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, default=_jsonable) + "\n" for r in rows))
+def atomic_write_jsonl(path: str | Path, rows, durable: bool = True) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, default=_jsonable) + "\n" for r in rows), durable=durable)
 
 
-def append_jsonl(path: str | Path, row: dict) -> None:
+def append_jsonl(path: str | Path, row: dict, durable: bool = True) -> None:
     with open(path, "a") as handle:
         handle.write(json.dumps(row, default=_jsonable) + "\n")
         handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            os.fsync(handle.fileno())
+
+
+def fsync_paths(paths) -> None:
+    """Flush files written with ``durable=False`` (and the folders holding them, for their renames) to disk."""
+    folders = set()
+    for path in paths:
+        path = Path(path)
+        if path.exists():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            folders.add(path.parent)
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

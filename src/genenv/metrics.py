@@ -156,8 +156,10 @@ def add_phase(metrics: dict, name: str, seconds: float, peak_rss: int | None = N
         metrics["peak_rss_mb_by_phase"][name] = round(peak_rss / 2**20, 1)
 
 
-def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Candidate]) -> None:
-    """samples/epoch_N.jsonl: every candidate task of the epoch, its verdict, scores and example rollouts."""
+def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Candidate],
+                  durable: bool = True) -> Path:
+    """samples/epoch_N.jsonl: every candidate task of the epoch, its verdict, scores and example rollouts.
+    Returns the file's path."""
     rows = []
     for g in candidates:
         row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw,
@@ -171,7 +173,9 @@ def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Ca
         else:
             row.update(r_env=0.0, in_band=False)
         rows.append(row)
-    atomic_write_jsonl(run_dir / "samples" / f"epoch_{epoch}.jsonl", rows)
+    path = run_dir / "samples" / f"epoch_{epoch}.jsonl"
+    atomic_write_jsonl(path, rows, durable=durable)
+    return path
 
 
 def mean(values):

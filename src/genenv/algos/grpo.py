@@ -91,7 +91,7 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     ``micro_batch`` > 0: forward and backward that many samples at a time, accumulating the gradient of the same
     token-mean loss (the same step up to floating-point summation order; less activation memory). Micro-batches
     are cut from the samples sorted by length, so each pads only to its own longest sequence."""
-    policy.model.train()
+    policy.set_training(True)
     stats: dict = {}
     whole = micro_batch <= 0 or micro_batch >= len(samples)
     if whole:

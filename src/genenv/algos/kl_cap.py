@@ -30,7 +30,7 @@ def set_kl(policy, batches, other_logps) -> float:
 
 def logprobs_on(policy, batches) -> list[torch.Tensor]:
     """The policy's per-token log-probs on ``batches``, in eval mode and without gradients."""
-    policy.model.eval()
+    policy.set_training(False)
     with torch.no_grad():
         return [policy.token_logprobs(batch)[0] for batch in batches]
 

@@ -76,7 +76,7 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     losses, nlls, kls = [], [], []
     for _ in range(steps):
         batch, weights = _batch(policy, [examples[j] for j in next(minibatches)])
-        policy.model.train()
+        policy.set_training(True)
         logp, _ = policy.token_logprobs(batch)
         ref_logp = None
         if reference is not None and kl_coef > 0:
@@ -109,7 +109,7 @@ def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, 
     for _ in range(steps):
         picks = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
         batch, _ = _batch(policy, [examples[i] for i in picks])
-        policy.model.train()
+        policy.set_training(True)
         logp, _ = policy.token_logprobs(batch)
         # token-mean NLL: sequences of different length weigh by their tokens
         loss = -(logp * batch.response_mask).sum() / batch.response_mask.sum()
