@@ -14,6 +14,17 @@ def test_task_format_lsd_first():
     assert domain.score(task, "70010") == 1.0 and domain.score(task, "70011") == 0.0
 
 
+def test_digits_reward_is_the_share_of_positions_right_and_success_stays_exact():
+    domain = make_domain("addition", width=4, reward="digits")
+    task = domain.make_task(12, 995)  # answer 70010
+    assert domain.score(task, " 70010 ") == 1.0
+    assert domain.score(task, "70011") == 0.8            # 4 of 5 positions
+    assert domain.score(task, "701") == 0.4              # 2 of 5: missing positions count wrong
+    assert domain.score(task, "7001000") == 5 / 7        # extra characters count wrong
+    assert domain.score(task, "") == 0.0 and domain.score(task, "hello") == 0.0
+    assert all(domain.score(task, r) < 1.0 for r in ("70011", "7001", "700100"))  # only the sum succeeds
+
+
 def test_parse_grounds_answer_and_rejects_with_reasons():
     domain = make_domain("addition", width=4)
     parsed = domain.parse_and_validate("2100+5990")
@@ -65,6 +76,8 @@ def test_bad_domain_options_are_config_errors():
     from genenv.config import ConfigError
     with pytest.raises(ConfigError, match="domain"):
         make_domain("addition", width=99)
+    with pytest.raises(ConfigError, match="reward"):
+        make_domain("addition", reward="partial")
     with pytest.raises(ConfigError, match="domain.name"):
         make_domain("nope")
 

@@ -32,9 +32,12 @@ class AdditionDomain(LeveledDomain):
     dev_seed = DEV_SEED
     alphabet = "0123456789+=|>s? "
 
-    def __init__(self, width: int = 8, seed_levels: list[int] | None = None):
+    def __init__(self, width: int = 8, seed_levels: list[int] | None = None, reward: str = "exact"):
         if not isinstance(width, int) or not 2 <= width <= 20:
             raise TypeError(f"width must be an integer in [2, 20], got {width!r}")
+        if reward not in ("exact", "digits"):
+            raise TypeError(f"reward must be 'exact' or 'digits', got {reward!r}")
+        self.reward = reward
         self.width = width
         self.seed_levels = list(seed_levels or [1, 2])
         if any(not isinstance(lv, int) or not 1 <= lv <= width for lv in self.seed_levels):
@@ -123,4 +126,13 @@ class AdditionDomain(LeveledDomain):
 
     # -------------------------------------------------------------- agent side
     def score(self, task, response):
-        return 1.0 if response.strip() == task.answer else 0.0
+        """1.0 for the exact sum. ``reward="digits"``: otherwise the share of the answer's positions written
+        right, over the longer of answer and response (a partial credit GRPO can climb where exact success is
+        never sampled; success, p_hat and evaluation count only 1.0: ``success_threshold``)."""
+        response = response.strip()
+        if response == task.answer:
+            return 1.0
+        if self.reward == "exact":
+            return 0.0
+        right = sum(a == b for a, b in zip(response, task.answer))
+        return right / max(len(response), len(task.answer))
