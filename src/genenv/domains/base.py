@@ -309,6 +309,18 @@ def registered_domains() -> dict[str, type[Domain]]:
     return {**{name: domain_class(name) for name in plugin_names()}, **_REGISTRY}
 
 
+def transcript(history: list[tuple[str, str | None]], observation: str, render_action=str.strip) -> str:
+    """A multi-turn agent prompt in the ALFWorld style: each earlier observation, the action taken after it as a
+    ``> action`` line (``render_action`` of the raw response), the new observation, then the ``> `` cue."""
+    parts = []
+    for previous, action in history:
+        parts.append(previous)
+        if action is not None:
+            parts.append(f"> {render_action(action)}")
+    parts.append(observation)
+    return "\n".join(parts) + "\n> "
+
+
 def code_fingerprint(cls: type[Domain]) -> str:
     """A hash of the source of every module the domain class is made of (its classes' modules and its
     ``code_modules``): part of the warm-start cache key, so editing a domain retrains its cached players."""

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from genenv.domains import household_engine as engine
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242
@@ -232,13 +232,7 @@ class HouseholdDomain(LeveledDomain):
         return 0.0
 
     def agent_context(self, history, observation):
-        parts = []
-        for previous, action in history:
-            parts.append(previous)
-            if action is not None:
-                parts.append(f"> {first_action(action)}")
-        parts.append(observation)
-        return "\n".join(parts) + "\n> "
+        return transcript(history, observation, first_action)
 
     def expert_steps(self, task) -> list[tuple[list[tuple[str, str]], str, str]]:
         """The expert's trajectory as (history, observation, expert action) steps: the paper's single-step

@@ -24,7 +24,7 @@ import json
 import string
 
 from genenv.benchmarks.bamboogle import exact_match, read_action, search_observation, token_f1
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.retrieval import Bm25Index
 
@@ -157,13 +157,7 @@ class MultiHopDomain(LeveledDomain):
         return exact_match(answer, task.answer) if self.reward == "em" else token_f1(answer, task.answer)
 
     def agent_context(self, history, observation):
-        parts = []
-        for previous, action in history:
-            parts.append(previous)
-            if action is not None:
-                parts.append(f"> {action.strip()}")
-        parts.append(observation)
-        return "\n".join(parts) + "\n> "
+        return transcript(history, observation)
 
     def expert_steps(self, task):
         """Search each hop's entity with the relation's word in turn, then answer (the domain knows the chain)."""
