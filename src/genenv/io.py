@@ -55,18 +55,9 @@ def append_jsonl(path: str | Path, row: dict, durable: bool = True) -> None:
 
 def fsync_paths(paths) -> None:
     """Flush files written with ``durable=False`` (and the folders holding them, for their renames) to disk."""
-    folders = set()
-    for path in paths:
-        path = Path(path)
-        if path.exists():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            folders.add(path.parent)
-    for folder in folders:
-        fd = os.open(folder, os.O_RDONLY)
+    files = [path for path in map(Path, paths) if path.exists()]
+    for path in [*files, *{path.parent for path in files}]:
+        fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
