@@ -215,12 +215,17 @@ def test_rouge_l_hand_values():
 def test_eval_command_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
     from genenv.evaluate import eval_apibank
 
-    scores = eval_apibank("tiny", FIXTURE_DATA, [1], tmp_path, max_new_tokens=8, policy=tiny_policy,
-                          log=lambda m: None)
+    lines = []
+    scores = eval_apibank("tiny", FIXTURE_DATA, [1, 3], tmp_path, max_new_tokens=8, policy=tiny_policy,
+                          log=lines.append)
     level = scores["levels"]["1"]
     assert level["api_items"] == 2 and level["gold_ceiling"]["correct"] == 2 and level["correct"] == 0
+    level3 = scores["levels"]["3"]
+    assert (level3["scorable_steps"], level3["gold_ceiling"]["correct"], level3["correct"]) == (5, 4, 0)
+    assert "task accuracy is not scored" in lines[1]
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert [r["kind"] for r in rows] == ["api", "api", "response", "response"]
+    assert [(r["level"], r["kind"]) for r in rows] == [(1, "api")] * 2 + [(1, "response")] * 2 + \
+        [(3, "api")] * 5 + [(3, "response")] * 2
     assert json.loads((tmp_path / "scores.json").read_text())["levels"]["1"]["correct"] == 0
 
 
@@ -350,6 +355,120 @@ def test_eval_command_rejects_bad_data_and_levels_with_one_line(tmp_path, capsys
     from genenv.cli import main
     assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--data", str(tmp_path)]) == 2
     assert "has no init_database/" in capsys.readouterr().err
-    assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--data", str(FIXTURE_DATA), "--levels", "3"]) == 2
-    assert "--levels: 3 is not a level we score yet" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--data", str(FIXTURE_DATA), "--levels", "4"]) == 2
+    assert "--levels: 4 is not an API-Bank level" in capsys.readouterr().err
     assert main(["eval", "--benchmark", "api-bank", "--model", "x", "--levels", "one"]) == 2
+
+
+# ============================================================================ level 3
+
+def test_level3_gold_calls_replayed_score_what_the_spec_measured():
+    """SPEC.md 5.6: 121 of the 131 non-ToolSearcher gold steps pass upstream (AddMeeting 5 and
+    MovieRecommendations 5 fail: their list parameters arrive as strings); the 114 ToolSearcher steps need a
+    retrieval model and are counted apart."""
+    from genenv.benchmarks.apibank.level3 import evaluate_level3
+    if not (OFFICIAL / "test-data" / "level-3.json").exists():
+        print(f"API-Bank data not found at {OFFICIAL} (set GENENV_APIBANK_DATA): skipping")
+        pytest.skip(f"API-Bank data not found at {OFFICIAL}")
+    result = evaluate_level3(OFFICIAL, None)
+    assert (result["tasks"], result["steps"], result["scorable_steps"]) == (50, 245, 131)
+    assert result["unavailable_offline_steps"] == 114 and result["sample_accuracy"] is None
+    assert result["gold_ceiling"]["correct"] == 121
+    assert result["gold_ceiling"]["failures"] == {"AddMeeting: input mismatch": 5,
+                                                  "MovieRecommendations: has exception": 5}
+
+
+def _level3_world():
+    from genenv.benchmarks.apibank.level3 import World, load_level3
+    tasks, items, _ = load_level3(FIXTURE_DATA)
+    return World(tasks), items
+
+
+def test_level3_world_is_rebuilt_from_the_gold_chains():
+    world, items = _level3_world()
+    assert world.inputs["TaxCalculator"] == {"salary": "float"}
+    assert world.inputs["AddMeeting"]["attendees"] == "list(str)"
+    assert len(items) == 10 and [it["gold"]["api_name"] for it in items][:2] == ["ToolSearcher", "Geocoding"]
+    session = world.session()
+    assert session.execute("Geocoding", {"address": "Harbor Tower"})["output"] == {"latitude": 12.5,
+                                                                                  "longitude": 45.25}
+    unknown = session.execute("Geocoding", {"address": "Elsewhere"})
+    assert unknown["output"] is None and "no entry" in unknown["exception"]
+
+
+@pytest.mark.parametrize("salary, after", [("4200", 3360.0), ("999", 999.0), ("1000", 900.0), ("5000", 3500.0),
+                                           ("0", 0.0)])
+def test_level3_tax_bands_hand_values(salary, after):
+    world, _ = _level3_world()
+    assert world.session().execute("TaxCalculator", {"salary": salary})["output"] == {"salary_after_tax": after}
+
+
+def test_level3_flight_search_fails_on_a_route_searched_before():
+    """SPEC.md 4: FlightSearch turns the returned flights' dates into strings in place, so a later search with
+    the same source and destination fails in the same file; a fresh session starts clean."""
+    world, _ = _level3_world()
+    session = world.session()
+    args = {"source": "Port Avel", "destination": "Lindmoor", "travel_dates": "2022-03-04"}
+    assert session.execute("FlightSearch", args)["exception"] is None
+    assert "earlier search" in session.execute("FlightSearch", args)["exception"]
+    assert world.session().execute("FlightSearch", args)["exception"] is None
+
+
+def test_level3_step_verdicts():
+    from genenv.benchmarks.apibank.level3 import score_step
+    world, items = _level3_world()
+    gold = {it["gold"]["api_name"]: it["gold"] for it in items}
+    session = world.session()
+    assert score_step("API-Request: [Geocoding(address='Harbor Tower')]", gold["Geocoding"], session).correct
+    cases = [("no call here", "Geocoding", "no API call"),
+             ("API-Request: [ToolSearcher(keywords='weather')]", "Geocoding", "API name mismatch"),
+             ("API-Request: [Geocoding(address='Harbor Tower')]", "GetWeatherForCoordinates", "API name mismatch"),
+             ("API-Request: [GetWeatherForCoordinates(latitude='1.0', longitude='2.0')]", "GetWeatherForCoordinates",
+              "invalid call"),
+             ("API-Request: [Geocoding(place='Harbor Tower')]", "Geocoding", "invalid call"),
+             ("API-Request: [Geocoding(address='Elsewhere')]", "Geocoding", "has exception"),
+             ("API-Request: [Teleport(to='Mars')]", "Geocoding", "invalid call"),
+             ("API-Request: [TaxCalculator(salary='4300')]", "TaxCalculator", "output mismatch"),
+             ("API-Request: [ToolSearcher(keywords='Geocoding')]", "ToolSearcher", "unavailable offline")]
+    for text, name, reason in cases:
+        verdict = score_step(text, gold[name], session)
+        assert (verdict.correct, verdict.reason) == (False, reason), text
+    # AddMeeting compares the topic by word overlap (Jaccard > 0.5): a close topic passes if the rest is equal
+    meeting = gold["AddMeeting"]
+    close = {**meeting, "output": {**meeting["output"], "input": {**meeting["output"]["input"],
+                                                                  "attendees": "Ada, Bo"}}}
+    text = ("API-Request: [AddMeeting(meeting_topic='Planning', start_time='2022-03-05 10:00:00', "
+            "end_time='2022-03-05 11:00:00', location='Room 4', attendees='Ada, Bo')]")
+    assert score_step(text, close, session).correct
+    assert not score_step(text.replace("'Planning'", "'Budget review'"), close, session).correct
+
+
+def test_level3_evaluation_scores_steps_in_one_state_and_replies_without_speakers():
+    from genenv.benchmarks.apibank.level3 import evaluate_level3, strip_speakers
+
+    assert strip_speakers("AI: It is warm. User: thanks AI:") == "It is warm.  thanks"
+    answers = {"Geocoding": "API-Request: [Geocoding(address='Harbor Tower')]",
+               "GetWeatherForCoordinates": "API-Request: [GetWeatherForCoordinates(latitude='12.5', longitude='45')]",
+               "TaxCalculator": "API-Request: [TaxCalculator(salary='4200.0')]",
+               "FlightSearch": "API-Request: [FlightSearch(source='Port Avel', destination='Lindmoor', "
+                               "travel_dates='2022-03-04')]",
+               "AddMeeting": "I booked it."}
+    seen = []
+
+    def respond(prompts):
+        seen.append(len(prompts))
+        texts = [p[1]["content"] for p in prompts]
+        if "Generate AI Response" in texts[0]:
+            return ["AI: At Harbor Tower it is 18.5 degrees.", ""]
+        last = [t.strip().splitlines()[-2] for t in texts]  # the last gold step before the question
+        return [answers[next(name for name in answers if f"'name': '{name}'" in line)] for line in last]
+
+    result = evaluate_level3(FIXTURE_DATA, respond, rouge=lambda p, r: float(p == r))
+    assert seen == [5, 2]  # ToolSearcher steps are not asked: they cannot be scored offline
+    assert (result["correct"], result["scorable_steps"], result["unavailable_offline_steps"]) == (3, 5, 5)
+    # (12.5, 45) is no known place: the call itself fails, as upstream's TypeError; "I booked it." has no call
+    assert result["errors"] == {"invalid call": 1, "no API call": 1}
+    assert result["gold_ceiling"]["correct"] == 4 and result["tasks_with_every_scorable_step_correct"] == 0
+    assert result["rouge_l"] == 0.5  # the first reply equals the gold once "AI:" is stripped; the second is empty
+    assert result["sample_accuracy"] is None
+    assert evaluate_level3(FIXTURE_DATA, None, limit=1)["scorable_steps"] == 2

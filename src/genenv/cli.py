@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "its folder (default $GENENV_BAMBOOGLE_DATA); travelplanner: the folder holding database/")
     ev_p.add_argument("--queries", default="train", help="travelplanner: 'train' (the 45 training queries) or a "
                       "JSON Lines file of structured queries in the official format")
-    ev_p.add_argument("--levels", default="1,2", help="api-bank: comma-separated levels")
+    ev_p.add_argument("--levels", default="1,2,3", help="api-bank: comma-separated levels (1-3)")
     ev_p.add_argument("--corpus", default=None, help="bamboogle: a JSON Lines file of passages ({\"text\": ...}) "
                       "to search (search:/answer: protocol, BM25); without it the questions are asked closed-book")
     ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")

@@ -179,14 +179,18 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
                  max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
                  policy=None) -> dict:
-    """API-Bank levels 1-2: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
-    items need an API that is unavailable offline; every item's verdict in OUT/results.jsonl."""
+    """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
+    items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
+    items on levels 1-2 and tasks on level 3); every item's verdict in OUT/results.jsonl."""
+    from genenv.benchmarks.apibank.level3 import evaluate_level3  # noqa: PLC0415
+
     torch.set_num_threads(threads)
     folder = apibank.data_folder(data)  # bad paths and levels fail before the model loads
+    scored_levels = (*apibank.LEVEL_FOLDERS, 3)
     for level in levels:
-        if level not in apibank.LEVEL_FOLDERS:
-            raise ValueError(f"--levels: {level} is not a level we score yet; choose from "
-                             f"{', '.join(map(str, apibank.LEVEL_FOLDERS))} (level 3: issue 15, next step)")
+        if level not in scored_levels:
+            raise ValueError(f"--levels: {level} is not an API-Bank level; choose from "
+                             f"{', '.join(map(str, scored_levels))}")
     if policy is None:
         policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
 
@@ -198,15 +202,22 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
     rows = []
     for level in levels:
         start = time.perf_counter()
-        result = apibank.evaluate_level(folder, level, respond, limit)
+        result = (evaluate_level3(folder, respond, limit) if level == 3 else
+                  apibank.evaluate_level(folder, level, respond, limit))
         rows += [{"level": level, **item} for item in result.pop("items")]
         result["seconds"] = round(time.perf_counter() - start, 1)
         scores["levels"][str(level)] = result
         ceiling = result["gold_ceiling"]
-        log(f"level {level}: API calls {result['accuracy']:.3f} ({result['correct']}/{result['api_items']}; the gold "
-            f"calls score {ceiling['correct']}/{result['api_items']}, {result['unavailable_offline_items']} items need "
-            f"an API unavailable offline), responses ROUGE-L "
-            f"{result['rouge_l'] if result['rouge_l'] is not None else float('nan'):.4f} ({result['response_items']})")
+        rouge = f"{result['rouge_l'] if result['rouge_l'] is not None else float('nan'):.4f}"
+        if level == 3:
+            log(f"level 3: API calls {result['accuracy']:.3f} ({result['correct']}/{result['scorable_steps']} steps "
+                f"scorable offline; the gold calls score {ceiling['correct']}; {result['unavailable_offline_steps']} "
+                f"ToolSearcher steps unavailable offline, so task accuracy is not scored), responses ROUGE-L "
+                f"{rouge} ({result['response_items']})")
+        else:
+            log(f"level {level}: API calls {result['accuracy']:.3f} ({result['correct']}/{result['api_items']}; the "
+                f"gold calls score {ceiling['correct']}/{result['api_items']}, {result['unavailable_offline_items']} "
+                f"items need an API unavailable offline), responses ROUGE-L {rouge} ({result['response_items']})")
     atomic_write_jsonl(out / "results.jsonl", rows)
     atomic_write_json(out / "scores.json", scores)
     return scores

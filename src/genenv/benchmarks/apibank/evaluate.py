@@ -65,17 +65,19 @@ def prompt_messages(item: dict) -> list[dict]:
     return [{"role": "system", "content": item["instruction"]}, {"role": "user", "content": item["input"]}]
 
 
-def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F of the PyPI package ``rouge`` (what upstream scores responses with); 0 for an empty
-    prediction or one the library cannot split into sentences (upstream crashes there)."""
+def rouge_l(prediction: str, reference: str, digits: int | None = 4) -> float:
+    """ROUGE-L F of the PyPI package ``rouge`` (what upstream scores responses with), rounded to ``digits`` as
+    levels 1-2 do (level 3: ``None``, not rounded); 0 for an empty prediction or one the library cannot split
+    into sentences (upstream crashes there)."""
     from rouge import Rouge  # noqa: PLC0415  (optional dependency: the "real" extra)
 
     if not prediction or not prediction.strip():
         return 0.0
     try:
-        return round(Rouge().get_scores(prediction, reference)[0]["rouge-l"]["f"], 4)
+        score = Rouge().get_scores(prediction, reference)[0]["rouge-l"]["f"]
     except (ValueError, RecursionError):
         return 0.0
+    return score if digits is None else round(score, digits)
 
 
 def evaluate_level(folder: Path, level: int, respond: Callable[[list], list[str | None]] | None,
