@@ -120,10 +120,10 @@ def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entr
     """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean)."""
     batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
     width = batch.response_ids.shape[1]
-    old = torch.zeros((len(samples), width))
+    old = np.zeros((len(samples), width), dtype=np.float32)  # one array, not a tensor per sample
     for row, s in enumerate(samples):
-        old[row, :len(s.old_logprobs)] = torch.tensor(s.old_logprobs, dtype=torch.float32)
-    old = old.to(policy.device)
+        old[row, :len(s.old_logprobs)] = s.old_logprobs
+    old = torch.from_numpy(old).to(policy.device)
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
     logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True,
                                           entropy_grad=entropy_coef > 0)

@@ -296,23 +296,26 @@ class Policy:
 
     # ------------------------------------------------------------------ training forward
     def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
+        """Prompts left-padded and responses right-padded into one [B, P + R] batch (R >= 1), with the attention
+        mask, position ids counted from each row's first real token and the response mask. Built in one numpy
+        array (one ``torch.tensor`` per sequence was ~8% of the tiny default's loop overhead)."""
         pad = self.tokenizer.pad_token_id
-        prompts = torch.nn.utils.rnn.pad_sequence([torch.tensor(p, dtype=torch.long) for p in prompt_ids],
-                                                  batch_first=True, padding_value=pad, padding_side="left")
-        responses = torch.nn.utils.rnn.pad_sequence([torch.tensor(r or [pad], dtype=torch.long)
-                                                     for r in response_ids], batch_first=True, padding_value=pad)
-        width = prompts.shape[1]
-        prompt_len = torch.tensor([len(p) for p in prompt_ids])
-        resp_len = torch.tensor([len(r) for r in response_ids])
-        prompt_mask = torch.arange(width).unsqueeze(0) >= (width - prompt_len).unsqueeze(1)
-        response_mask = torch.arange(responses.shape[1]).unsqueeze(0) < resp_len.unsqueeze(1)
-        responses = responses.masked_fill(~response_mask, pad)
-        input_ids = torch.cat([prompts, responses], dim=1)
-        attention = torch.cat([prompt_mask, response_mask], dim=1).long()
+        count = len(prompt_ids)
+        prompt_len = np.fromiter(map(len, prompt_ids), dtype=np.int64, count=count)
+        resp_len = np.fromiter(map(len, response_ids), dtype=np.int64, count=count)
+        width, resp_width = int(prompt_len.max()), max(1, int(resp_len.max()))
+        ids = np.full((count, width + resp_width), pad, dtype=np.int64)
+        for row, (prompt, response) in enumerate(zip(prompt_ids, response_ids)):
+            ids[row, width - len(prompt):width] = prompt
+            ids[row, width:width + len(response)] = response
+        prompt_mask = np.arange(width)[None, :] >= (width - prompt_len)[:, None]
+        response_mask = np.arange(resp_width)[None, :] < resp_len[:, None]
+        attention = torch.from_numpy(np.concatenate([prompt_mask, response_mask], axis=1).astype(np.int64))
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        input_ids = torch.from_numpy(ids)
         dev = self.device
-        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev), responses.to(dev),
-                             response_mask.float().to(dev), width)
+        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev),
+                             input_ids[:, width:].to(dev), torch.from_numpy(response_mask).float().to(dev), width)
 
     def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False,
                        entropy_grad: bool = False):
