@@ -187,6 +187,40 @@ def test_report_rebuilds_a_comparison(comparison):
     assert len(_images((out / "report.html").read_text())) == len(PLOTS)
 
 
+@pytest.mark.slow
+def test_report_re_pairs_a_subset_of_a_comparison_elsewhere(comparison, tmp_path, capsys):
+    out, summary, _ = comparison
+    own = (out / "summary.json").read_text()
+    dest = tmp_path / "view"
+    assert main(["report", str(out), "--reference", "static", "--arms", "ours=genenv,static", "--out", str(dest)]) == 0
+    view = json.loads((dest / "summary.json").read_text())
+    assert view["reference"] == "static" and set(view["curricula"]) == {"ours", "static"}
+    # the relabelled arm is the comparison's genenv runs, paired against static seed by seed
+    ours, static = view["curricula"]["ours"], view["curricula"]["static"]
+    assert ours["heldout_final"]["per_seed"] == summary["curricula"]["genenv"]["heldout_final"]["per_seed"]
+    differences = [d["difference"] for d in ours["reference_minus_this"]["final"]["per_seed"]]
+    assert differences == pytest.approx([s - g for s, g in zip(static["heldout_final"]["per_seed"],
+                                                               ours["heldout_final"]["per_seed"])])
+    assert json.loads((dest / "view.json").read_text())["arms"][0] == {
+        "label": "ours", "runs": "genenv", "overrides": ["curriculum=genenv"]}
+    assert (dest / "report.html").exists() and (out / "summary.json").read_text() == own  # the original stays
+    assert "ours" in capsys.readouterr().out  # the text table
+
+
+@pytest.mark.slow
+def test_report_flags_name_what_is_wrong(comparison, tmp_path, capsys):
+    out, _, _ = comparison
+    assert main(["report", str(out), "--arms", "genenv,nope", "--out", str(tmp_path / "v")]) == 2
+    assert "--arms: 'nope' is not an arm" in capsys.readouterr().err
+    assert main(["report", str(out), "--arms", "static", "--reference", "genenv", "--out", str(tmp_path / "v")]) == 2
+    assert "--reference: 'genenv' is not one of the arms (static)" in capsys.readouterr().err
+    assert main(["report", str(out), "--arms", "a=genenv,a=static", "--out", str(tmp_path / "v")]) == 2
+    assert "used twice" in capsys.readouterr().err
+    run_dir = run_dir_of(out, Arm("genenv", ()), 0)
+    assert main(["report", str(run_dir), "--reference", "static"]) == 2
+    assert "apply to a comparison folder" in capsys.readouterr().err
+
+
 def test_report_of_a_non_run_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "run folder" in capsys.readouterr().err

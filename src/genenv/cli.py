@@ -6,6 +6,7 @@ Exit status 2 and one line naming the field for any bad config value, unknown ke
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -56,11 +57,17 @@ def _compare(args) -> int:
 def _report(args) -> int:
     path = Path(args.path)
     if (path / "compare.json").exists():
-        print(f"report: {report_comparison(path)}")
+        report = report_comparison(path, reference=args.reference, arms=args.arms, dest=args.out)
+        print(text_table(json.loads((report.parent / "summary.json").read_text())))
+        print(f"report: {report}")
         return 0
     if not (path / "config.yaml").exists():
         print(f"genenv: report {path}: neither a run folder (config.yaml) nor a comparison (compare.json)",
               file=sys.stderr)
+        return 2
+    if args.reference or args.arms or args.out:
+        print(f"genenv: report {path}: --reference, --arms and --out apply to a comparison folder, and this is one "
+              "run", file=sys.stderr)
         return 2
     print(f"report: {report_run(path)}")
     return 0
@@ -174,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_p.set_defaults(func=_compare)
     rep_p = sub.add_parser("report", help="plots + a self-contained report.html of a run or a comparison")
     rep_p.add_argument("path", help="a run folder or a `genenv compare` folder")
+    rep_p.add_argument("--reference", default=None,
+                       help="comparisons: pair every arm against this one (default: the comparison's own)")
+    rep_p.add_argument("--arms", default=None,
+                       help="comparisons: report only these arms, LABEL or NEW=LABEL to relabel, e.g. "
+                            "'genenv=genenv-exact,random=random-exact'")
+    rep_p.add_argument("--out", default=None,
+                       help="comparisons: write summary.json, report.html and plots/ here instead")
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
     ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle",

@@ -30,9 +30,11 @@ from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 @dataclass(frozen=True)
 class Arm:
-    """One curriculum setting of a comparison: a label and the overrides that make it."""
+    """One curriculum setting of a comparison: a label and the overrides that make it. ``folder`` is the label its
+    runs were recorded under when a report shows them under another (``genenv report --arms``)."""
     label: str
     overrides: tuple[str, ...]
+    folder: str | None = None
 
 
 def parse_seeds(text: str | int) -> list[int]:
@@ -87,7 +89,30 @@ def parse_extra_arm(text: str) -> Arm:
 
 
 def run_dir_of(out: Path, arm: Arm, seed: int) -> Path:
-    return out / "runs" / arm.label / f"seed{seed}"
+    return out / "runs" / (arm.folder or arm.label) / f"seed{seed}"
+
+
+def select_arms(arms: list[Arm], spec: str) -> list[Arm]:
+    """``genenv report --arms``: a comma-separated subset of a comparison's arms, each ``LABEL`` or
+    ``NEW=LABEL`` to show it under another label (e.g. ``random=random-exact``, so the oracle's gain over
+    random is computed against that arm)."""
+    by_label = {a.label: a for a in arms}
+    chosen = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        new, _, old = item.rpartition("=")
+        old, new = old.strip(), (new.strip() or old.strip())
+        if old not in by_label:
+            raise ConfigError(f"--arms: {old!r} is not an arm of this comparison ({', '.join(by_label)})")
+        if any(ch in new for ch in "/\\ ") or new.startswith("."):
+            raise ConfigError(f"--arms: the label {new!r} must not hold slashes, spaces or a leading dot")
+        chosen.append(Arm(new, by_label[old].overrides, folder=by_label[old].folder or old))
+    if not chosen:
+        raise ConfigError("--arms: name at least one arm")
+    if len({a.label for a in chosen}) != len(chosen):
+        raise ConfigError(f"--arms: a label is used twice in {spec!r}")
+    return chosen
 
 
 def pair_status(run_dir: Path, epochs: int) -> str:
@@ -215,24 +240,45 @@ def collect(out: Path, arms: list[Arm], seeds: list[int]) -> dict[str, list[RunR
 
 
 def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float | None = None,
-                     reference: str | None = None) -> dict:
+                     reference: str | None = None, dest: Path | None = None) -> dict:
+    """summary.json, report.html and plots/ of the finished runs under ``out``, written to ``dest`` (default
+    ``out``)."""
     groups = collect(out, arms, seeds)
     if not groups:
         raise RuntimeError(f"{out}: no finished run to summarise")
+    dest = out if dest is None else dest
+    dest.mkdir(parents=True, exist_ok=True)
     reference = reference_label(groups, reference)
     summary = summarize(groups, reference=reference, target=target)
-    atomic_write_json(out / "summary.json", summary)
-    write_report(out, groups, f"genenv comparison: {out.name}", summary,
+    atomic_write_json(dest / "summary.json", summary)
+    write_report(dest, groups, f"genenv comparison: {dest.name}", summary,
                  intro=f"{len(groups)} curricula x {len(seeds)} seed(s). Every curriculum makes the same number "
                        "of agent rollouts per epoch. Rollouts-to-target uses the reference curriculum's "
                        f"({reference}) mean final held-out success as the target.")
     return summary
 
 
-def report_comparison(out: str | Path) -> Path:
-    """Rebuild summary.json and report.html of a comparison folder from its runs."""
+def report_comparison(out: str | Path, reference: str | None = None, arms: str | None = None,
+                      dest: str | Path | None = None) -> Path:
+    """Rebuild summary.json and report.html of a comparison folder from its runs. ``reference`` pairs every arm
+    against another arm than the one the comparison named; ``arms`` (see ``select_arms``) reports a subset,
+    possibly relabelled; ``dest`` writes the report elsewhere (with a ``view.json`` saying what it shows), so the
+    comparison's own report stays as it is."""
     out = Path(out)
     plan = json.loads((out / "compare.json").read_text())
-    arms = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]
-    write_comparison(out, arms, plan["seeds"], reference=plan.get("reference"))
-    return out / "report.html"
+    chosen = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]
+    if arms is not None:
+        chosen = select_arms(chosen, arms)
+    if reference is not None and reference not in {a.label for a in chosen}:
+        raise ConfigError(f"--reference: {reference!r} is not one of the arms ({', '.join(a.label for a in chosen)})")
+    dest = out if dest is None else Path(dest)
+    if dest.resolve() != out.resolve():
+        if (dest / "compare.json").exists():
+            raise ConfigError(f"--out: {dest} holds a comparison of its own; choose an empty folder")
+        dest.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(dest / "view.json", {
+            "comparison": str(out.resolve()), "seeds": plan["seeds"],
+            "reference": reference or plan.get("reference"),
+            "arms": [{"label": a.label, "runs": a.folder or a.label, "overrides": list(a.overrides)} for a in chosen]})
+    write_comparison(out, chosen, plan["seeds"], reference=reference or plan.get("reference"), dest=dest)
+    return dest / "report.html"
