@@ -158,8 +158,12 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
-    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one with the most "
-                                     "tasks in the band", lo=0.0, hi=1.0)
+    oracle_rule: str = knob("band", "oracle: which level the perfect teacher writes: 'band' (the most recent "
+                            "tasks in the band, else the mean closest to alpha) or 'frontier' (the easiest level "
+                            "not yet mastered: mean recent success below alpha + k_min)",
+                            choices=("band", "frontier"))
+    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one its rule picks",
+                                     lo=0.0, hi=1.0)
     oracle_window: int = knob(64, "oracle: a level's band share and mean success are over the last p_hat of its "
                               "this-many most recent pool tasks", lo=1)
 

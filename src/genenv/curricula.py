@@ -121,9 +121,10 @@ class Learnability(Static):
 @register_curriculum("oracle")
 class Oracle(Curriculum):
     """The upper reference: a perfect teacher. The domain's own generator writes every fresh task, at the level
-    where the most recent tasks sat in the band (|p_hat - alpha| <= k_min, each task on its own); when no level has
-    any, at the level whose mean success is closest to alpha. A level never tried comes first, and with
-    probability ``baseline.oracle_exploration`` the level is uniform. Needs a domain that draws tasks by level
+    ``baseline.oracle_rule`` picks (``choose_level``): by default where the most recent tasks sat in the band
+    (|p_hat - alpha| <= k_min, each task on its own), when no level has any at the level whose mean success is
+    closest to alpha; with ``frontier``, the easiest level not yet mastered. A level never tried comes first, and
+    with probability ``baseline.oracle_exploration`` the level is uniform. Needs a domain that draws tasks by level
     (``random_task(rng, level)``, e.g. a LeveledDomain); the simulator is never used.
 
     Why the band share and not the mean: a tiny agent is nearly deterministic per task, so a level's p_hat is
@@ -142,7 +143,8 @@ class Oracle(Curriculum):
         stats = level_success(pool, domain.levels(), bc.oracle_window, cr.alpha, cr.k_min)
         out = []
         for batch in range(cfg.seeds_per_epoch):
-            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng)
+            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=bc.oracle_rule,
+                                 mastered=cr.alpha + cr.k_min)
             for _ in range(cfg.env.variations):
                 task = domain.random_task(rng, level)
                 out.append(Candidate(batch, task, "", [], [], task.text, Invalid("unparsed")))
@@ -170,16 +172,24 @@ def level_success(pool: TaskPool, levels: list[int], window: int, alpha: float =
 
 
 def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,
-                 rng: np.random.Generator) -> int:
-    """A uniform level with probability ``exploration``; else a level never tried; else the level with the largest
-    band share; else (no level has a task in the band) the level whose mean is closest to ``alpha``. Ties at
-    random."""
+                 rng: np.random.Generator, rule: str = "band", mastered: float = 0.75) -> int:
+    """A uniform level with probability ``exploration``; else a level never tried; else by ``rule``:
+
+    - ``band``: the level with the largest band share; else (no level has a task in the band) the level whose
+      mean is closest to ``alpha``. Ties at random.
+    - ``frontier``: the easiest level whose mean recent success is below ``mastered`` (alpha + k_min: not yet
+      solved reliably); the hardest level when every level is mastered. Unlike ``band`` it moves on to a level
+      the agent cannot solve yet (mean near 0, no task in the band) once the one below is mastered.
+    """
     levels = list(stats)
     if rng.random() < exploration:
         return int(levels[rng.integers(len(levels))])
     untried = [lv for lv in levels if stats[lv] is None]
     if untried:
         return int(untried[rng.integers(len(untried))])
+    if rule == "frontier":
+        open_levels = [lv for lv in sorted(levels) if stats[lv].mean < mastered]
+        return int(open_levels[0] if open_levels else max(levels))
     shares = np.array([stats[lv].band_share for lv in levels])
     scores = shares if shares.max() > 0 else -np.array([abs(stats[lv].mean - alpha) for lv in levels])
     best = np.flatnonzero(scores == scores.max())
