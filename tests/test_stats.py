@@ -63,6 +63,8 @@ def test_gain_recovered_hand_values():
     assert out["ratio"] == pytest.approx(0.5)
     low, high = out["ci95"]
     assert 0.0 <= low <= 0.5 <= high <= 1.0 + 1e-12   # every resample's ratio of means lies in [0, 1] here
+    # the ceiling's own gains are 0.1, 0.2, 0.0: every resample's mean lies in [0, 0.2]
+    assert 0.0 <= out["ceiling_gain_ci95"][0] <= 0.1 <= out["ceiling_gain_ci95"][1] <= 0.2 + 1e-12
     no_gain = gain_recovered({0: 0.3}, {0: 0.3}, {0: 0.2})   # the ceiling is below the baseline
     assert no_gain["ratio"] is None and no_gain["ceiling_gain"] == pytest.approx(-0.1)
 
@@ -74,3 +76,9 @@ def test_summary_has_oracle_gain_and_late_calibration():
     assert summary["oracle_gain_recovered"]["ratio"] == pytest.approx(0.5)
     assert "band_hit_rate_from_epoch_20" in summary["curricula"]["genenv"]
     assert text_table(summary).splitlines()[-1].endswith("50% [95% CI 50%, 50%] (genenv +0.200, oracle +0.400)")
+    # an oracle whose gain over random may be noise gets a warning with the interval of that gain
+    noisy = {label: [_record(label, s, [0.2, v]) for s, v in enumerate(values)]
+             for label, values in (("genenv", [0.5, 0.4]), ("random", [0.3, 0.4]), ("oracle", [0.5, 0.35]))}
+    line = text_table(summarize(noisy)).splitlines()[-1]
+    assert line.endswith("the oracle's own gain is not distinguishable from 0 ([-0.050, +0.200]), so this share "
+                         "says little")

@@ -543,8 +543,13 @@ def oracle_gain_text(summary: dict) -> str:
         return head + f"undefined (the oracle gains {_fmt(gain['ceiling_gain'], '+.3f')} over random)"
     interval = gain["ci95"]
     ci = f" [95% CI {interval[0]:.0%}, {interval[1]:.0%}]" if interval else ""
-    return (head + f"{gain['ratio']:.0%}{ci} ({reference} {gain['reference_gain']:+.3f}, oracle "
+    text = (head + f"{gain['ratio']:.0%}{ci} ({reference} {gain['reference_gain']:+.3f}, oracle "
             f"{gain['ceiling_gain']:+.3f})")
+    ceiling = gain.get("ceiling_gain_ci95")
+    if ceiling and ceiling[0] <= 0:
+        text += (f"; the oracle's own gain is not distinguishable from 0 ([{ceiling[0]:+.3f}, {ceiling[1]:+.3f}]), "
+                 "so this share says little")
+    return text
 
 
 def _difference_text(paired: dict) -> str:

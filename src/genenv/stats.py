@@ -63,19 +63,24 @@ def gain_recovered(reference: dict[int, float | None], baseline: dict[int, float
     """How much of the ceiling's gain over the baseline the reference recovers, paired by seed:
     mean(reference - baseline) / mean(ceiling - baseline) over the seeds all three have, with a percentile
     bootstrap interval over resampled seeds (resamples where the ceiling gains nothing are left out). The ratio
-    is None when the ceiling's mean gain is not positive: there is no gain to recover."""
+    is None when the ceiling's mean gain is not positive: there is no gain to recover. ``ceiling_gain_ci95``, the
+    interval of the ceiling's own gain, says whether the ratio means anything: when it includes 0 the
+    denominator may be noise, and the ratio's interval is wide for that reason."""
     seeds = sorted(s for s in reference if all(d.get(s) is not None for d in (reference, baseline, ceiling)))
     gains = np.array([reference[s] - baseline[s] for s in seeds], dtype=float)
     ceiling_gains = np.array([ceiling[s] - baseline[s] for s in seeds], dtype=float)
     out = {"seeds": seeds, "reference_gain": float(gains.mean()) if seeds else None,
-           "ceiling_gain": float(ceiling_gains.mean()) if seeds else None, "ratio": None, "ci95": None}
-    if not seeds or ceiling_gains.mean() <= 0:
-        return out
-    out["ratio"] = float(gains.mean() / ceiling_gains.mean())
+           "ceiling_gain": float(ceiling_gains.mean()) if seeds else None, "ceiling_gain_ci95": None,
+           "ratio": None, "ci95": None}
     if len(seeds) >= 2:
         rng = np.random.default_rng(seed)
         picks = rng.integers(0, len(seeds), size=(resamples, len(seeds)))
         numerators, denominators = gains[picks].mean(axis=1), ceiling_gains[picks].mean(axis=1)
+        out["ceiling_gain_ci95"] = percentile_interval(denominators, confidence)
+    if not seeds or ceiling_gains.mean() <= 0:
+        return out
+    out["ratio"] = float(gains.mean() / ceiling_gains.mean())
+    if len(seeds) >= 2:
         ratios = numerators[denominators > 0] / denominators[denominators > 0]
         if ratios.size:
             out["ci95"] = percentile_interval(ratios, confidence)
