@@ -160,3 +160,42 @@ def test_a_nonfinite_micro_batch_skips_the_whole_step(tiny_policy):
     assert stats["skipped"] == 1 and all(p.grad is None for p in tiny_policy.model.parameters())
     for before, after in zip(weights, tiny_policy.model.parameters()):
         assert torch.equal(before, after)
+
+
+def test_warmup_lr_rises_linearly_from_the_optimizers_own_step_count():
+    from genenv.algos.optim import optimizer_steps, warmup_lr
+    weight = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([weight], lr=123.0)
+    rates = []
+    for _ in range(6):
+        rates.append(warmup_lr(opt, 1e-3, 4))
+        assert opt.param_groups[0]["lr"] == rates[-1]
+        weight.grad = torch.ones(3)
+        opt.step()
+    assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3])
+    assert optimizer_steps(opt) == 6
+    # a fresh optimiser loaded with this one's state (a resumed run) continues the schedule where it was
+    resumed = torch.optim.AdamW([weight], lr=1e-3)
+    fresh_state = torch.optim.AdamW([weight], lr=1e-3)
+    assert warmup_lr(fresh_state, 1e-3, 8) == pytest.approx(1.25e-4)
+    resumed.load_state_dict(opt.state_dict())
+    assert warmup_lr(resumed, 1e-3, 8) == pytest.approx(1e-3 * 7 / 8)
+    assert warmup_lr(resumed, 1e-3, 0) == 1e-3  # no warmup
+
+
+def test_grpo_step_with_warmup_moves_the_weights_less_on_its_first_step(tiny_policy):
+    sample, _ = _sample(tiny_policy, "12+34=", "46", 1.0)
+    other, _ = _sample(tiny_policy, "12+34=", "99", -1.0)
+    start = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    moved = {}
+    for warmup in (0, 10):
+        with torch.no_grad():
+            for p, w in zip(tiny_policy.model.parameters(), start):
+                p.copy_(w)
+        opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-2)
+        stats = grpo_step(tiny_policy, None, opt, [sample, other], lr=1e-2, warmup_steps=warmup)
+        assert stats["lr"] == pytest.approx(1e-2 / (10 if warmup else 1))
+        moved[warmup] = max((p.detach() - w).abs().max().item() for p, w in zip(tiny_policy.model.parameters(),
+                                                                               start))
+    # AdamW's first step moves a weight by about lr whatever the gradient: warmup divides it by 10
+    assert moved[0] == pytest.approx(1e-2, rel=0.05) and moved[10] == pytest.approx(1e-3, rel=0.05)

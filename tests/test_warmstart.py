@@ -27,6 +27,7 @@ NOT_IN_WARMSTART = {
     "curriculum_reward.p_hat_level", "curriculum_reward.posterior",
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
     "baseline.learnability_floor", "baseline.oracle_exploration", "baseline.oracle_window", "baseline.oracle_rule",
+    "agent.warmup_steps",
     # warm starts always run in the driver
     "engine.workers", "engine.address", "engine.cpus_per_worker", "engine.gpus_per_worker", "engine.max_restarts",
 }

@@ -132,7 +132,7 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
     informative = informative_samples(groups)
     state.grpo_buffer.extend(informative)
     stats = {"effective_fraction": len(informative) / len(groups) if groups else 0.0, "agent_updates": 0,
-             "agent_loss": None, "agent_kl": None, "clip_fraction": None, "entropy": None,
+             "agent_loss": None, "agent_kl": None, "clip_fraction": None, "entropy": None, "agent_lr": None,
              "buffered_groups": len(state.grpo_buffer)}
     ac = cfg.agent
     if len(state.grpo_buffer) < ac.min_informative_groups:
@@ -141,13 +141,14 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
                                  rng=phase_rng(cfg.seed, epoch, "agent_update"), passes=ac.update_epochs,
                                  minibatch_groups=ac.minibatch_groups, clip_eps=ac.clip_eps, kl_coef=ac.kl_coef,
                                  entropy_coef=ac.entropy_coef, grad_clip=ac.grad_clip, temperature=ac.temperature,
-                                 micro_batch=ac.micro_batch)
+                                 micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps)
     state.nonfinite_skips += skipped
     state.grpo_buffer = []
     state.total_agent_updates += len(steps)
     if steps:
         stats.update(agent_updates=len(steps), **{name: mean(s[key] for s in steps) for name, key in (
-            ("agent_loss", "loss"), ("agent_kl", "kl"), ("clip_fraction", "clip_fraction"), ("entropy", "entropy"))})
+            ("agent_loss", "loss"), ("agent_kl", "kl"), ("clip_fraction", "clip_fraction"), ("entropy", "entropy"),
+            ("agent_lr", "lr"))})
     return stats
 
 

@@ -81,6 +81,9 @@ class AgentConfig(PlayerConfig):
     """The agent policy, trained with GRPO."""
     lr: float = knob(3e-4, "AdamW learning rate for GRPO (1e-3 collapsed the 0.5M default on the dev set)", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
+    warmup_steps: int = knob(0, "GRPO steps over which the learning rate rises linearly to lr (0 = none); "
+                             "AdamW's first steps move every weight by about lr whatever the gradient's size",
+                             lo=0)
     group_size: int = knob(8, "rollouts per task (GRPO group)", lo=2)
     temperature: float = knob(1.0, "sampling temperature for rollouts", lo=0.0)
     max_new_tokens: int = knob(16, "longest response per turn", lo=1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from genenv.algos.optim import guarded_step, shuffled_passes
+from genenv.algos.optim import guarded_step, shuffled_passes, warmup_lr
 
 
 @dataclass
@@ -85,8 +85,11 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, kl_coef=
 
 
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
-              entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0) -> dict:
+              entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0, lr: float | None = None,
+              warmup_steps: int = 0) -> dict:
     """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
+
+    ``lr`` with ``warmup_steps`` > 0: the step's learning rate follows :func:`warmup_lr` (logged as ``lr``).
 
     ``micro_batch`` > 0: forward and backward that many samples at a time, accumulating the gradient of the same
     token-mean loss (the same step up to floating-point summation order; less activation memory). Micro-batches
@@ -108,6 +111,8 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
             for key, value in {**part_stats, "loss": part.item()}.items():
                 stats[key] = stats.get(key, 0.0) + value
             yield part
+    if lr is not None:
+        stats["lr"] = warmup_lr(optimizer, lr, warmup_steps)
     grad_norm = guarded_step(policy, optimizer, losses(), grad_clip, "GRPO")
     stats.setdefault("kl", 0.0)
     stats["skipped"] = int(grad_norm is None)

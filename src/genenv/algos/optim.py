@@ -45,3 +45,21 @@ def guarded_step(policy, optimizer, loss, grad_clip: float, what: str) -> float 
         # other player generates or trains
         optimizer.zero_grad(set_to_none=True)
     return float(norm)
+
+
+def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
+    """How many steps the optimiser has taken (AdamW's own per-parameter count, saved with its state)."""
+    for state in optimizer.state.values():
+        if "step" in state:
+            return int(state["step"])
+    return 0
+
+
+def warmup_lr(optimizer: torch.optim.Optimizer, lr: float, warmup_steps: int) -> float:
+    """Linear warmup: the k-th step (1-based) runs at ``lr * min(1, k / warmup_steps)``; 0 steps: always ``lr``.
+    Counted from the optimiser's own state, so a run resumed from a checkpoint continues the schedule exactly.
+    Sets the learning rate of every parameter group and returns it."""
+    rate = lr if warmup_steps <= 0 else lr * min(1.0, (optimizer_steps(optimizer) + 1) / warmup_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = rate
+    return rate
