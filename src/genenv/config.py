@@ -161,9 +161,10 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
-    oracle_rule: str = knob("band", "oracle: which level the perfect teacher writes: 'band' (the most recent "
-                            "tasks in the band, else the mean closest to alpha) or 'frontier' (the easiest level "
-                            "not yet mastered: mean recent success below alpha + k_min)",
+    oracle_rule: str = knob("frontier", "oracle: which level the perfect teacher writes: 'frontier' (the easiest "
+                            "level not yet mastered: mean recent success below alpha + k_min; chosen on dev, +0.057 "
+                            "over band) or 'band' (the most recent tasks in the band, else the mean closest to "
+                            "alpha)",
                             choices=("band", "frontier"))
     oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one its rule picks",
                                      lo=0.0, hi=1.0)
