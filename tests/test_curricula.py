@@ -157,7 +157,6 @@ def test_choose_level_frontier_rule_moves_past_a_mastered_level_to_one_not_yet_s
     assert len({choose_level(stats, 0.5, 1.0, rng, rule="frontier") for _ in range(200)}) == 4
 
 
-
 @pytest.mark.parametrize("rule", ["band", "frontier"])
 def test_oracle_writes_domain_tasks_at_the_frontier_and_never_trains_the_simulator(tmp_path, rule):
     cfg = load_config("smoke", ["threads=1", "curriculum=oracle", "epochs=3", "baseline.oracle_exploration=0",

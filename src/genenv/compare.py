@@ -83,9 +83,20 @@ def parse_extra_arm(text: str) -> Arm:
     overrides = tuple(rest.split())
     if not sep or not label.strip() or not overrides or any("=" not in o for o in overrides):
         raise ConfigError(f"--arm: expected LABEL:key=value [key=value ...], got {text!r}")
-    if any(ch in label for ch in "/\\ ") or label.startswith("."):
-        raise ConfigError(f"--arm: the label {label!r} names a folder: no slashes, spaces or leading dot")
+    check_label(label, "--arm")
     return Arm(label.strip(), overrides)
+
+
+def check_label(label: str, flag: str) -> None:
+    """An arm's label names its runs' folder: no slashes, spaces or leading dot (``flag`` names the option)."""
+    if any(ch in label for ch in "/\\ ") or label.startswith("."):
+        raise ConfigError(f"{flag}: the label {label!r} names a folder: no slashes, spaces or leading dot")
+
+
+def check_reference(reference: str | None, arms: list[Arm]) -> None:
+    """``--reference``, when given, must be one of the arms' labels."""
+    if reference is not None and reference not in {a.label for a in arms}:
+        raise ConfigError(f"--reference: {reference!r} is not one of the arms ({', '.join(a.label for a in arms)})")
 
 
 def run_dir_of(out: Path, arm: Arm, seed: int) -> Path:
@@ -105,8 +116,7 @@ def select_arms(arms: list[Arm], spec: str) -> list[Arm]:
         old, new = old.strip(), (new.strip() or old.strip())
         if old not in by_label:
             raise ConfigError(f"--arms: {old!r} is not an arm of this comparison ({', '.join(by_label)})")
-        if any(ch in new for ch in "/\\ ") or new.startswith("."):
-            raise ConfigError(f"--arms: the label {new!r} must not hold slashes, spaces or a leading dot")
+        check_label(new, "--arms")
         chosen.append(Arm(new, by_label[old].overrides, folder=by_label[old].folder or old))
     if not chosen:
         raise ConfigError("--arms: name at least one arm")
@@ -145,8 +155,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     arms += [parse_extra_arm(text) for text in extra_arms]
     if not arms or len({a.label for a in arms}) != len(arms):
         raise ConfigError("--curricula/--arm: name at least one arm, each label once")
-    if reference is not None and reference not in {a.label for a in arms}:
-        raise ConfigError(f"--reference: {reference!r} is not one of the arms ({', '.join(a.label for a in arms)})")
+    check_reference(reference, arms)
     seed_list = parse_seeds(seeds)
     if workers < 1:
         raise ConfigError(f"--workers: expected at least 1, got {workers}")
@@ -247,7 +256,6 @@ def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float
     if not groups:
         raise RuntimeError(f"{out}: no finished run to summarise")
     dest = out if dest is None else dest
-    dest.mkdir(parents=True, exist_ok=True)
     reference = reference_label(groups, reference)
     summary = summarize(groups, reference=reference, target=target)
     atomic_write_json(dest / "summary.json", summary)
@@ -269,8 +277,8 @@ def report_comparison(out: str | Path, reference: str | None = None, arms: str |
     chosen = [Arm(a["label"], tuple(a["overrides"])) for a in plan["arms"]]
     if arms is not None:
         chosen = select_arms(chosen, arms)
-    if reference is not None and reference not in {a.label for a in chosen}:
-        raise ConfigError(f"--reference: {reference!r} is not one of the arms ({', '.join(a.label for a in chosen)})")
+    check_reference(reference, chosen)  # the comparison's own reference may be left out: reference_label falls back
+    reference = reference or plan.get("reference")
     dest = out if dest is None else Path(dest)
     if dest.resolve() != out.resolve():
         if (dest / "compare.json").exists():
@@ -278,7 +286,7 @@ def report_comparison(out: str | Path, reference: str | None = None, arms: str |
         dest.mkdir(parents=True, exist_ok=True)
         atomic_write_json(dest / "view.json", {
             "comparison": str(out.resolve()), "seeds": plan["seeds"],
-            "reference": reference or plan.get("reference"),
+            "reference": reference,
             "arms": [{"label": a.label, "runs": a.folder or a.label, "overrides": list(a.overrides)} for a in chosen]})
-    write_comparison(out, chosen, plan["seeds"], reference=reference or plan.get("reference"), dest=dest)
+    write_comparison(out, chosen, plan["seeds"], reference=reference, dest=dest)
     return dest / "report.html"
