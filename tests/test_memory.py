@@ -21,3 +21,23 @@ def test_the_peak_follows_an_allocation_and_resets():
     assert peak_rss_bytes() > high - 8 * MB  # the peak remembers (to within the kernel's per-thread batching)
     assert reset_peak_rss()
     assert peak_rss_bytes() < high - 200 * MB  # and forgets once reset
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/status and fork (Linux only)")
+def test_a_forked_child_reads_its_own_status_not_its_parents():
+    import os
+    current_rss_bytes()  # the parent's descriptor is open now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child grows by 200 MB: its own status shows it, the parent's would not
+        try:
+            before = current_rss_bytes()
+            block = np.ones(200 * MB // 8)
+            os.write(write, str(current_rss_bytes() - before).encode())
+            del block
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_growth = int(os.read(read, 64))
+    os.waitpid(pid, 0)
+    assert child_growth > 150 * MB

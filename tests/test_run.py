@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,26 +169,49 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
 
 
 def test_epoch_logs_reach_the_disk_before_the_checkpoint_that_covers_them(tmp_path, monkeypatch):
-    """Metrics rows and samples files are fsynced once, just before the checkpoint after them (not every epoch):
-    a checkpoint on disk never points past rows that a power cut could take."""
-    from genenv import coevolve
+    """Metrics rows, samples files, pool logs and the new checkpoint's files are fsynced in one batch just
+    before the checkpoint's swap (not every epoch), and the swap's folder after it: a checkpoint on disk never
+    points past rows or pool events that a power cut could take."""
+    from genenv import checkpoint
+    run_dir = tmp_path / "run"
     events = []
 
-    def recording_sync(paths):
-        events.append(("sync", sorted(p.name for p in paths)))
-        sync(paths)
+    def latest_epoch():
+        state = run_dir / "checkpoints" / "latest" / "state.json"
+        return json.loads(state.read_text())["epoch"] if state.exists() else None
 
-    def recording_save(players, state, run_dir, **kwargs):
-        events.append(("checkpoint", state.epoch))
-        save(players, state, run_dir, **kwargs)
-    sync, save = coevolve.fsync_paths, coevolve.save_checkpoint
-    monkeypatch.setattr(coevolve, "fsync_paths", recording_sync)
-    monkeypatch.setattr(coevolve, "save_checkpoint", recording_save)
-    run(load_config("smoke", ["threads=1", "epochs=3", "checkpoint_every_s=1e9"]), run_dir=tmp_path / "run",
+    def recording_sync(paths, include_parents=True):
+        paths = list(paths)
+        events.append((sorted(Path(p).name for p in paths), include_parents, latest_epoch()))
+        sync(paths, include_parents)
+    sync = checkpoint.fsync_paths
+    monkeypatch.setattr(checkpoint, "fsync_paths", recording_sync)
+    run(load_config("smoke", ["threads=1", "epochs=3", "checkpoint_every_s=1e9"]), run_dir=run_dir,
         log=lambda m: None)
-    assert events == [("checkpoint", 0),
-                      ("sync", ["epoch_0.jsonl", "epoch_1.jsonl", "epoch_2.jsonl", "metrics.jsonl"]),
-                      ("checkpoint", 3)]
+    build = ["agent.safetensors", "env.safetensors", "env_pool.log.jsonl", "optimizers.safetensors",
+             "state.json", "task_pool.log.jsonl"]
+    assert events == [(build, True, None), (["checkpoints"], False, 0),
+                      (sorted([*build, "epoch_0.jsonl", "epoch_1.jsonl", "epoch_2.jsonl", "metrics.jsonl"]), True, 0),
+                      (["checkpoints"], False, 3)]
+
+
+def test_fsync_paths_syncs_files_and_their_folders_in_parallel(tmp_path, monkeypatch):
+    from genenv import io
+    files = [tmp_path / "a" / f"{i}.txt" for i in range(3)] + [tmp_path / "b.txt"]
+    for path in files:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("x")
+    io.fsync_paths(files)  # the real thing, on this file system
+    synced = []
+    monkeypatch.setattr(io, "_fsync", lambda path: synced.append(path))
+    io.fsync_paths([*files, tmp_path / "missing.txt"])
+    assert sorted(synced) == sorted([*files, tmp_path / "a", tmp_path])
+    synced.clear()
+    io.fsync_paths(files[:1], include_parents=False)
+    assert synced == files[:1]
+    with pytest.raises(FileNotFoundError):  # an error in a worker thread reaches the caller
+        monkeypatch.setattr(io, "_fsync", lambda path: (_ for _ in ()).throw(FileNotFoundError(path)))
+        io.fsync_paths(files)
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 
 from genenv.algos.grpo import PolicySample
 from genenv.config import RunConfig, from_dict, merge_overrides, read_yaml, to_dict
-from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
+from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, fsync_paths, read_jsonl
 from genenv.models.policy import Policy
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -97,8 +97,11 @@ def save_initial(agent: Policy, env: Policy, run_dir: Path) -> None:
     env.save(run_dir / "checkpoints" / "initial" / "env")
 
 
-def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metrics: dict | None = None) -> None:
-    """Write checkpoints/latest atomically: build a new folder, then swap it in.
+def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metrics: dict | None = None,
+                    sync_first=()) -> None:
+    """Write checkpoints/latest atomically and durably: build a new folder, fsync it (with the pool logs and
+    the files in ``sync_first``: the metrics rows and samples the checkpoint covers, written unsynced), then
+    swap it in. The fsyncs run as one parallel batch (:func:`~genenv.io.fsync_paths`).
 
     The epoch's metrics row travels with the checkpoint, so a run killed between the checkpoint and the
     metrics append gets the row back on resume."""
@@ -109,8 +112,9 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
     # checkpoint records its own sizes, so bytes appended by a run killed before the swap are dropped on resume.
     for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
         state.pool_log_bytes[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
-                                                     state.pool_log_bytes[name])
+                                                     state.pool_log_bytes[name], durable=False)
         pool.pending = []
+    pool_logs = [root / "task_pool.log.jsonl", root / "env_pool.log.jsonl"]
 
     def write(build: Path) -> None:
         # weights only: config and tokenizer never change and live in checkpoints/initial/
@@ -119,7 +123,9 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
         save_optimizers(build / "optimizers.safetensors",
                         {"agent": players.agent_opt, "env": players.env_opt}, torch.get_rng_state())
         (build / "state.json").write_text(json.dumps({**state.to_json(), "last_metrics": last_metrics}))
+        fsync_paths([*sync_first, *pool_logs, *build.iterdir()])  # all on disk before the swap makes it latest
     build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}")
+    fsync_paths([root], include_parents=False)  # the swap's renames
 
 
 def export_final(players: Players, run_dir: Path) -> None:
@@ -128,14 +134,16 @@ def export_final(players: Players, run_dir: Path) -> None:
         build_then_swap(run_dir / "final" / name, policy.save)
 
 
-def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
-    """Cut the log back to ``keep_bytes`` (what the last checkpoint owns), append ``events``; return its size."""
+def append_pool_log(path: Path, events: list[dict], keep_bytes: int, durable: bool = True) -> int:
+    """Cut the log back to ``keep_bytes`` (what the last checkpoint owns), append ``events``; return its size.
+    ``durable=False``: the caller fsyncs it (before the checkpoint that records the size)."""
     with open(path, "ab") as handle:
         handle.truncate(keep_bytes)
         handle.seek(keep_bytes)
         handle.write("".join(json.dumps(e) + "\n" for e in events).encode())
         handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            os.fsync(handle.fileno())
         return handle.tell()
 
 

@@ -53,7 +53,7 @@ from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
-from genenv.io import append_jsonl, atomic_write_json, fsync_paths
+from genenv.io import append_jsonl, atomic_write_json
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -343,9 +343,9 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
         start = time.perf_counter()
         unsynced.append(write_samples(cfg, run_dir, epoch, chosen, durable=False))
         if state.epoch == cfg.epochs or time.monotonic() - last_checkpoint >= cfg.checkpoint_every_s:
-            fsync_paths(unsynced)   # the rows and samples this checkpoint covers are on disk before it
+            # the rows and samples this checkpoint covers reach the disk before it (one parallel fsync batch)
+            save_checkpoint(players, state, run_dir, last_metrics=metrics, sync_first=unsynced)
             unsynced = [metrics_path]
-            save_checkpoint(players, state, run_dir, last_metrics=metrics)
             last_checkpoint = time.monotonic()
         add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())
         append_jsonl(metrics_path, metrics, durable=state.epoch == cfg.epochs)

@@ -327,19 +327,21 @@ class Policy:
         computed row block by row block without gradients unless ``entropy_grad`` (an entropy bonus in the
         loss needs them)."""
         resp_width = batch.response_ids.shape[1]
-        with self.timed(), self._forward_context():
-            logits = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                                position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
-                                use_cache=False).logits
-        logits = logits[:, :resp_width].float()  # position width-1+t predicts response token t
-        if temperature and temperature != 1.0:
-            logits = logits / temperature
-        logsumexp = torch.logsumexp(logits, dim=-1)
-        logp = logits.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
-        entropy = None
-        if with_entropy:
-            with nullcontext() if entropy_grad else torch.no_grad():
-                entropy = _entropy(logits, logsumexp)
+        # model time (profiling) covers the forward pass and the head's log-softmax: the policy's log-probs
+        with self.timed():
+            with self._forward_context():
+                logits = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                    position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
+                                    use_cache=False).logits
+            logits = logits[:, :resp_width].float()  # position width-1+t predicts response token t
+            if temperature and temperature != 1.0:
+                logits = logits / temperature
+            logsumexp = torch.logsumexp(logits, dim=-1)
+            logp = logits.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
+            entropy = None
+            if with_entropy:
+                with nullcontext() if entropy_grad else torch.no_grad():
+                    entropy = _entropy(logits, logsumexp)
         return logp, entropy
 
     # ------------------------------------------------------------------ LoRA (optional, peft)
