@@ -110,11 +110,11 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
     # Pools: append this epoch's events to the logs first, after cutting them back to the bytes the previous
     # checkpoint owns (kept in the state, never re-read from a folder a kill may have renamed); the new
     # checkpoint records its own sizes, so bytes appended by a run killed before the swap are dropped on resume.
+    pool_logs = []
     for name, pool in (("task_pool", state.task_pool), ("env_pool", state.env_pool)):
-        state.pool_log_bytes[name] = append_pool_log(root / f"{name}.log.jsonl", pool.pending,
-                                                     state.pool_log_bytes[name], durable=False)
+        pool_logs.append(root / f"{name}.log.jsonl")
+        state.pool_log_bytes[name] = append_pool_log(pool_logs[-1], pool.pending, state.pool_log_bytes[name])
         pool.pending = []
-    pool_logs = [root / "task_pool.log.jsonl", root / "env_pool.log.jsonl"]
 
     def write(build: Path) -> None:
         # weights only: config and tokenizer never change and live in checkpoints/initial/
@@ -134,16 +134,14 @@ def export_final(players: Players, run_dir: Path) -> None:
         build_then_swap(run_dir / "final" / name, policy.save)
 
 
-def append_pool_log(path: Path, events: list[dict], keep_bytes: int, durable: bool = True) -> int:
+def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
     """Cut the log back to ``keep_bytes`` (what the last checkpoint owns), append ``events``; return its size.
-    ``durable=False``: the caller fsyncs it (before the checkpoint that records the size)."""
+    Not fsynced here: :func:`save_checkpoint` syncs it with the checkpoint that records the size."""
     with open(path, "ab") as handle:
         handle.truncate(keep_bytes)
         handle.seek(keep_bytes)
         handle.write("".join(json.dumps(e) + "\n" for e in events).encode())
         handle.flush()
-        if durable:
-            os.fsync(handle.fileno())
         return handle.tell()
 
 

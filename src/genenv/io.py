@@ -54,6 +54,9 @@ def append_jsonl(path: str | Path, row: dict, durable: bool = True) -> None:
             os.fsync(handle.fileno())
 
 
+FSYNC_THREADS = 16
+
+
 def fsync_paths(paths, include_parents: bool = True) -> None:
     """Flush files written with ``durable=False`` (and, with ``include_parents``, the folders holding them, for
     their renames) to disk.
@@ -69,9 +72,6 @@ def fsync_paths(paths, include_parents: bool = True) -> None:
         return
     with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(targets))) as pool:
         list(pool.map(_fsync, targets))  # list(): re-raises the first error
-
-
-FSYNC_THREADS = 16
 
 
 def _fsync(path: Path) -> None:
