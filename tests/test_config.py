@@ -105,3 +105,11 @@ def test_the_real_domain_presets_load_and_name_their_domain(name):
     assert cfg.name == name and cfg.domain.name in ("apibank", "multihop", "travel")
     if name.startswith("smollm2"):
         assert cfg.agent.model == cfg.env.model == "smollm2" and cfg.agent.gradient_checkpointing
+
+
+def test_changed_fields_names_every_differing_leaf_by_its_dotted_key():
+    from genenv.config import changed_fields
+    old = {"epochs": 200, "agent": {"lr": 1e-3, "tiny": {"num_layers": 2}}, "name": "default"}
+    new = {"epochs": 400, "agent": {"lr": 1e-3, "tiny": {"num_layers": 3}}, "name": "default", "extra": 1}
+    assert changed_fields(old, new) == {"epochs": (200, 400), "agent.tiny.num_layers": (2, 3), "extra": (None, 1)}
+    assert changed_fields(old, old) == {}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from killing import kill_after_checkpoint
 
 from genenv.coevolve import run
@@ -172,7 +173,7 @@ def test_epoch_logs_reach_the_disk_before_the_checkpoint_that_covers_them(tmp_pa
     """Metrics rows, samples files, pool logs and the new checkpoint's files are fsynced in one batch just
     before the checkpoint's swap (not every epoch), and the swap's folder after it: a checkpoint on disk never
     points past rows or pool events that a power cut could take."""
-    from genenv import checkpoint
+    from genenv import io
     run_dir = tmp_path / "run"
     events = []
 
@@ -184,15 +185,48 @@ def test_epoch_logs_reach_the_disk_before_the_checkpoint_that_covers_them(tmp_pa
         paths = list(paths)
         events.append((sorted(Path(p).name for p in paths), include_parents, latest_epoch()))
         sync(paths, include_parents)
-    sync = checkpoint.fsync_paths
-    monkeypatch.setattr(checkpoint, "fsync_paths", recording_sync)
+    sync = io.fsync_paths
+    monkeypatch.setattr(io, "fsync_paths", recording_sync)
     run(load_config("smoke", ["threads=1", "epochs=3", "checkpoint_every_s=1e9"]), run_dir=run_dir,
         log=lambda m: None)
+    # the checkpoints' syncs (the final export's and any warm-start cache's come after or before them)
+    events = [e for e in events if "state.json" in e[0] or e[0] == ["checkpoints"]]
     build = ["agent.safetensors", "env.safetensors", "env_pool.log.jsonl", "optimizers.safetensors",
              "state.json", "task_pool.log.jsonl"]
     assert events == [(build, True, None), (["checkpoints"], False, 0),
                       (sorted([*build, "epoch_0.jsonl", "epoch_1.jsonl", "epoch_2.jsonl", "metrics.jsonl"]), True, 0),
                       (["checkpoints"], False, 3)]
+
+
+def test_build_then_swap_syncs_every_file_before_the_swap_and_the_folder_after(tmp_path, monkeypatch):
+    """A swapped-in folder (a checkpoint, the final export, a published cache entry) never names files whose
+    bytes are not on disk: nested files included, then the parent folder for the renames."""
+    from genenv import io
+    target = tmp_path / "final" / "agent"
+    events, watched = [], [target]
+
+    def recording_sync(paths, include_parents=True):
+        events.append((sorted(str(Path(p).relative_to(tmp_path)) for p in paths), include_parents,
+                       watched[0].exists()))
+    monkeypatch.setattr(io, "fsync_paths", recording_sync)
+
+    def write(build):
+        (build / "sub").mkdir()
+        (build / "config.json").write_text("{}")
+        (build / "sub" / "weights.bin").write_text("w")
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    io.build_then_swap(target, write, sync_first=[tmp_path / "rows.jsonl"])
+    assert (target / "sub" / "weights.bin").read_text() == "w"
+    assert events == [(["final/.agent.build/config.json", "final/.agent.build/sub/weights.bin", "rows.jsonl"], True,
+                        False), (["final"], False, True)]
+    events.clear()
+    cache = watched[0] = tmp_path / "cache" / "entry"
+    io.publish_dir(cache, write)
+    assert [(e[1], e[2]) for e in events] == [(True, False), (False, True)] and (cache / "config.json").exists()
+    assert events[1][0] == ["cache"] and len(events[0][0]) == 2
+    events.clear()
+    io.publish_dir(cache, write)  # already published by someone else: theirs is kept, nothing to sync
+    assert events == [] and not list((tmp_path / "cache").glob("*.build*"))
 
 
 def test_fsync_paths_syncs_files_and_their_folders_in_parallel(tmp_path, monkeypatch):
@@ -312,7 +346,11 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     assert not (ckpts / "latest").exists() and (ckpts / "latest.old").exists()
     run(load_config("smoke", [*smoke, "epochs=3"]), run_dir=killed, resume=True, log=lambda m: None)  # then "killed"
     assert json.loads((ckpts / "latest" / "state.json").read_text())["epoch"] == 3
-    run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, resume=True, log=lambda m: None)
+    assert yaml.safe_load((killed / "config.yaml").read_text())["epochs"] == 3  # the config the run last ran under
+    messages = []
+    run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, resume=True, log=messages.append)
+    assert "config changed on resume: epochs 3 -> 4" in messages
+    assert yaml.safe_load((killed / "config.yaml").read_text())["epochs"] == 4
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 

@@ -20,8 +20,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from genenv.algos.grpo import PolicySample
-from genenv.config import RunConfig, from_dict, merge_overrides, read_yaml, to_dict
-from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, fsync_paths, read_jsonl
+from genenv.config import RunConfig, changed_fields, from_dict, merge_overrides, read_yaml, to_dict
+from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
 from genenv.models.policy import Policy
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -123,9 +123,8 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
         save_optimizers(build / "optimizers.safetensors",
                         {"agent": players.agent_opt, "env": players.env_opt}, torch.get_rng_state())
         (build / "state.json").write_text(json.dumps({**state.to_json(), "last_metrics": last_metrics}))
-        fsync_paths([*sync_first, *pool_logs, *build.iterdir()])  # all on disk before the swap makes it latest
-    build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}")
-    fsync_paths([root], include_parents=False)  # the swap's renames
+    # the build, the pool logs and the rows/samples it covers all reach the disk before the swap makes it latest
+    build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}", sync_first=[*sync_first, *pool_logs])
 
 
 def export_final(players: Players, run_dir: Path) -> None:
@@ -147,6 +146,12 @@ def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
 
 def save_config(cfg: RunConfig, run_dir: Path) -> None:
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def config_changes(cfg: RunConfig, run_dir: Path) -> dict[str, tuple]:
+    """The fields where ``cfg`` differs from the run folder's config.yaml (after a YAML round trip, so tuples
+    and lists compare equal)."""
+    return changed_fields(read_yaml(run_dir / "config.yaml"), yaml.safe_load(yaml.safe_dump(to_dict(cfg))))
 
 
 # ============================================================================ resuming

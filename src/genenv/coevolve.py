@@ -39,6 +39,7 @@ from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
     Players,
     RunState,
+    config_changes,
     export_final,
     latest_checkpoint,
     load_checkpoint,
@@ -297,6 +298,10 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     if ckpt is not None:
         players, state = load_checkpoint(cfg, ckpt, run_dir)
         log(f"resuming {run_dir} at epoch {state.epoch}")
+        changed = config_changes(cfg, run_dir)
+        if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config.yaml says so
+            log("config changed on resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
+            save_config(cfg, run_dir)
     else:
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")

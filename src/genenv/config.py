@@ -305,6 +305,19 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
+def changed_fields(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
+    """``{dotted.key: (old value, new value)}`` for every leaf that differs between two nested config dicts
+    (a key on one side only counts, with None on the other)."""
+    changes = {}
+    for key in list(dict.fromkeys([*old, *new])):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes.update(changed_fields(a, b, f"{prefix}{key}."))
+        elif a != b:
+            changes[f"{prefix}{key}"] = (a, b)
+    return changes
+
+
 def _deep_merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for key, value in extra.items():

@@ -126,22 +126,36 @@ def atomic_replace_dir(build: Path, target: Path) -> None:
         shutil.rmtree(old)
 
 
-def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str | None = None) -> None:
+def build_then_swap(target: Path, write: Callable[[Path], None], build_name: str | None = None,
+                    sync_first=()) -> None:
     """Write a whole folder into a fresh sibling build folder (``write(build)``), then swap it in as ``target``
-    (:func:`atomic_replace_dir`): readers see the old folder or the new one, never a half-written one."""
+    (:func:`atomic_replace_dir`): readers see the old folder or the new one, never a half-written one.
+
+    Durable: every file of the build (and the files in ``sync_first``, written unsynced elsewhere and covered
+    by this folder) is fsynced in one parallel batch before the swap, the parent folder after it, so a power
+    cut never leaves ``target`` naming files whose bytes never reached the disk."""
     build = _write_build(target.with_name(build_name or f".{target.name}.build"), write)
+    fsync_paths([*sync_first, *_files_under(build)])
     atomic_replace_dir(build, target)
+    fsync_paths([target.parent], include_parents=False)
 
 
 def publish_dir(target: Path, write: Callable[[Path], None]) -> None:
-    """Write a cache folder once: into a build folder of this process (``write(build)``), then renamed to
-    ``target``, unless another process published ``target`` first (theirs is kept: the same inputs make the
+    """Write a cache folder once: into a build folder of this process (``write(build)``), fsynced, then renamed
+    to ``target``, unless another process published ``target`` first (theirs is kept: the same inputs make the
     same folder)."""
     build = _write_build(target.with_name(f"{target.name}.build{os.getpid()}"), write)
     if target.exists():
         shutil.rmtree(build)
-    else:
-        os.replace(build, target)
+        return
+    fsync_paths(_files_under(build))
+    os.replace(build, target)
+    fsync_paths([target.parent], include_parents=False)
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Every file below ``folder`` (fsync_paths adds the folders holding them)."""
+    return sorted(path for path in folder.rglob("*") if path.is_file())
 
 
 def _write_build(build: Path, write: Callable[[Path], None]) -> Path:
