@@ -3,7 +3,15 @@ import math
 import numpy as np
 import pytest
 
-from genenv.curriculum import alpha_reward, frontier_reward, in_band, learning_signal, rwr_weights, success_rate
+from genenv.curriculum import (
+    alpha_reward,
+    frontier_reward,
+    in_band,
+    interior_reward,
+    learning_signal,
+    rwr_weights,
+    success_rate,
+)
 
 
 def test_success_rate_counts_threshold():
@@ -65,3 +73,15 @@ def test_frontier_reward_rescales_r_env_to_zero_one():
     assert frontier_reward(np.exp(-2.0 * 0.09), alpha=0.3) > 0.0
     assert frontier_reward(np.exp(-2.0 * 0.49), alpha=0.3) == pytest.approx(0.0)
     assert list(frontier_reward(np.array([0.7, 0.9]), beta=0.0)) == [0.0, 0.0]   # flat R_env: no contrast
+
+
+def test_interior_reward_is_r_env_inside_and_zero_at_never_or_always_solved():
+    assert interior_reward(0.0, alpha=0.25, beta=8.0) == 0.0 and interior_reward(1.0, alpha=0.25, beta=8.0) == 0.0
+    assert interior_reward(0.25, alpha=0.25, beta=8.0) == pytest.approx(1.0)
+    assert interior_reward(0.125, alpha=0.25, beta=8.0) == pytest.approx(np.exp(-8 * 0.015625))   # 0.8825
+    assert interior_reward(0.875, alpha=0.25, beta=8.0) == pytest.approx(np.exp(-8 * 0.390625))   # 0.0439
+    # alpha 0.5: the same ordering as frontier_reward, both ends 0
+    p_hat = np.array([0.0, 0.125, 0.25, 0.5, 0.75, 1.0])
+    interior, rescaled = interior_reward(p_hat), frontier_reward(alpha_reward(p_hat))
+    assert list(np.argsort(interior, kind="stable")) == list(np.argsort(rescaled, kind="stable"))
+    assert interior[0] == interior[-1] == 0.0 and rescaled[0] == pytest.approx(0.0)

@@ -12,10 +12,21 @@ from genenv.generation import Candidate
 from genenv.io import read_jsonl
 
 
-def _candidate(batch, valid, r_env, tokens=(5, 6)):
+def _candidate(batch, valid, r_env, tokens=(5, 6), p_hat=None):
     parsed = Task("t", "t", "a", 1) if valid else Invalid("bad")
     return Candidate(batch, Task("s", "s"), "ctx", [1, 2], list(tokens), "raw", parsed, r_env=r_env,
-                     logprobs=tuple(-1.0 for _ in tokens))
+                     p_hat=p_hat, logprobs=tuple(-1.0 for _ in tokens))
+
+
+def test_interior_rewards_prefer_mostly_failed_tasks_and_pay_nothing_for_never_solved_ones():
+    """pg_reward=interior with alpha 0.25: within a seed group a task solved 1 in 8 beats one solved 7 in 8, and
+    a task never solved earns what an invalid one does (the simulator cannot drift to impossible tasks)."""
+    groups = challenger_groups([_candidate(0, True, 0.0, p_hat=0.125), _candidate(0, True, 0.0, p_hat=0.875),
+                                _candidate(1, True, 0.0, p_hat=0.0), _candidate(1, False, 0.0)],  # 0 and 0: none
+                               alpha=0.25, beta=8.0, shape="interior")
+    assert len(groups) == 1
+    high, low = np.exp(-8 * 0.015625), np.exp(-8 * 0.390625)
+    assert [s.advantage for s in groups[0]] == pytest.approx([(high - low) / 2, (low - high) / 2])
 
 
 def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():

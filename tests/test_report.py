@@ -277,3 +277,24 @@ def test_compare_warms_seeds_in_parallel_processes_into_the_shared_cache(tmp_pat
     _warm_start_each_seed(configs, arms, [0, 1], 2, again.append)
     assert len(list((tmp_path / "cache" / "models").iterdir())) == 4
     assert not any(line.startswith("seed ") for line in again), again  # loaded from the cache: nothing trained
+
+
+def test_where_tasks_sit_counts_informative_tasks_by_level(tmp_path):
+    """benchmarks/where_tasks_sit.py on a hand-made arm folder: invalid tasks and early epochs are left out, a
+    task is informative when its rollouts mixed (0 < p_hat < 1)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from where_tasks_sit import shares, where_tasks_sit
+    rows = {0: [{"valid": True, "p_hat_task": 0.5, "level": 9}],                     # before from_epoch
+            20: [{"valid": True, "p_hat_task": 0.875, "level": 2}, {"valid": True, "p_hat_task": 1.0, "level": 2},
+                 {"valid": True, "p_hat_task": 0.125, "level": 3}, {"valid": False, "p_hat_task": None, "level": 3},
+                 {"valid": True, "p_hat_task": 0.0, "level": 8}]}
+    for seed in (0, 1):
+        samples = tmp_path / "genenv" / f"seed{seed}" / "samples"
+        samples.mkdir(parents=True)
+        for epoch, epoch_rows in rows.items():
+            (samples / f"epoch_{epoch}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in epoch_rows))
+    counts = where_tasks_sit(tmp_path / "genenv", from_epoch=20)
+    assert counts == {"seeds": 2, "tasks": 8, "by_level": {"2": 4, "3": 2, "8": 2}, "informative": 4,
+                      "informative_by_level": {"2": 2, "3": 2}, "informative_below_half": 2,
+                      "informative_above_half": 2}
+    assert shares(counts["by_level"]) == "2:0.50 3:0.25 8:0.25"

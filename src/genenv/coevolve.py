@@ -167,7 +167,7 @@ def update_simulator(cfg: RunConfig, players: Players, state: RunState, generate
     ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
     if ec.update == "pg":
         groups = challenger_groups(generated, cfg.curriculum_reward.alpha, cfg.curriculum_reward.beta,
-                                   ec.pg_invalid_reward)
+                                   ec.pg_invalid_reward, ec.pg_reward)
         result = pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
                            minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
                            max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)

@@ -124,6 +124,10 @@ class EnvConfig(PlayerConfig):
     pg_invalid_reward: float = knob(0.0, "pg: reward of an invalid generation, on the rescaled R_env scale where a "
                                     "task always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0,
                                     hi=1.0)
+    pg_reward: str = knob("rescaled", "pg: a valid task's reward: 'rescaled' (R_env rescaled to [0, 1]: 0 for a task "
+                          "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
+                          "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers "
+                          "tasks the agent mostly fails, docs/results.md)", choices=("rescaled", "interior"))
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)

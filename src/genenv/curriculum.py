@@ -41,6 +41,17 @@ def frontier_reward(r_env, alpha: float = 0.5, beta: float = 2.0):
     return float(reward) if reward.ndim == 0 else reward
 
 
+def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
+    """exp(-beta (p_hat - alpha)^2) for 0 < p_hat < 1 and 0 at p_hat = 0 or 1: R_env without its value at the
+    ends, where a group of rollouts all fail or all succeed and carry no learning signal. With alpha = 0.5 it
+    orders tasks like :func:`frontier_reward`; with alpha < 0.5 it prefers tasks the agent mostly fails over
+    tasks it mostly solves, without paying for tasks it never solves (R_env with alpha < 0.5 does: a
+    simulator then drifts to impossible tasks, measured in docs/results.md). Vectorised."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    reward = np.where((p_hat > 0.0) & (p_hat < 1.0), np.exp(-beta * (p_hat - alpha) ** 2), 0.0)
+    return float(reward) if reward.ndim == 0 else reward
+
+
 def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
     """True where |p_hat - alpha| <= k_min: the batches the simulator may learn from."""
     p_hat = np.asarray(p_hat, dtype=float)

@@ -18,17 +18,23 @@ import numpy as np
 from genenv.algos.grpo import PolicySample, grpo_step, is_informative
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
-from genenv.curriculum import frontier_reward
+from genenv.curriculum import frontier_reward, interior_reward
 
 
-def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0) -> list[float]:
-    """The pg reward of each generation: R_env of a valid task rescaled by :func:`frontier_reward`,
-    ``invalid_reward`` for one the domain rejected."""
-    return [float(frontier_reward(c.r_env, alpha, beta)) if c.valid else float(invalid_reward) for c in candidates]
+def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
+                       shape: str = "rescaled") -> list[float]:
+    """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
+    (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
+    the domain rejected."""
+    def valid_reward(c) -> float:
+        if shape == "rescaled":
+            return float(frontier_reward(c.r_env, alpha, beta))
+        return float(interior_reward(c.p_hat, alpha, beta))
+    return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
 
 
-def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0,
-                      invalid_reward: float = 0.0) -> list[list[PolicySample]]:
+def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,
+                      shape: str = "rescaled") -> list[list[PolicySample]]:
     """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
     (:func:`challenger_rewards`) minus its group's mean as the advantage."""
     by_batch: dict[int, list] = {}
@@ -37,7 +43,7 @@ def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0,
             by_batch.setdefault(c.batch, []).append(c)
     groups = []
     for members in by_batch.values():
-        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward))
+        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape))
         if is_informative(rewards):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
                            for c, a in zip(members, rewards - rewards.mean())])
