@@ -298,3 +298,20 @@ def test_where_tasks_sit_counts_informative_tasks_by_level(tmp_path):
                       "informative_by_level": {"2": 2, "3": 2}, "informative_below_half": 2,
                       "informative_above_half": 2}
     assert shares(counts["by_level"]) == "2:0.50 3:0.25 8:0.25"
+
+
+def test_budget_to_match_measures_the_baseline_against_the_references_final(tmp_path):
+    """benchmarks/budget_to_match.py on hand-made records: per seed the first evaluation of the (longer) baseline
+    at or above the reference's final success, as a multiple of the reference's budget; then on mean curves."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from budget_to_match import budget_to_match
+    # reference: 2 epochs (budget 200 rollouts); baseline: 4 epochs (400)
+    reference = {0: _record("genenv", 0, [0.3, 0.5]), 1: _record("genenv", 1, [0.2, 0.2])}
+    baseline = {0: _record("random", 0, [0.2, 0.3, 0.4, 0.6]), 1: _record("random", 1, [0.1, 0.1, 0.1, 0.1]),
+                2: _record("random", 2, [0.9, 0.9, 0.9, 0.9])}  # no reference seed 2: left out
+    result = budget_to_match(reference, baseline)
+    assert [(r["seed"], r["target"], r["at_budget"], r["at_end"], r["rollouts"], r["multiple"])
+            for r in result["per_seed"]] == [(0, 0.5, 0.3, 0.6, 400.0, 2.0), (1, 0.2, 0.1, 0.1, None, None)]
+    # mean curves: baseline (0, .1) (100, .15) (200, .2) (300, .25) (400, .35); target (0.5 + 0.2) / 2 = 0.35
+    assert result["mean_curve"] == pytest.approx({"target": 0.35, "at_budget": 0.2, "at_end": 0.35,
+                                                  "rollouts": 400.0, "multiple": 2.0})
