@@ -48,7 +48,7 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     tasks it mostly solves, without paying for tasks it never solves (R_env with alpha < 0.5 does: a
     simulator then drifts to impossible tasks, measured in docs/results.md). Vectorised."""
     p_hat = np.asarray(p_hat, dtype=float)
-    reward = np.where((p_hat > 0.0) & (p_hat < 1.0), np.exp(-beta * (p_hat - alpha) ** 2), 0.0)
+    reward = np.where((p_hat > 0.0) & (p_hat < 1.0), alpha_reward(p_hat, alpha, beta), 0.0)
     return float(reward) if reward.ndim == 0 else reward
 
 
