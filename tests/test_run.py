@@ -434,3 +434,36 @@ def test_a_lora_players_reference_is_its_own_base_model_not_a_copy():
         reference = players.agent_ref.token_logprobs(batch)[0]
         assert reference.equal(initial.token_logprobs(batch)[0])
     assert not torch.allclose(adapted, reference)
+
+
+def test_eval_heldout_scores_a_model_exactly_as_the_run_did(smoke_run, tmp_path, capsys):
+    """`genenv eval --benchmark heldout --run DIR --model M`: the run's own sets and verdicts, for any model: its
+    warm-started agent scores what warmstart.json says, its final agent what the last evaluation logged."""
+    from genenv.cli import main
+    from genenv.io import read_jsonl as read
+    last = read_jsonl(smoke_run / "metrics.jsonl")[-1]
+    warm = json.loads((smoke_run / "warmstart.json").read_text())
+    for model, expected in ((smoke_run / "final" / "agent", last),
+                            (smoke_run / "checkpoints" / "initial" / "agent", warm)):
+        out = tmp_path / model.parent.name
+        assert main(["eval", "--benchmark", "heldout", "--run", str(smoke_run), "--model", str(model),
+                     "--threads", "1", "--out", str(out)]) == 0
+        scores = json.loads((out / "scores.json").read_text())
+        for key in ("heldout_success", "heldout_by_level", "dev_success", "dev_by_level"):
+            assert scores[key] == expected[key], (model, key)
+        rows = read(out / "results.jsonl")
+        assert len(rows) == scores["dev_tasks"] + scores["heldout_tasks"] > 0
+        heldout = [r["success"] for r in rows if r["set"] == "heldout"]
+        assert sum(heldout) / len(heldout) == pytest.approx(scores["heldout_success"])
+        assert all(r["actions"] and isinstance(r["reward"], float) for r in rows)
+    assert "held-out success" in capsys.readouterr().out
+
+
+def test_eval_heldout_rejects_what_it_cannot_use(tmp_path, capsys):
+    from genenv.cli import main
+    assert main(["eval", "--benchmark", "bamboogle", "--preset", "smoke", "--model", "x"]) == 2
+    assert "--benchmark bamboogle takes none" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "heldout", "--run", str(tmp_path), "--model", "x"]) == 2
+    assert "config.yaml: no such config file" in capsys.readouterr().err
+    assert main(["eval", "--benchmark", "heldout", "--preset", "smoke", "--model", "x", "agent.lr=abc"]) == 2
+    assert "agent.lr" in capsys.readouterr().err

@@ -6,6 +6,7 @@ Exit status 2 and one line naming the field for any bad config value, unknown ke
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from genenv.compare import compare, report_comparison
 from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
 from genenv.curricula import curriculum_names
 from genenv.domains import registered_domains
-from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl, eval_travelplanner
+from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl, eval_split, eval_travelplanner
 from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
 from genenv.report import report_run, text_table
 
@@ -84,6 +85,14 @@ def _eval(args) -> int:
     except ValueError:
         print(f"genenv: --levels: {args.levels!r} is not a comma-separated list of levels", file=sys.stderr)
         return 2
+    if args.benchmark != "heldout" and (args.overrides or args.run or args.config or args.preset):
+        print("genenv: --preset, --config, --run and KEY=VALUE overrides choose the sets of --benchmark heldout; "
+              f"--benchmark {args.benchmark} takes none", file=sys.stderr)
+        return 2
+    if args.benchmark == "heldout":
+        cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
+               else load_config(args.preset or "default", args.overrides, args.config))
+        cfg = dataclasses.replace(cfg, device=args.device, threads=args.threads)
     common = dict(limit=args.limit, device=args.device, threads=args.threads)
     runners = {
         "bfcl": lambda: eval_bfcl(args.model, [c.strip() for c in args.categories.split(",") if c.strip()],
@@ -95,6 +104,7 @@ def _eval(args) -> int:
                                          batch_size=args.batch_size, **common),
         "travelplanner": lambda: eval_travelplanner(args.model, args.data, args.queries, args.out,
                                                     batch_size=args.batch_size, **common),
+        "heldout": lambda: eval_split(cfg, args.model, args.out),
         "bamboogle": lambda: eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,
                                             max_new_tokens=min(args.max_new_tokens, 64), corpus=args.corpus,
                                             max_steps=args.max_steps, **common),
@@ -191,7 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
     ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle",
-                                                                   "travelplanner"))
+                                                                   "travelplanner", "heldout"),
+                      help="heldout: a config's own dev and held-out sets, scored as `genenv run` scores them "
+                      "(choose the config with --preset/--config/--run and KEY=VALUE overrides)")
+    ev_p.add_argument("overrides", nargs="*", help="heldout: dotted overrides of the config, e.g. "
+                      "domain.options.data=PATH")
+    ev_p.add_argument("--preset", default=None, help="heldout: a shipped preset (default: default)")
+    ev_p.add_argument("--config", default=None, help="heldout: a YAML file applied after the preset")
+    ev_p.add_argument("--run", default=None, metavar="RUN_DIR", help="heldout: take the config of this run folder")
     ev_p.add_argument("--data", default=None, help="api-bank: the folder of the API-Bank data (init_database/, "
                       "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA); bamboogle: bamboogle.jsonl or "
                       "its folder (default $GENENV_BAMBOOGLE_DATA); travelplanner: the folder holding database/")

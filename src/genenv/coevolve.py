@@ -205,15 +205,20 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
 
 
 def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], prefix: str = "heldout",
-             engine: Engine | None = None) -> dict:
+             engine: Engine | None = None, records: list | None = None) -> dict:
     """Phase 9: greedy success on a fixed set, overall and per level (and, for domains with an expert, the
-    paper's single-step accuracy). Episodes run in shards, here or on the engine's workers."""
+    paper's single-step accuracy). Episodes run in shards, here or on the engine's workers. ``records``, when
+    given, receives one row per task: its set, level, text, the agent's actions, reward and verdict."""
     groups = rollout(domain, agent, tasks, group_size=1, greedy=True,
                      max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                      batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
                      run_shards=engine.run_shards if engine else None)
     threshold = cfg.curriculum_reward.success_threshold
     outcomes = [(task.level, float(group[0].reward >= threshold)) for task, group in zip(tasks, groups)]
+    if records is not None:
+        records.extend({"set": prefix, "level": task.level, "task": task.text,
+                        "actions": [turn.action for turn in group[0].turns], "reward": float(group[0].reward),
+                        "success": bool(success)} for task, group, (_, success) in zip(tasks, groups, outcomes))
     if not outcomes:
         return {f"{prefix}_success": None, f"{prefix}_by_level": None}
     result = {f"{prefix}_success": float(np.mean([v for _, v in outcomes])),
@@ -229,10 +234,10 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], p
 
 
 def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, split: DataSplit,
-                 engine: Engine | None = None) -> dict:
+                 engine: Engine | None = None, records: list | None = None) -> dict:
     """Held-out (report only) and dev (for tuning) success."""
-    return {**evaluate(cfg, domain, agent, split.dev, "dev", engine),
-            **evaluate(cfg, domain, agent, split.heldout, "heldout", engine)}
+    return {**evaluate(cfg, domain, agent, split.dev, "dev", engine, records),
+            **evaluate(cfg, domain, agent, split.heldout, "heldout", engine, records)}
 
 
 # ============================================================================ one epoch

@@ -32,6 +32,9 @@ from genenv.benchmarks.apibank import evaluate as apibank
 from genenv.benchmarks.travelplanner import constraints as travel_checks
 from genenv.benchmarks.travelplanner import queries as travel_queries
 from genenv.benchmarks.travelplanner.sandbox import Sandbox
+from genenv.coevolve import evaluate_all
+from genenv.config import RunConfig
+from genenv.domains import make_domain
 from genenv.domains.household import HouseholdDomain
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
@@ -39,6 +42,7 @@ from genenv.models.registry import resolve_model
 from genenv.progress import progress_bar
 from genenv.retrieval import Bm25Index
 from genenv.rollout import context_budget
+from genenv.splits import data_split
 
 
 def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int) -> list[str | None]:
@@ -302,4 +306,31 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     log("travelplanner (" + str(len(items)) + " queries): " + ", ".join(
         f"{name} {100 * rates[name]:.1f}%" for name in ("delivery", "commonsense_micro", "commonsense_macro",
                                                         "hard_micro", "hard_macro", "final", "average")))
+    return scores
+
+
+def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=None) -> dict:
+    """A model on a run config's own dev and held-out sets, scored exactly as ``genenv run`` scores them (the
+    same tasks, prompts, greedy decoding and verdicts): the number a run reports after its warm start and at
+    every evaluation, for a model that has not been through the run (SmolLM2 before any training, an exported
+    ``final/agent``, another run's agent). Every task's actions and verdict go to OUT/results.jsonl."""
+    torch.set_num_threads(cfg.threads)
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)  # bad data paths fail before the model loads
+    split = data_split(cfg, domain)
+    if policy is None:
+        policy = Policy.load(resolve_model(model, log), device=cfg.device, dtype=cfg.agent.dtype)
+    start = time.perf_counter()
+    rows: list[dict] = []
+    metrics = evaluate_all(cfg, domain, policy, split, records=rows)
+    scores = {"model": model, "config": cfg.name, "domain": cfg.domain.name, "dev_tasks": len(split.dev),
+              "heldout_tasks": len(split.heldout), **metrics, "seconds": round(time.perf_counter() - start, 1)}
+    out = Path(out)
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)
+
+    def fmt(value):
+        return "n/a" if value is None else f"{value:.3f}"
+
+    log(f"{cfg.name} ({cfg.domain.name}): held-out success {fmt(metrics['heldout_success'])} over "
+        f"{len(split.heldout)} tasks, dev {fmt(metrics['dev_success'])} over {len(split.dev)}")
     return scores
