@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv.report import RunRecord, load_run, rollouts_to_reach
+from genenv.report import RunRecord, first_reach, load_run, rollouts_to_reach
 
 
 def value_at(record: RunRecord, rollouts: float) -> float:
@@ -44,8 +44,7 @@ def budget_to_match(reference: dict[int, RunRecord], baseline: dict[int, RunReco
         curve = np.mean([baseline[s].eval_curve()[1] for s in seeds], axis=0)
         target = float(np.mean([r["target"] for r in rows]))
         budget = rows[0]["budget"]
-        hits = np.nonzero(curve >= target - 1e-12)[0]
-        needed = float(xs[hits[0]]) if hits.size else None
+        needed = first_reach(xs, curve, target)
         mean = {"target": target, "at_budget": float(curve[xs <= budget][-1]), "at_end": float(curve[-1]),
                 "rollouts": needed, "multiple": None if needed is None else needed / budget}
     return {"per_seed": rows, "mean_curve": mean}

@@ -440,7 +440,6 @@ def test_eval_heldout_scores_a_model_exactly_as_the_run_did(smoke_run, tmp_path,
     """`genenv eval --benchmark heldout --run DIR --model M`: the run's own sets and verdicts, for any model: its
     warm-started agent scores what warmstart.json says, its final agent what the last evaluation logged."""
     from genenv.cli import main
-    from genenv.io import read_jsonl as read
     last = read_jsonl(smoke_run / "metrics.jsonl")[-1]
     warm = json.loads((smoke_run / "warmstart.json").read_text())
     for model, expected in ((smoke_run / "final" / "agent", last),
@@ -451,7 +450,7 @@ def test_eval_heldout_scores_a_model_exactly_as_the_run_did(smoke_run, tmp_path,
         scores = json.loads((out / "scores.json").read_text())
         for key in ("heldout_success", "heldout_by_level", "dev_success", "dev_by_level"):
             assert scores[key] == expected[key], (model, key)
-        rows = read(out / "results.jsonl")
+        rows = read_jsonl(out / "results.jsonl")
         assert len(rows) == scores["dev_tasks"] + scores["heldout_tasks"] > 0
         heldout = [r["success"] for r in rows if r["set"] == "heldout"]
         assert sum(heldout) / len(heldout) == pytest.approx(scores["heldout_success"])

@@ -45,6 +45,11 @@ from genenv.rollout import context_budget
 from genenv.splits import data_split
 
 
+def fmt(value: float | None) -> str:
+    """A score for the log: three decimals, or n/a when there was nothing to score."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int) -> list[str | None]:
     """Greedy responses, longest prompts first in batches (less padding; greedy makes order irrelevant).
 
@@ -169,9 +174,6 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
                                      progress=bar.update)
     scores.update(model=model, games_dir=str(games), seconds=round(time.perf_counter() - start, 1))
     atomic_write_json(Path(out) / "scores.json", scores)
-
-    def fmt(value):
-        return "n/a" if value is None else f"{value:.3f}"
     for task_type, row in scores["by_task_type"].items():
         log(f"{task_type:32s} success {fmt(row['success'])}  step accuracy {fmt(row['step_accuracy'])} "
             f"({row['games']} games)")
@@ -327,10 +329,6 @@ def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=No
     out = Path(out)
     atomic_write_jsonl(out / "results.jsonl", rows)
     atomic_write_json(out / "scores.json", scores)
-
-    def fmt(value):
-        return "n/a" if value is None else f"{value:.3f}"
-
     log(f"{cfg.name} ({cfg.domain.name}): held-out success {fmt(metrics['heldout_success'])} over "
         f"{len(split.heldout)} tasks, dev {fmt(metrics['dev_success'])} over {len(split.dev)}")
     return scores

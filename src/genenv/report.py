@@ -91,7 +91,11 @@ def load_run(path: str | Path, label: str | None = None) -> RunRecord:
 
 def rollouts_to_reach(record: RunRecord, target: float) -> float | None:
     """Agent rollouts at the first evaluation whose held-out success is >= target (None: never)."""
-    xs, ys = record.eval_curve()
+    return first_reach(*record.eval_curve(), target)
+
+
+def first_reach(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:
+    """The first x of a curve whose y is >= target (None: never)."""
     hits = np.nonzero(ys >= target - 1e-12)[0]
     return float(xs[hits[0]]) if hits.size else None
 
