@@ -103,6 +103,19 @@ def test_learnability_sampler_prefers_uncertain_tasks():
     assert sorted(t.text for t in pool.sample_by_learnability(np.random.default_rng(0), 4, 0.0)) == list("0123")
 
 
+def test_seed_draw_picks_the_simulators_prompts_as_configured():
+    """env.seed_draw=uniform is the pool's uniform draw (the same rng calls as before the knob); learnability
+    draws the seeds the agent sometimes solves."""
+    from genenv.coevolve import draw_seeds
+    pool = TaskPool()
+    for i, p in enumerate([0.0, 1.0, 0.5, 1.0, 0.0, 1.0]):
+        pool.add(Task(str(i), str(i)), "seed", -1, p)
+    uniform = load_config("smoke", ["seeds_per_epoch=3"])
+    assert draw_seeds(uniform, pool, np.random.default_rng(5)) == pool.sample(np.random.default_rng(5), 3)
+    mixed = load_config("smoke", ["seeds_per_epoch=1", "env.seed_draw=learnability", "baseline.learnability_floor=0"])
+    assert {draw_seeds(mixed, pool, np.random.default_rng(s))[0].text for s in range(20)} == {"2"}
+
+
 def test_learnability_sampler_falls_back_to_uniform():
     pool = TaskPool()
     for i in range(3):
@@ -185,3 +198,36 @@ def test_oracle_refuses_a_domain_without_levels(tmp_path):
 
 def test_built_in_curricula_are_registered():
     assert set(BUILT_IN) <= set(curriculum_names())
+
+
+def test_a_run_stopped_while_writing_its_fixed_set_resumes_with_the_same_set(tmp_path, monkeypatch):
+    """The static set is written shard by shard into a journal; a run stopped after 3 shards writes only the rest
+    on resume, and ends exactly as an uninterrupted run (the same set, the same metrics); the journal goes once the
+    first checkpoint holds the set."""
+    import genenv.generation as generation
+    from genenv.coevolve import FIXED_SET_JOURNAL
+    from genenv.metrics import TIMING_KEYS
+    cfg = load_config("smoke", ["threads=1", "curriculum=static", "epochs=1", "env.generation_batch=20"])
+    whole = run(cfg, run_dir=tmp_path / "whole", log=lambda m: None)
+    real, calls = generation.write_shard, []
+
+    def stops_after_three(*args, **kwargs):
+        if len(calls) == 3:
+            raise RuntimeError("killed")
+        calls.append(1)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(generation, "write_shard", stops_after_three)
+    stopped = tmp_path / "stopped"
+    with pytest.raises(RuntimeError, match="killed"):
+        run(cfg, run_dir=stopped, log=lambda m: None)
+    assert len(read_jsonl(stopped / FIXED_SET_JOURNAL)) == 3
+    calls.clear()
+    monkeypatch.setattr(generation, "write_shard", lambda *a, **k: calls.append(1) or real(*a, **k))
+    run(cfg, run_dir=stopped, resume=True, log=lambda m: None)
+    shards = -(-64 // (20 // cfg.baseline.static_variations))   # 64 seeds, 4 per shard
+    assert len(calls) == shards - 3
+    assert (stopped / "samples" / "fixed_set.jsonl").read_text() == (whole / "samples" / "fixed_set.jsonl").read_text()
+    stable = [[{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_jsonl(d / "metrics.jsonl")]
+              for d in (whole, stopped)]
+    assert stable[0] == stable[1]
+    assert not (stopped / FIXED_SET_JOURNAL).exists()

@@ -72,7 +72,7 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
-from genenv.pool import EnvExample
+from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
@@ -84,11 +84,18 @@ from genenv.warmstart import warm_start_agent, warm_start_simulator
 def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, epoch: int,
                    engine: Engine) -> list[Candidate]:
     """Phase 1: `variations` tasks per seed task, conditioned on the seed and the agent's recent success on it."""
-    seeds = state.task_pool.sample(phase_rng(cfg.seed, epoch, "seeds"), cfg.seeds_per_epoch)
+    seeds = draw_seeds(cfg, state.task_pool, phase_rng(cfg.seed, epoch, "seeds"))
     rates = [state.task_pool.last_p_hat(seed) for seed in seeds]
     rates = [state.last_p_hat_mean if rate is None else rate for rate in rates]
     return write_tasks(cfg, domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"),
                        run_shards=engine.run_shards)
+
+
+def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list[Task]:
+    """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
+    if cfg.env.seed_draw == "learnability":
+        return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
+    return pool.sample(rng, cfg.seeds_per_epoch)
 
 
 def validate_tasks(domain: Domain, generated: list[Candidate], split: DataSplit) -> list[Candidate]:
@@ -290,6 +297,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
 
 # ============================================================================ the run
 
+FIXED_SET_JOURNAL = "fixed_set.partial.jsonl"   # a fixed set's shards as they are written, until the first checkpoint
+
+
 def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False, log=None) -> Path:
     """Run (or resume) a whole co-evolution; returns the run folder."""
     run_dir = Path(run_dir) if run_dir else Path(cfg.out_dir) / cfg.name
@@ -320,6 +330,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
             f"by level {fmt_levels(warm['heldout_by_level'])}")
         save_checkpoint(players, state, run_dir)
+        (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)   # the checkpoint holds the set now
 
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
     engine = make_engine(cfg, domain, players)
@@ -392,7 +403,8 @@ def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, spli
     state = RunState()
     for task in seeds:
         state.task_pool.add(task, "seed", -1)
-    fixed = curriculum.fixed_set(cfg, domain, players.env, seeds, phase_rng(cfg.seed, -1, "fixed_set"))
+    fixed = curriculum.fixed_set(cfg, domain, players.env, seeds, phase_rng(cfg.seed, -1, "fixed_set"),
+                                 journal=run_dir / FIXED_SET_JOURNAL)
     if fixed is not None:
         add_fixed_set(cfg, domain, state.task_pool, seeds, split, *fixed, run_dir, log)
     return players, state

@@ -109,6 +109,11 @@ class EnvConfig(PlayerConfig):
     """The environment simulator, trained by policy gradient on R_env (``update: pg``) or by the paper's
     reward-weighted regression (``update: rwr``)."""
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
+    seed_draw: str = knob("uniform", "how each epoch's seed tasks (the simulator's prompts) are drawn from the "
+                          "training pool: 'uniform', or 'learnability' (beyond the paper: with probability "
+                          "proportional to p (1 - p) of their last p_hat, floored at baseline.learnability_floor; "
+                          "never rolled out counts as 0.5), so the simulator writes variations of the tasks the "
+                          "agent sometimes solves", choices=("uniform", "learnability"))
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)

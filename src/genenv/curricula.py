@@ -62,9 +62,11 @@ class Curriculum:
         writes them (when ``generates``)."""
         return None
 
-    def fixed_set(self, cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task],
-                  rng: np.random.Generator) -> tuple[list[Candidate], str] | None:
-        """The training set written once before training (not validated yet) and who wrote it; None: none."""
+    def fixed_set(self, cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rng: np.random.Generator,
+                  journal: Path | None = None) -> tuple[list[Candidate], str] | None:
+        """The training set written once before training (not validated yet) and who wrote it; None: none.
+        ``journal``: where the simulator's shards are kept as they are written (:func:`write_once`), so a run
+        killed while writing resumes where it stopped."""
         return None
 
     def draw(self, cfg: RunConfig, pool: TaskPool, rng: np.random.Generator, n: int) -> list[Task]:
@@ -90,8 +92,8 @@ class RandomSimulator(Curriculum):
 class Static(Curriculum):
     """``baseline.static_variations`` simulator variations per seed task, written once (paper's GenEnv-Static)."""
 
-    def fixed_set(self, cfg, domain, env, seeds, rng):
-        return write_once(cfg, domain, env, seeds, cfg.baseline.static_variations), "simulator"
+    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None):
+        return write_once(cfg, domain, env, seeds, cfg.baseline.static_variations, journal), "simulator"
 
 
 @register_curriculum("offline")
@@ -100,13 +102,13 @@ class Offline(Curriculum):
     domain's own (valid tasks of every level, the strong-teacher analogue of Gemini) or the warm-started
     simulator (paper's Gemini-Offline rows)."""
 
-    def fixed_set(self, cfg, domain, env, seeds, rng):
+    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None):
         extra = int(round((cfg.baseline.offline_multiplier - 1.0) * len(seeds)))
         if cfg.baseline.offline_generator == "domain":
             return [Candidate(-1, task, "", [], [], task.text, task) for task in domain.reference_tasks(rng, extra)], \
                 "domain"
         picks = rng.choice(len(seeds), size=extra, replace=True)
-        return write_once(cfg, domain, env, [seeds[i] for i in picks], 1), "simulator"
+        return write_once(cfg, domain, env, [seeds[i] for i in picks], 1, journal), "simulator"
 
 
 @register_curriculum("learnability")
@@ -197,9 +199,12 @@ def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploratio
     return int(levels[best[rng.integers(len(best))]])
 
 
-def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int) -> list[Candidate]:
-    """A fixed set's generations: no success statistics in the prompt (nothing is known before training)."""
-    return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"))
+def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,
+               journal: Path | None = None) -> list[Candidate]:
+    """A fixed set's generations: no success statistics in the prompt (nothing is known before training). Shards
+    already in ``journal`` are read back, not written again (a run killed while writing resumes there)."""
+    return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"),
+                       progress=f"{cfg.curriculum} set (generations)" if cfg.progress else None, journal=journal)
 
 
 def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Task], split: DataSplit,

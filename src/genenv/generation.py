@@ -4,18 +4,24 @@ about each. A :class:`Candidate` is immutable; each phase of the loop returns ne
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from genenv import curriculum as cur
 from genenv.domains.base import Domain, Invalid, Task
+from genenv.io import append_jsonl, read_jsonl
+from genenv.models.policy import Generation
+from genenv.progress import progress_bar
 from genenv.rollout import Episode, tasks_per_shard
 from genenv.seeding import grid_keys
 from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
-    from genenv.models.policy import Generation, Policy
+    from genenv.models.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -42,24 +48,59 @@ class Candidate:
 
 
 def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int,
-                sample_seed: int, run_shards=None) -> list[Candidate]:
+                sample_seed: int, run_shards=None, progress: str | None = None,
+                journal: Path | None = None) -> list[Candidate]:
     """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet).
 
     Written in shards of as many seeds as fill one generate() batch (:func:`genenv.rollout.tasks_per_shard`);
     generation j of seed i draws with key (i, j), so it is the same whichever process writes its shard
-    (``run_shards``: an engine's, :mod:`genenv.engine`; without it, here)."""
+    (``run_shards``: an engine's, :mod:`genenv.engine`; without it, here, with a progress display named
+    ``progress`` when given: the set written once before training is hundreds of generations). With ``journal``
+    (a JSON Lines file) each shard written here is appended to it as it finishes and a shard already there, for
+    the same prompts and sampling settings, is read back instead of written again: a run killed while writing
+    its fixed set resumes where it stopped, with the same generations to the last log-prob."""
     contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
     per_shard = tasks_per_shard(cfg.env.generation_batch, n)
     shards = [dict(contexts=contexts[first:first + per_shard], first_index=first, n=n, sample_seed=sample_seed,
                    max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
                    temperature=cfg.env.temperature, batch_size=cfg.env.generation_batch)
               for first in range(0, len(contexts), per_shard)]
-    results = (run_shards("env", shards) if run_shards is not None
-               else [write_shard(env, **shard) for shard in shards])
+    if run_shards is not None:
+        results = run_shards("env", shards)
+    else:
+        written = read_journal(journal, shards) if journal is not None else {}
+        with progress_bar(len(seeds) * n, progress or "", enabled=progress is not None,
+                          initial=sum(len(shards[i]["contexts"]) * n for i in written)) as bar:
+            results = []
+            for index, shard in enumerate(shards):
+                if index in written:
+                    results.append(written[index])
+                    continue
+                results.append(write_shard(env, **shard))
+                if journal is not None:
+                    append_jsonl(journal, {"shard": index, "key": shard_key(shard),
+                                           "generations": [[dataclasses.asdict(g) for g in gens]
+                                                           for gens in results[-1]]})
+                bar.update(len(shard["contexts"]) * n)
     gens = [samples for shard_gens in results for samples in shard_gens]
     return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"),
                       logprobs=tuple(g.logprobs))
             for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
+
+
+def shard_key(shard: dict) -> str:
+    """What a shard's generations depend on besides the simulator's weights (its prompts and sampling settings)."""
+    return hashlib.sha256(json.dumps(shard, sort_keys=True).encode()).hexdigest()
+
+
+def read_journal(journal: Path, shards: list[dict]) -> dict[int, list[list[Generation]]]:
+    """The shards of ``shards`` already in ``journal`` (by index, when their key matches), as generations."""
+    done = {}
+    for row in read_jsonl(journal):
+        index = row.get("shard")
+        if isinstance(index, int) and 0 <= index < len(shards) and row.get("key") == shard_key(shards[index]):
+            done[index] = [[Generation(**g) for g in gens] for gens in row["generations"]]
+    return done
 
 
 def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, sample_seed: int,
