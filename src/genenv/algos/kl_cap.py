@@ -92,7 +92,6 @@ class StepSnapshot:
             else:
                 torch._foreach_copy_(self._weights, [p.detach() for p in self.params])
         self._state = {}
-        targets, sources = [], []   # buffers refreshed in one foreach copy (one copy_ call each cost more)
         for index, param in enumerate(self._optimised()):
             state = self.optimizer.state.get(param)
             if not state:
@@ -104,22 +103,17 @@ class StepSnapshot:
                     if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
                         buffer = self._buffers[(index, key)] = value.detach().clone()
                     else:
-                        targets.append(buffer)
-                        sources.append(value.detach())
+                        buffer.copy_(value)
                     saved[key] = buffer
                 else:
                     saved[key] = copy.deepcopy(value)
             self._state[param] = saved
-        if targets:
-            with torch.no_grad():
-                torch._foreach_copy_(targets, sources)
         self._groups = [{k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
                         for group in self.optimizer.param_groups]
 
     def restore(self) -> None:
         with torch.no_grad():
             torch._foreach_copy_([p.detach() for p in self.params], self._weights)
-            targets, sources = [], []
             for param in self._optimised():
                 saved = self._state.get(param)
                 if saved is None:
@@ -130,13 +124,9 @@ class StepSnapshot:
                     del state[key]
                 for key, value in saved.items():
                     current = state.get(key)
-                    if (torch.is_tensor(value) and torch.is_tensor(current) and current.shape == value.shape
-                            and current.dtype == value.dtype):
-                        targets.append(current)
-                        sources.append(value)
+                    if torch.is_tensor(value) and torch.is_tensor(current) and current.shape == value.shape:
+                        current.copy_(value)
                     else:
                         state[key] = value.clone() if torch.is_tensor(value) else copy.deepcopy(value)
-            if targets:
-                torch._foreach_copy_(targets, sources)
         for group, saved_group in zip(self.optimizer.param_groups, self._groups):
             group.update(copy.deepcopy(saved_group))
