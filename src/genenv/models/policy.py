@@ -8,6 +8,7 @@ import time
 from array import array
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -298,24 +299,28 @@ class Policy:
     def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
         """Prompts left-padded and responses right-padded into one [B, P + R] batch (R >= 1), with the attention
         mask, position ids counted from each row's first real token and the response mask. Built in one numpy
-        array (one ``torch.tensor`` per sequence was ~8% of the tiny default's loop overhead)."""
+        array (one ``torch.tensor`` per sequence was ~8% of the tiny default's loop overhead), filled through the
+        masks in one assignment per side (a boolean mask visits its cells row by row, left to right: the order of
+        the sequences' tokens laid end to end)."""
         pad = self.tokenizer.pad_token_id
         count = len(prompt_ids)
         prompt_len = np.fromiter(map(len, prompt_ids), dtype=np.int64, count=count)
         resp_len = np.fromiter(map(len, response_ids), dtype=np.int64, count=count)
         width, resp_width = int(prompt_len.max()), max(1, int(resp_len.max()))
-        ids = np.full((count, width + resp_width), pad, dtype=np.int64)
-        for row, (prompt, response) in enumerate(zip(prompt_ids, response_ids)):
-            ids[row, width - len(prompt):width] = prompt
-            ids[row, width:width + len(response)] = response
         prompt_mask = np.arange(width)[None, :] >= (width - prompt_len)[:, None]
         response_mask = np.arange(resp_width)[None, :] < resp_len[:, None]
-        attention = torch.from_numpy(np.concatenate([prompt_mask, response_mask], axis=1).astype(np.int64))
-        position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+        ids = np.full((count, width + resp_width), pad, dtype=np.int64)
+        ids[:, :width][prompt_mask] = np.fromiter(chain.from_iterable(prompt_ids), dtype=np.int64,
+                                                  count=int(prompt_len.sum()))
+        ids[:, width:][response_mask] = np.fromiter(chain.from_iterable(response_ids), dtype=np.int64,
+                                                    count=int(resp_len.sum()))
+        attention = np.concatenate([prompt_mask, response_mask], axis=1).astype(np.int64)
+        position_ids = np.maximum(attention.cumsum(-1) - 1, 0)
         input_ids = torch.from_numpy(ids)
         dev = self.device
-        return SequenceBatch(input_ids.to(dev), attention.to(dev), position_ids.to(dev),
-                             input_ids[:, width:].to(dev), torch.from_numpy(response_mask).float().to(dev), width)
+        return SequenceBatch(input_ids.to(dev), torch.from_numpy(attention).to(dev),
+                             torch.from_numpy(position_ids).to(dev), input_ids[:, width:].to(dev),
+                             torch.from_numpy(response_mask.astype(np.float32)).to(dev), width)
 
     def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False,
                        entropy_grad: bool = False):
