@@ -116,6 +116,24 @@ def test_seed_draw_picks_the_simulators_prompts_as_configured():
     assert {draw_seeds(mixed, pool, np.random.default_rng(s))[0].text for s in range(20)} == {"2"}
 
 
+def test_frontier_seed_draw_varies_the_easiest_level_not_yet_mastered():
+    """env.seed_draw=frontier: every seed from the pool's tasks of the level the oracle's frontier rule picks
+    (level 1 mastered, levels 2 and 3 not: level 2); a level never rolled out is tried first."""
+    from genenv.coevolve import draw_seeds
+    pool = TaskPool()
+    for i, (level, p) in enumerate([(1, 1.0), (1, 0.875), (2, 0.125), (2, 0.0), (3, 0.0), (1, 1.0)]):
+        pool.add(Task(f"t{i}", f"t{i}", "a", level), "seed", -1, p)
+    cfg = load_config("smoke", ["seeds_per_epoch=6", "env.seed_draw=frontier", "baseline.oracle_exploration=0",
+                                "curriculum_reward.k_min=0.25"])  # mastered: mean success above 0.75
+    for s in range(5):
+        assert {t.level for t in draw_seeds(cfg, pool, np.random.default_rng(s))} == {2}
+    assert {t.text for s in range(5) for t in draw_seeds(cfg, pool, np.random.default_rng(s))} == {"t2", "t3"}
+    pool.add(Task("new", "new", "a", 4), "generated", 0)   # level 4: in the pool, never rolled out
+    assert {t.text for t in draw_seeds(cfg, pool, np.random.default_rng(0))} == {"new"}
+    explore = load_config("smoke", ["seeds_per_epoch=50", "env.seed_draw=frontier", "baseline.oracle_exploration=1"])
+    assert {t.level for t in draw_seeds(explore, pool, np.random.default_rng(0))} == {1, 2, 3, 4}
+
+
 def test_learnability_sampler_falls_back_to_uniform():
     pool = TaskPool()
     for i in range(3):

@@ -49,7 +49,7 @@ from genenv.checkpoint import (
     save_initial,
 )
 from genenv.config import RunConfig
-from genenv.curricula import Curriculum, add_fixed_set, make_curriculum
+from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
@@ -95,6 +95,10 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
     """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
     if cfg.env.seed_draw == "learnability":
         return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
+    if cfg.env.seed_draw == "frontier":
+        cr, bc = cfg.curriculum_reward, cfg.baseline
+        return frontier_seeds(pool, cfg.seeds_per_epoch, rng, alpha=cr.alpha, k_min=cr.k_min,
+                              window=bc.oracle_window, exploration=bc.oracle_exploration)
     return pool.sample(rng, cfg.seeds_per_epoch)
 
 

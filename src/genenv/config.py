@@ -113,7 +113,9 @@ class EnvConfig(PlayerConfig):
                           "training pool: 'uniform', or 'learnability' (beyond the paper: with probability "
                           "proportional to p (1 - p) of their last p_hat, floored at baseline.learnability_floor; "
                           "never rolled out counts as 0.5), so the simulator writes variations of the tasks the "
-                          "agent sometimes solves", choices=("uniform", "learnability"))
+                          "agent sometimes solves; or 'frontier' (beyond the paper: each seed from the pool's tasks "
+                          "of the level the oracle's frontier rule picks, with baseline.oracle_window and "
+                          "baseline.oracle_exploration)", choices=("uniform", "learnability", "frontier"))
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)

@@ -166,10 +166,14 @@ def level_success(pool: TaskPool, levels: list[int], window: int, alpha: float =
     """Per level, over the ``window`` most recently added pool tasks of that level that have been rolled out: the
     mean of their last p_hat and the share of them in the band (None: none has been rolled out)."""
     recent: dict[int, list[float]] = {level: [] for level in levels}
-    for entry in reversed(pool.entries):
-        rates = recent.get(entry.task.level)
-        if rates is not None and entry.p_hat_history and len(rates) < window:
-            rates.append(entry.p_hat_history[-1])
+    by_level = pool.indices_by_level()
+    for level, rates in recent.items():
+        for index in reversed(by_level.get(level, [])):
+            history = pool.entries[index].p_hat_history
+            if history:
+                rates.append(history[-1])
+                if len(rates) == window:
+                    break
     return {level: LevelSuccess(float(np.mean(rates)), float(np.mean(in_band(np.array(rates), alpha, k_min))))
             if rates else None for level, rates in recent.items()}
 
@@ -197,6 +201,25 @@ def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploratio
     scores = shares if shares.max() > 0 else -np.array([abs(stats[lv].mean - alpha) for lv in levels])
     best = np.flatnonzero(scores == scores.max())
     return int(levels[best[rng.integers(len(best))]])
+
+
+def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
+                   exploration: float) -> list[Task]:
+    """``n`` seed tasks for the simulator, each drawn uniformly from the pool's tasks of one level, the level
+    chosen as the oracle chooses its own (``choose_level``, frontier rule: the easiest level whose recent mean
+    success is below alpha + k_min, a level never rolled out first, a uniform level with probability
+    ``exploration``). The simulator still writes the tasks; this only says which of the pool's tasks it varies.
+    Levels are those present in the pool (a level the pool lacks cannot be varied)."""
+    by_level = pool.indices_by_level()
+    if not by_level or n <= 0:
+        return []
+    stats = level_success(pool, sorted(by_level), window, alpha, k_min)
+    seeds = []
+    for _ in range(n):
+        level = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
+        members = by_level[level]
+        seeds.append(pool.entries[members[rng.integers(len(members))]].task)
+    return seeds
 
 
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,

@@ -28,6 +28,9 @@ class TaskPool:
     def __init__(self, entries: list[PoolEntry] | None = None):
         self.entries: list[PoolEntry] = list(entries or [])
         self._index = {e.task.text: i for i, e in enumerate(self.entries)}
+        self._by_level: dict[int, list[int]] = {}
+        for i, e in enumerate(self.entries):
+            self._by_level.setdefault(e.task.level, []).append(i)
         self.pending: list[dict] = []
 
     def __len__(self) -> int:
@@ -37,9 +40,9 @@ class TaskPool:
         """Add a task, or record a new p_hat for one already in the pool."""
         index = self._index.get(task.text)
         if index is None:
-            self._index[task.text] = len(self.entries)
+            index = self._index[task.text] = len(self.entries)
             self.entries.append(PoolEntry(task, source, epoch))
-            index = len(self.entries) - 1
+            self._by_level.setdefault(task.level, []).append(index)
             self.pending.append({"add": task.to_json(), "source": source, "epoch": epoch})
         if p_hat is not None:
             self.entries[index].p_hat_history.append(float(p_hat))
@@ -49,10 +52,15 @@ class TaskPool:
         """Replay one recorded event (resume)."""
         if "add" in event:
             task = Task.from_json(event["add"])
+            self._by_level.setdefault(task.level, []).append(len(self.entries))
             self._index[task.text] = len(self.entries)
             self.entries.append(PoolEntry(task, event["source"], event["epoch"]))
         else:
             self.entries[event["index"]].p_hat_history.append(event["p_hat"])
+
+    def indices_by_level(self) -> dict[int, list[int]]:
+        """The entries' indices per task level, in the order they joined (kept as tasks are added)."""
+        return self._by_level
 
     def last_p_hat(self, task: Task) -> float | None:
         index = self._index.get(task.text)
