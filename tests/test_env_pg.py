@@ -12,8 +12,8 @@ from genenv.generation import Candidate
 from genenv.io import read_jsonl
 
 
-def _candidate(batch, valid, r_env, tokens=(5, 6), p_hat=None):
-    parsed = Task("t", "t", "a", 1) if valid else Invalid("bad")
+def _candidate(batch, valid, r_env, tokens=(5, 6), p_hat=None, level=1):
+    parsed = Task("t", "t", "a", level) if valid else Invalid("bad")
     return Candidate(batch, Task("s", "s"), "ctx", [1, 2], list(tokens), "raw", parsed, r_env=r_env,
                      p_hat=p_hat, logprobs=tuple(-1.0 for _ in tokens))
 
@@ -40,6 +40,27 @@ def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():
     reward = (0.8 - floor) / (1.0 - floor)                      # 0.4914, the other member 0
     assert [s.advantage for s in groups[0]] == pytest.approx([reward / 2, -reward / 2])  # minus the mean, no std
     assert groups[0][0].response_ids == [5, 6] and groups[0][0].old_logprobs == [-1.0, -1.0]
+
+
+def test_the_level_gate_pays_only_for_levels_not_mastered():
+    """env.pg_level_gate: a mastered level's in-band task earns what a useless one does, so a group of level-2
+    noise is no signal and a group mixing levels 2 and 3 favours the level-3 task."""
+    from genenv.algos.env_pg import open_levels
+    from genenv.curricula import LevelSuccess
+    stats = {1: LevelSuccess(1.0, 0.0), 2: LevelSuccess(0.8, 0.2), 3: LevelSuccess(0.3, 0.1), 4: None}
+    gate = open_levels(stats, mastered=0.75)
+    assert gate == {3, 4}
+    assert open_levels({1: LevelSuccess(1.0, 0.0), 2: LevelSuccess(0.9, 0.0)}, 0.75) == {2}   # all mastered
+    floor = float(np.exp(-2.0 * 0.25))
+    reward = (1.0 - floor) / (1.0 - floor)
+    groups = challenger_groups([_candidate(0, True, 1.0, level=2), _candidate(0, True, floor, level=2),
+                                _candidate(1, True, 1.0, level=2), _candidate(1, True, 1.0, level=3)],
+                               alpha=0.5, beta=2.0, open_levels=gate)
+    assert len(groups) == 1                              # group 0: both level 2, both 0 under the gate
+    assert [s.advantage for s in groups[0]] == pytest.approx([-reward / 2, reward / 2])
+    ungated = challenger_groups([_candidate(0, True, 1.0, level=2), _candidate(0, True, floor, level=2)],
+                                alpha=0.5, beta=2.0)
+    assert len(ungated) == 1                             # without the gate level-2 noise is a signal
 
 
 def test_a_negative_invalid_reward_makes_validity_a_signal():
@@ -98,3 +119,11 @@ def test_a_run_with_the_pg_simulator_update(tmp_path):
     rows = read_jsonl(out / "metrics.jsonl")
     assert sum(r["env_steps"] for r in rows) > 0
     assert all(r["env_kl_to_initial"] is not None for r in rows if r["env_steps"])
+
+
+def test_a_run_with_the_level_gate(tmp_path):
+    """env.pg_level_gate reads the pool's per-level success in the loop (wiring: the run finishes and its
+    simulator still takes steps on the levels left open)."""
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2", "env.pg_level_gate=true"])
+    rows = read_jsonl(run(cfg, run_dir=tmp_path / "gate", log=lambda m: None) / "metrics.jsonl")
+    assert len(rows) == cfg.epochs and sum(r["env_steps"] for r in rows) > 0

@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from genenv import curriculum as cur
-from genenv.algos.env_pg import challenger_groups, pg_update
+from genenv.algos.env_pg import challenger_groups, open_levels, pg_update
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
@@ -49,7 +49,7 @@ from genenv.checkpoint import (
     save_initial,
 )
 from genenv.config import RunConfig
-from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum
+from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
@@ -177,8 +177,13 @@ def update_simulator(cfg: RunConfig, players: Players, state: RunState, generate
     ``env.max_kl``."""
     ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
     if ec.update == "pg":
-        groups = challenger_groups(generated, cfg.curriculum_reward.alpha, cfg.curriculum_reward.beta,
-                                   ec.pg_invalid_reward, ec.pg_reward)
+        cr, gate = cfg.curriculum_reward, None
+        if ec.pg_level_gate:
+            pool = state.task_pool
+            stats = level_success(pool, sorted(pool.indices_by_level()), cfg.baseline.oracle_window, cr.alpha,
+                                  cr.k_min)
+            gate = open_levels(stats, cr.alpha + cr.k_min)
+        groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward, gate)
         result = pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
                            minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
                            max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)

@@ -135,6 +135,11 @@ class EnvConfig(PlayerConfig):
                           "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
                           "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers "
                           "tasks the agent mostly fails, docs/results.md)", choices=("rescaled", "interior"))
+    pg_level_gate: bool = knob(False, "pg (beyond the paper): a valid task earns its reward only on a level the agent "
+                               "has not mastered (recent mean success below alpha + k_min over the pool's last "
+                               "baseline.oracle_window tasks of that level, as the oracle's frontier rule; the "
+                               "hardest level when all are), else 0, so the simulator is not paid for a mastered "
+                               "level's sampling noise")
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)

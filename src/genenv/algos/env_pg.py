@@ -22,19 +22,32 @@ from genenv.curriculum import frontier_reward, interior_reward
 
 
 def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
-                       shape: str = "rescaled") -> list[float]:
+                       shape: str = "rescaled", open_levels: set[int] | None = None) -> list[float]:
     """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
     (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
-    the domain rejected."""
+    the domain rejected. With ``open_levels`` (the level gate), a valid task on a level outside it earns 0, what a
+    useless valid task earns."""
     def valid_reward(c) -> float:
+        if open_levels is not None and c.parsed.level not in open_levels:
+            return 0.0
         if shape == "rescaled":
             return float(frontier_reward(c.r_env, alpha, beta))
         return float(interior_reward(c.p_hat, alpha, beta))
     return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
 
 
+def open_levels(stats: dict, mastered: float) -> set[int]:
+    """The levels the agent has not mastered, from :func:`genenv.curricula.level_success` statistics: a level
+    whose recent mean success is below ``mastered`` or that has never been rolled out; when every level is
+    mastered, the hardest one (as the oracle's frontier rule falls back)."""
+    if not stats:
+        return set()
+    levels = {level for level, stat in stats.items() if stat is None or stat.mean < mastered}
+    return levels or {max(stats)}
+
+
 def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,
-                      shape: str = "rescaled") -> list[list[PolicySample]]:
+                      shape: str = "rescaled", open_levels: set[int] | None = None) -> list[list[PolicySample]]:
     """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
     (:func:`challenger_rewards`) minus its group's mean as the advantage."""
     by_batch: dict[int, list] = {}
@@ -43,7 +56,7 @@ def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid
             by_batch.setdefault(c.batch, []).append(c)
     groups = []
     for members in by_batch.values():
-        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape))
+        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, open_levels))
         if is_informative(rewards):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
                            for c, a in zip(members, rewards - rewards.mean())])
