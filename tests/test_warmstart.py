@@ -106,3 +106,43 @@ def test_trained_and_cached_warm_starts_are_the_same_model(role, tmp_path, monke
     batch = trained.build_batch(ids, [[5, 6, 7], [8, 9]])
     with torch.no_grad():
         assert trained.token_logprobs(batch)[0].equal(cached.token_logprobs(batch)[0])
+
+
+class _Killed(Exception):
+    pass
+
+
+class _StopAfter:
+    """A progress display that kills the warm start when its step ``after + 1`` is counted."""
+
+    def __init__(self, after: int):
+        self.after, self.n, self.total = after, 0, None
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if self.n > self.after:
+            raise _Killed()
+
+
+@pytest.mark.parametrize("role", ["agent", "env"])
+def test_a_killed_warm_start_resumes_at_its_last_saved_step(role, tmp_path, monkeypatch):
+    """Killed after 7 steps (journal saved after every step with checkpoint_every_s=0), the warm start resumes at
+    step 7 and ends with the weights of an uninterrupted one, bit for bit; the journal is gone afterwards."""
+    cfg = load_config("smoke", ["threads=1", "checkpoint_every_s=0"])
+    domain = make_domain("addition", **cfg.domain.options)
+    warm_start = warm_start_agent if role == "agent" else warm_start_simulator
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "straight"))
+    straight, straight_info = warm_start(cfg, domain, log=lambda m: None)
+
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "killed"))
+    with pytest.raises(_Killed):
+        warm_start(cfg, domain, progress=_StopAfter(7), log=lambda m: None)
+    journals = list((tmp_path / "killed" / "models").glob("*.partial"))
+    assert len(journals) == 1 and (journals[0] / "progress.json").exists()
+    lines = []
+    resumed, resumed_info = warm_start(cfg, domain, log=lines.append)
+    assert any("resuming" in line and "step 7" in line for line in lines)
+    assert resumed_info == straight_info
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters()):
+        assert a.equal(b), name
+    assert not list((tmp_path / "killed" / "models").glob("*.partial*"))

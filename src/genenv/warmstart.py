@@ -13,15 +13,20 @@ import dataclasses
 import hashlib
 import json
 import re
+import shutil
+import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
+from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.config import ConfigError, RunConfig, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
-from genenv.io import cache_root, publish_dir
+from genenv.io import build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
@@ -117,6 +122,73 @@ def agent_examples(cfg: RunConfig, domain: Domain, policy: Policy, tasks) -> lis
     return [WeightedExample(ids, policy.encode_target(target)) for ids, (_, _, target) in zip(prompt_ids, steps)]
 
 
+class WarmStartJournal:
+    """A warm start's progress, so a process killed while fine-tuning (SmolLM2 on long plans: hours on a CPU)
+    resumes at its last saved step with the same result as an uninterrupted warm start: the weights, the AdamW
+    state, the torch and numpy random states, the loss curve so far, the round and the info of earlier rounds.
+    Saved as one folder (``<cache folder>.partial``, swapped in whole) every ``every_s`` seconds
+    (``checkpoint_every_s``), but at least 20 save-durations apart so saving costs at most 5% of the time (SmolLM2's
+    weights and AdamW state are 1.5 GB); ``every_s`` 0 saves after every step. Also after a round's last step;
+    removed once the warm start is in the cache."""
+
+    def __init__(self, folder: Path, every_s: float):
+        self.folder, self.every_s = folder.with_name(folder.name + ".partial"), every_s
+        self._last = time.monotonic()
+        self._save_seconds = 0.0
+
+    def read(self) -> dict | None:
+        for folder in (self.folder, self.folder.with_name(self.folder.name + ".old")):
+            if (folder / "progress.json").exists():
+                return {**json.loads((folder / "progress.json").read_text()), "folder": str(folder)}
+        return None
+
+    def restore(self, saved: dict, policy: Policy, optimizer, rng: np.random.Generator) -> None:
+        """Put ``saved`` (from :meth:`read`) back into the policy, the round's optimizer and ``rng``."""
+        folder = Path(saved["folder"])
+        load_model(policy.model, str(folder / "weights.safetensors"))
+        states = load_optimizers(folder / "optimizer.safetensors")
+        optimizer.load_state_dict(states["sft"])
+        torch.set_rng_state(states["torch_rng"])
+        rng.bit_generator.state = saved["numpy_rng"]
+
+    def maybe_save(self, policy: Policy, optimizer, rng: np.random.Generator, progress: dict,
+                   force: bool = False) -> None:
+        interval = 0.0 if self.every_s <= 0 else max(self.every_s, 20 * self._save_seconds)
+        if not force and time.monotonic() - self._last < interval:
+            return
+        start = time.monotonic()
+
+        def write(build: Path) -> None:
+            save_model(policy.model, str(build / "weights.safetensors"))
+            save_optimizers(build / "optimizer.safetensors", {"sft": optimizer}, torch.get_rng_state())
+            (build / "progress.json").write_text(json.dumps({**progress, "numpy_rng": rng.bit_generator.state}))
+        build_then_swap(self.folder, write, build_name=f".{self.folder.name}.build")
+        self._last = time.monotonic()
+        self._save_seconds = self._last - start
+
+    def remove(self) -> None:
+        for folder in (self.folder, self.folder.with_name(self.folder.name + ".old")):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _finetune(policy: Policy, examples, ws, rng, progress, journal: WarmStartJournal, saved: dict | None,
+              round_index: int, info: dict) -> list[float]:
+    """One round of the warm start's SFT, resumed from ``saved`` when it holds this round, journaled."""
+    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=ws.lr)
+    curve = []
+    if saved is not None and saved["round"] == round_index:
+        journal.restore(saved, policy, optimizer, rng)
+        curve = saved["curve"]
+        if progress is not None:
+            progress.update(len(curve))
+
+    def after_step(opt, losses):
+        journal.maybe_save(policy, opt, rng, {"round": round_index, "curve": losses, "info": info},
+                           force=len(losses) == ws.steps)
+    return supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
+                               progress=progress, optimizer=optimizer, curve=curve, after_step=after_step)
+
+
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
                      seeds: list[Task] | None = None) -> tuple[Policy, dict]:
     """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`)."""
@@ -130,13 +202,19 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
         seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
     examples = agent_examples(cfg, domain, policy, seeds)
     info = {"rounds": 0, "seed_success": None, "loss": None}
-    for round_index in range(ws.max_rounds):
+    journal = WarmStartJournal(folder, cfg.checkpoint_every_s)
+    saved = journal.read()
+    first_round = 0
+    if saved is not None:
+        first_round, info = saved["round"], saved["info"]
+        log(f"agent warm start: resuming round {first_round + 1} at step {len(saved['curve'])}")
+    for round_index in range(first_round, ws.max_rounds):
         if ws.steps == 0:
             break
         if progress is not None and round_index > 0:  # another round: the bar grows with it
             progress.total = ws.steps * (round_index + 1)
-        curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
-                                    progress=progress)
+            progress.n = ws.steps * round_index
+        curve = _finetune(policy, examples, ws, rng, progress, journal, saved, round_index, dict(info))
         info.update(rounds=round_index + 1, loss=float(np.mean(curve[-20:])))
         info["seed_success"] = seed_success(domain, policy, cfg, n=ws.check_tasks)
         log(f"agent warm start round {round_index + 1}: loss {info['loss']:.4f}, "
@@ -146,7 +224,9 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     else:
         warnings.warn(f"agent warm start ended below agent.warmstart.min_success ({info['seed_success']:.3f} < "
                       f"{ws.min_success}); raise agent.warmstart.steps or max_rounds", RuntimeWarning, stacklevel=2)
-    return _save_cached(policy, folder, info, cfg, cfg.agent.dtype)
+    cached = _save_cached(policy, folder, info, cfg, cfg.agent.dtype)
+    journal.remove()
+    return cached
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
@@ -163,12 +243,17 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     examples = [WeightedExample(policy.encode_prompt(domain.simulator_prompt(seed, stats)),
                                 policy.encode_target(task.text)) for seed, stats, task in corpus]
     info = {"rounds": 0, "loss": None}
+    journal = WarmStartJournal(folder, cfg.checkpoint_every_s)
     if ws.steps > 0:
-        curve = supervised_finetune(policy, examples, steps=ws.steps, batch_size=ws.batch_size, lr=ws.lr, rng=rng,
-                                    progress=progress)
+        saved = journal.read()
+        if saved is not None:
+            log(f"simulator warm start: resuming at step {len(saved['curve'])}")
+        curve = _finetune(policy, examples, ws, rng, progress, journal, saved, 0, dict(info))
         info.update(rounds=1, loss=float(np.mean(curve[-20:])))
         log(f"simulator warm start: loss {info['loss']:.4f}")
-    return _save_cached(policy, folder, info, cfg, cfg.env.dtype)
+    cached = _save_cached(policy, folder, info, cfg, cfg.env.dtype)
+    journal.remove()
+    return cached
 
 
 def _load_cached(folder: Path, cfg: RunConfig, dtype: str = "float32") -> tuple[Policy, dict]:

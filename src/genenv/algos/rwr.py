@@ -102,11 +102,16 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
 
 
 def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, batch_size: int, lr: float,
-                        rng: np.random.Generator, grad_clip: float = 1.0, progress=None) -> list[float]:
-    """Plain SFT (uniform weights, no KL): the warm start of both players. Returns the loss curve."""
-    optimizer = torch.optim.AdamW(policy.model.parameters(), lr=lr)
-    curve = []
-    for _ in range(steps):
+                        rng: np.random.Generator, grad_clip: float = 1.0, progress=None, optimizer=None,
+                        curve: list[float] | None = None, after_step=None) -> list[float]:
+    """Plain SFT (uniform weights, no KL): the warm start of both players. Returns the loss curve.
+
+    Resuming: pass the ``optimizer`` and the ``curve`` of the steps already taken (and ``rng`` in the state it
+    had then); the loop continues at step ``len(curve)``. ``after_step(optimizer, curve)`` runs after every step
+    (the warm start's journal)."""
+    optimizer = optimizer if optimizer is not None else torch.optim.AdamW(policy.model.parameters(), lr=lr)
+    curve = list(curve or [])
+    for _ in range(len(curve), steps):
         picks = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
         batch, _ = _batch(policy, [examples[i] for i in picks])
         policy.set_training(True)
@@ -117,4 +122,6 @@ def supervised_finetune(policy, examples: list[WeightedExample], *, steps: int, 
         curve.append(loss.item())
         if progress is not None:
             progress.update(1)
+        if after_step is not None:
+            after_step(optimizer, curve)
     return curve
