@@ -318,6 +318,21 @@ def test_plain_progress_prints_every_interval():
     assert stream.getvalue().splitlines()[-1] == "steps: 4/4 (100%), 0 s"
 
 
+def test_skipped_steps_count_as_done_but_not_in_the_time_left(monkeypatch):
+    """A resumed warm start skips the steps it had done: shown as done, and the time left comes from the steps
+    done since (2 steps in 10 s, 6 left: ~30 s; counting the 2 skipped ones would say ~15 s)."""
+    import io
+
+    from genenv import progress
+    clock = iter([0.0, 10.0, 10.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    stream = io.StringIO()
+    bar = progress.PlainProgress(10, "steps", interval=5.0, stream=stream)
+    progress.skip(bar, 2)
+    bar.update(2)
+    assert stream.getvalue().splitlines() == ["steps: 4/10 (40%), 10 s, ~30 s left"]
+
+
 @pytest.mark.slow
 def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monkeypatch):
     """Killed between the two renames of a checkpoint swap (latest -> latest.old done, build -> latest not), a

@@ -30,6 +30,21 @@ def _is_terminal(stream) -> bool:
         return False
 
 
+def skip(progress, n: int) -> None:
+    """Count ``n`` steps done before (a resumed loop) as done, left out of the rate and the time left."""
+    if n <= 0:
+        return
+    if isinstance(progress, PlainProgress):
+        progress.skip(n)
+    elif isinstance(progress, tqdm) and not progress.disable:
+        progress.initial += n
+        progress.n += n
+        progress.last_print_n = progress.n
+        progress.refresh()
+    elif progress is not None:
+        progress.update(n)
+
+
 class PlainProgress:
     """``desc: n/total (pct%), elapsed, ~left`` every ``interval`` seconds and once at the end, one line each."""
 
@@ -46,6 +61,11 @@ class PlainProgress:
         if now - self._last >= self.interval:
             self._last = now
             self._print(now)
+
+    def skip(self, n: int) -> None:
+        """``n`` steps done before this display started: counted, not in the rate."""
+        self.n += n
+        self._initial += n
 
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
         """(tqdm's phase display: not shown in plain lines)"""

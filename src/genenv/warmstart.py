@@ -30,6 +30,7 @@ from genenv.io import build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
+from genenv.progress import skip
 from genenv.rollout import context_budget, fit_contexts, rollout
 from genenv.seeding import stream_seed
 from genenv.splits import data_split, training_seed_tasks
@@ -179,8 +180,7 @@ def _finetune(policy: Policy, examples, ws, rng, progress, journal: WarmStartJou
     if saved is not None and saved["round"] == round_index:
         journal.restore(saved, policy, optimizer, rng)
         curve = saved["curve"]
-        if progress is not None:
-            progress.update(len(curve))
+        skip(progress, len(curve))
 
     def after_step(opt, losses):
         journal.maybe_save(policy, opt, rng, {"round": round_index, "curve": losses, "info": info},
