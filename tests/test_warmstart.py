@@ -146,3 +146,26 @@ def test_a_killed_warm_start_resumes_at_its_last_saved_step(role, tmp_path, monk
     for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters()):
         assert a.equal(b), name
     assert not list((tmp_path / "killed" / "models").glob("*.partial*"))
+
+
+def test_a_warm_start_killed_in_its_second_round_resumes_there(tmp_path, monkeypatch):
+    """Two rounds (the success check never passes): killed 5 steps into round 2, the agent warm start resumes in
+    round 2 with round 1's info and ends as an uninterrupted one."""
+    cfg = load_config("smoke", ["threads=1", "checkpoint_every_s=0", "agent.warmstart.steps=20",
+                                "agent.warmstart.max_rounds=2", "agent.warmstart.min_success=1.0",
+                                "agent.warmstart.check_tasks=8"])
+    domain = make_domain("addition", **cfg.domain.options)
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "straight"))
+    with pytest.warns(RuntimeWarning, match="below agent.warmstart.min_success"):
+        straight, straight_info = warm_start_agent(cfg, domain, log=lambda m: None)
+    assert straight_info["rounds"] == 2
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "killed"))
+    with pytest.raises(_Killed):
+        warm_start_agent(cfg, domain, progress=_StopAfter(25), log=lambda m: None)
+    lines = []
+    with pytest.warns(RuntimeWarning, match="below agent.warmstart.min_success"):
+        resumed, resumed_info = warm_start_agent(cfg, domain, log=lines.append)
+    assert any("resuming round 2 at step 5" in line for line in lines)
+    assert resumed_info == straight_info
+    for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters()):
+        assert a.equal(b), name

@@ -213,7 +213,8 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
             break
         if progress is not None and round_index > 0:  # another round: the bar grows with it
             progress.total = ws.steps * (round_index + 1)
-            progress.n = ws.steps * round_index
+        if round_index == first_round:
+            skip(progress, ws.steps * first_round)   # the rounds a resumed warm start had finished
         curve = _finetune(policy, examples, ws, rng, progress, journal, saved, round_index, dict(info))
         info.update(rounds=round_index + 1, loss=float(np.mean(curve[-20:])))
         info["seed_success"] = seed_success(domain, policy, cfg, n=ws.check_tasks)
