@@ -481,3 +481,22 @@ def test_eval_heldout_rejects_what_it_cannot_use(tmp_path, capsys):
     assert "config.yaml: no such config file" in capsys.readouterr().err
     assert main(["eval", "--benchmark", "heldout", "--preset", "smoke", "--model", "x", "agent.lr=abc"]) == 2
     assert "agent.lr" in capsys.readouterr().err
+
+
+def test_plain_progress_names_the_phase_a_long_step_is_in(monkeypatch):
+    """A SmolLM2 epoch can run for many minutes: a phase that starts an interval or more after the last line gets a
+    line naming it; one that starts sooner does not; the step's end clears it."""
+    import io
+
+    from genenv import progress
+    clock = iter([0.0, 40.0, 50.0, 100.0, 130.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    stream = io.StringIO()
+    bar = progress.PlainProgress(10, "epochs", interval=30.0, stream=stream)
+    bar.set_postfix_str("generate")        # 40 s after the start: a line
+    bar.set_postfix_str("rollout")         # 10 s later: none
+    bar.set_postfix_str("agent_update")    # 50 s later: a line
+    bar.update()                           # 30 s later: a line, no phase
+    assert stream.getvalue().splitlines() == ["epochs: 0/10 (0%), 40 s [generate]",
+                                              "epochs: 0/10 (0%), 100 s [agent_update]",
+                                              "epochs: 1/10 (10%), 130 s, ~1170 s left"]

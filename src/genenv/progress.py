@@ -46,7 +46,8 @@ def skip(progress, n: int) -> None:
 
 
 class PlainProgress:
-    """``desc: n/total (pct%), elapsed, ~left`` every ``interval`` seconds and once at the end, one line each."""
+    """``desc: n/total (pct%), elapsed, ~left [phase]`` every ``interval`` seconds and once at the end, one line
+    each (for logs: no carriage returns)."""
 
     def __init__(self, total: int, desc: str, initial: int = 0, interval: float = 30.0, stream=None):
         self.total, self.desc, self.n, self.interval = total, desc, initial, interval
@@ -54,9 +55,11 @@ class PlainProgress:
         self._initial = initial
         self._start = self._last = time.monotonic()
         self._closed = False
+        self.postfix = ""
 
     def update(self, n: int = 1) -> None:
         self.n += n
+        self.postfix = ""   # (a step ended: its phase is over)
         now = time.monotonic()
         if now - self._last >= self.interval:
             self._last = now
@@ -68,7 +71,13 @@ class PlainProgress:
         self._initial += n
 
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        """(tqdm's phase display: not shown in plain lines)"""
+        """The phase now running (tqdm's postfix): shown in the lines, and a line when a phase starts ``interval``
+        seconds or more after the last one, so a long epoch of a large model says what it is doing."""
+        self.postfix = text
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._print(now)
 
     def close(self) -> None:
         if not self._closed and self.n > self._initial:  # (nothing done, e.g. a cached warm start: no line)
@@ -83,6 +92,8 @@ class PlainProgress:
         text = f"{self.desc}: {self.n}/{self.total} ({pct:.0f}%), {elapsed:.0f} s"
         if left is not None and self.n < self.total:
             text += f", ~{left:.0f} s left"
+        if self.postfix and self.n < self.total:
+            text += f" [{self.postfix}]"
         print(text, file=self.stream, flush=True)
 
     def __enter__(self):
