@@ -17,7 +17,8 @@ from genenv.io import read_jsonl
 from genenv.metrics import TIMING_KEYS
 
 REQUIRED_KEYS = {"epoch", "generated", "valid", "invalid_rate", "p_hat_mean", "band_hit_rate", "r_env_mean",
-                 "difficulty_mean", "heldout_success", "heldout_by_level", "agent_loss", "agent_kl",
+                 "difficulty_mean", "heldout_success", "heldout_by_level", "heldout_reward_mean", "agent_loss",
+                 "agent_kl",
                  "clip_fraction", "effective_fraction", "env_loss", "env_kl", "response_length_mean",
                  "seconds_by_phase", "generated_tokens_per_second", "p_hat_histogram", "train_success_by_level",
                  "env_kl_to_initial", "peak_rss_mb_by_phase"}

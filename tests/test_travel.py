@@ -206,6 +206,11 @@ def test_travel_smoke_preset_runs(tmp_path):
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r["epoch"] for r in rows] == [0, 1] and all(r["heldout_success"] is not None for r in rows)
     assert all(r["rollouts"] > 0 for r in rows)
+    # the micro reward (share of checks passed) beside the final pass: a pass passes every check, so its mean
+    # is at least the pass rate
+    for row in rows:
+        for split in ("heldout", "dev"):
+            assert row[f"{split}_success"] <= row[f"{split}_reward_mean"] <= 1.0
 
 
 def test_on_the_real_tables_every_training_query_grounds():

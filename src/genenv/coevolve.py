@@ -236,9 +236,11 @@ def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], p
                         "actions": [turn.action for turn in group[0].turns], "reward": float(group[0].reward),
                         "success": bool(success)} for task, group, (_, success) in zip(tasks, groups, outcomes))
     if not outcomes:
-        return {f"{prefix}_success": None, f"{prefix}_by_level": None}
+        return {f"{prefix}_success": None, f"{prefix}_by_level": None, f"{prefix}_reward_mean": None}
     result = {f"{prefix}_success": float(np.mean([v for _, v in outcomes])),
-              f"{prefix}_by_level": level_means(outcomes)}
+              f"{prefix}_by_level": level_means(outcomes),
+              # partial credit where the domain gives it (travel: the share of constraint checks passed)
+              f"{prefix}_reward_mean": float(np.mean([group[0].reward for group in groups]))}
     steps = single_step_accuracy(domain, agent, tasks, batch_size=cfg.agent.generation_batch,
                                  max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                                  max_context_tokens=cfg.agent.max_context_tokens)

@@ -21,7 +21,8 @@ TIMING_KEYS = ("seconds_by_phase", "seconds_total", "generated_tokens_per_second
                "peak_rss_mb_by_phase")
 NO_ENV_UPDATE = {"env_loss": None, "env_kl": None, "env_update_kl": None, "env_kl_to_initial": None, "env_steps": 0,
                  "env_kl_capped": 0, "env_rejected_kl": None}
-NO_EVALUATION = {"dev_success": None, "dev_by_level": None, "heldout_success": None, "heldout_by_level": None}
+NO_EVALUATION = {"dev_success": None, "dev_by_level": None, "dev_reward_mean": None,
+                 "heldout_success": None, "heldout_by_level": None, "heldout_reward_mean": None}
 
 
 class PhaseTimer:
