@@ -70,6 +70,17 @@ def test_simulator_prompt_and_corpus_cover_all_levels():
     assert {task.level for _, _, task in corpus} == set(range(1, 9))
 
 
+def test_variation_span_keeps_each_corpus_task_near_its_seed():
+    independent = make_domain("addition").simulator_corpus(np.random.default_rng(0), 400)
+    assert max(abs(task.level - seed.level) for seed, _, task in independent) >= 5   # the seed does not matter
+    near = make_domain("addition", variation_span=1).simulator_corpus(np.random.default_rng(0), 400)
+    gaps = [task.level - seed.level for seed, _, task in near]
+    assert set(gaps) == {-1, 0, 1}
+    assert {task.level for _, _, task in near} == set(range(1, 9))
+    # at the edges only the levels that exist: a level-1 seed gets level 1 or 2, never 0
+    assert {task.level for seed, _, task in near if seed.level == 1} == {1, 2}
+
+
 def test_bad_domain_options_are_config_errors():
     import pytest
 
@@ -78,6 +89,8 @@ def test_bad_domain_options_are_config_errors():
         make_domain("addition", width=99)
     with pytest.raises(ConfigError, match="reward"):
         make_domain("addition", reward="partial")
+    with pytest.raises(ConfigError, match="variation_span"):
+        make_domain("addition", variation_span=-1)
     with pytest.raises(ConfigError, match="domain.name"):
         make_domain("nope")
 

@@ -10,7 +10,9 @@ digits scores exactly 0 on 3 digits, so RL gets no signal and no curriculum can 
 LSD-first order leave a small non-zero success on the next level, which GRPO can climb (DESIGN.md).
 
 The simulator is prompted with a seed task and the agent's recent success, ``s5|21000000+53000000>``
-(``s5`` = success about 0.5; ``s?`` unknown) and writes a task in the same form. ``validate`` recomputes
+(``s5`` = success about 0.5; ``s?`` unknown) and writes a task in the same form. Its warm-start corpus pairs a
+seed with a task of any level, or, with ``variation_span=k`` (beyond the paper), of a level within k of the
+seed's, so the warm-started simulator writes variations near its seed. ``validate`` recomputes
 the answer, so a simulator cannot teach a wrong sum.
 """
 
@@ -32,11 +34,15 @@ class AdditionDomain(LeveledDomain):
     dev_seed = DEV_SEED
     alphabet = "0123456789+=|>s? "
 
-    def __init__(self, width: int = 8, seed_levels: list[int] | None = None, reward: str = "exact"):
+    def __init__(self, width: int = 8, seed_levels: list[int] | None = None, reward: str = "exact",
+                 variation_span: int | None = None):
         if not isinstance(width, int) or not 2 <= width <= 20:
             raise TypeError(f"width must be an integer in [2, 20], got {width!r}")
         if reward not in ("exact", "digits"):
             raise TypeError(f"reward must be 'exact' or 'digits', got {reward!r}")
+        if variation_span is not None and (not isinstance(variation_span, int) or not 0 <= variation_span < width):
+            raise TypeError(f"variation_span must be null or an integer in [0, {width - 1}], got {variation_span!r}")
+        self.variation_span = variation_span
         self.reward = reward
         self.width = width
         self.seed_levels = list(seed_levels or [1, 2])

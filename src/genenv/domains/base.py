@@ -196,6 +196,9 @@ class LeveledDomain(Domain):
     heldout_seed: int = 0
     dev_seed: int = 1
     seed_levels: list[int] = []
+    # None: the corpus pairs a seed with a task of any level (``corpus_task_level``), so the warm-started simulator
+    # ignores its seed's level. k: the task is a variation of the seed, of a level within k of the seed's.
+    variation_span: int | None = None
 
     @abc.abstractmethod
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
@@ -209,6 +212,11 @@ class LeveledDomain(Domain):
     def corpus_task_level(self, rng: np.random.Generator) -> int:
         """Level of the task the simulator learns to write in one corpus entry (every level)."""
         return int(rng.choice(self.levels()))
+
+    def variation_level(self, rng: np.random.Generator, seed_level: int) -> int:
+        """With ``variation_span`` k: a level within k of ``seed_level``, uniformly among the domain's levels."""
+        near = [level for level in self.levels() if abs(level - seed_level) <= self.variation_span]
+        return int(rng.choice(near))
 
     def _level_set(self, seed: int, per_level: int) -> list[Task]:
         rng = np.random.default_rng(seed)
@@ -237,7 +245,9 @@ class LeveledDomain(Domain):
         for _ in range(n):
             seed = self.random_task(rng, self.corpus_seed_level(rng))
             stats = {"success_rate": None if rng.random() < 0.1 else float(rng.random())}
-            corpus.append((seed, stats, self.random_task(rng, self.corpus_task_level(rng))))
+            level = (self.corpus_task_level(rng) if self.variation_span is None
+                     else self.variation_level(rng, seed.level))
+            corpus.append((seed, stats, self.random_task(rng, level)))
         return corpus
 
 
