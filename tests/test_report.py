@@ -300,6 +300,16 @@ def test_where_tasks_sit_counts_informative_tasks_by_level(tmp_path):
     assert shares(counts["by_level"]) == "2:0.50 3:0.25 8:0.25"
 
 
+def test_simulator_steering_table_by_hand():
+    """benchmarks/simulator_validity.py --by-seed-level: per seed level, the written tasks' mean level, the share
+    within one level of the seed and the histogram."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from simulator_validity import steering
+    assert steering([1, 2, 3, 4], 2, [1, 3, 3, 4]) == {"valid": 4, "mean_level": 2.75, "within_1": 0.75,
+                                                       "histogram": [1, 0, 2, 1]}
+    assert steering([1, 2], 1, []) == {"valid": 0, "mean_level": None, "within_1": None, "histogram": [0, 0]}
+
+
 def test_budget_to_match_measures_the_baseline_against_the_references_final(tmp_path):
     """benchmarks/budget_to_match.py on hand-made records: per seed the first evaluation of the (longer) baseline
     at or above the reference's final success, as a multiple of the reference's budget; then on mean curves."""
