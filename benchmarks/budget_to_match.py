@@ -28,8 +28,12 @@ def value_at(record: RunRecord, rollouts: float) -> float:
 
 def budget_to_match(reference: dict[int, RunRecord], baseline: dict[int, RunRecord]) -> dict:
     """Per seed and on the seed-mean curves: the baseline's rollouts to reach the reference's final success,
-    as a multiple of the reference's budget (None: never, within the baseline's budget)."""
+    as a multiple of the reference's budget (None: never, within the baseline's budget). A baseline run with fewer
+    evaluations than the longest (still running, or stopped) is left out and listed in ``left_out``."""
     seeds = sorted(set(reference) & set(baseline))
+    longest = max((len(baseline[s].eval_curve()[0]) for s in seeds), default=0)
+    left_out = [s for s in seeds if len(baseline[s].eval_curve()[0]) < longest]
+    seeds = [s for s in seeds if s not in left_out]
     rows = []
     for seed in seeds:
         ref, base = reference[seed], baseline[seed]
@@ -47,7 +51,7 @@ def budget_to_match(reference: dict[int, RunRecord], baseline: dict[int, RunReco
         needed = first_reach(xs, curve, target)
         mean = {"target": target, "at_budget": float(curve[xs <= budget][-1]), "at_end": float(curve[-1]),
                 "rollouts": needed, "multiple": None if needed is None else needed / budget}
-    return {"per_seed": rows, "mean_curve": mean}
+    return {"per_seed": rows, "mean_curve": mean, "left_out": left_out}
 
 
 def _seed_runs(arm_dir: Path) -> dict[int, RunRecord]:
@@ -67,6 +71,8 @@ def main() -> None:
     for row in result["per_seed"]:
         print(f"seed {row['seed']}: target {row['target']:.3f}; baseline {row['at_budget']:.3f} at the reference's "
               f"budget ({row['budget']:.0f}), {row['at_end']:.3f} at its end; reaches the target at {multiple(row)}")
+    if result["left_out"]:
+        print(f"left out (baseline run shorter than the others: unfinished?): seeds {result['left_out']}")
     m = result["mean_curve"]
     if m is not None:
         print(f"seed-mean curves: target {m['target']:.3f}; baseline {m['at_budget']:.3f} at the reference's budget, "

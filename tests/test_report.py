@@ -325,3 +325,8 @@ def test_budget_to_match_measures_the_baseline_against_the_references_final(tmp_
     # mean curves: baseline (0, .1) (100, .15) (200, .2) (300, .25) (400, .35); target (0.5 + 0.2) / 2 = 0.35
     assert result["mean_curve"] == pytest.approx({"target": 0.35, "at_budget": 0.2, "at_end": 0.35,
                                                   "rollouts": 400.0, "multiple": 2.0})
+    assert result["left_out"] == []
+    baseline[1] = _record("random", 1, [0.1, 0.1, 0.1])          # still running: one evaluation short
+    partial = budget_to_match(reference, baseline)
+    assert partial["left_out"] == [1] and [r["seed"] for r in partial["per_seed"]] == [0]
+    assert partial["mean_curve"]["rollouts"] == 400.0                # seed 0's own curve reaches 0.5 at 400
