@@ -94,6 +94,18 @@ def test_preset_domain_options_apply_only_to_the_presets_domain():
     kept = load_config("smoke", ["domain.name=household", "domain.options={max_steps: 20}"])
     assert kept.domain.options == {"max_steps": 20}
     assert load_config("smoke", ["domain.name=addition"]).domain.options == {"width": 4}
+    switched = load_config("smoke", ["domain.name=household", "domain.options.max_steps=20"])
+    assert switched.domain.options == {"max_steps": 20}     # addition's width does not follow
+
+
+def test_a_dotted_domain_option_keeps_the_presets_other_options():
+    """``domain.options.data=PATH`` on a preset with options once replaced them all (the smollm2-travel runs lost
+    max_candidates: 3); each override now sets its own key."""
+    assert load_config("smollm2-travel", ["domain.options.data=x"]).domain.options == {"max_candidates": 3,
+                                                                                      "data": "x"}
+    both = load_config("smoke", ["domain.options.reward=digits", "domain.options.variation_span=1"])
+    assert both.domain.options == {"width": 4, "reward": "digits", "variation_span": 1}
+    assert load_config("smoke", ["domain.options.width=6"]).domain.options == {"width": 6}
 
 
 @pytest.mark.parametrize("name", ["smollm2-apibank", "smollm2-multihop", "smollm2-travel", "travel-smoke"])

@@ -337,7 +337,7 @@ def changed_fields(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
 def _deep_merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value
@@ -395,9 +395,11 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
                 config_file: str | Path | None = None) -> RunConfig:
     """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
 
-    A preset's ``domain.options`` belong to the preset's domain: when the config file or an override names
-    another domain and gives no options of its own, the preset's options are dropped (``--preset smoke
-    domain.name=household`` runs the household with its defaults, not with addition's ``width``)."""
+    ``domain.options`` merge key by key like every other section (``--preset smollm2-travel
+    domain.options.data=PATH`` keeps the preset's ``max_candidates``). A preset's options belong to the preset's
+    domain: when the config file or an override names another domain, the preset's options are dropped and only
+    the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
+    with addition's ``width``)."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -410,9 +412,11 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     data = _deep_merge(data, later)
     domain = data.get("domain") or {}
     if (isinstance(domain, dict) and isinstance(preset_domain, dict) and "options" in preset_domain
-            and domain.get("name", DomainConfig.name) != preset_domain.get("name", DomainConfig.name)
-            and "options" not in (later.get("domain") or {})):
+            and domain.get("name", DomainConfig.name) != preset_domain.get("name", DomainConfig.name)):
+        later_domain = later.get("domain") if isinstance(later.get("domain"), dict) else {}
         data["domain"] = {k: v for k, v in domain.items() if k != "options"}
+        if "options" in later_domain:
+            data["domain"]["options"] = later_domain["options"]
     return from_dict(RunConfig, data)
 
 
