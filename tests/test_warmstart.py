@@ -80,6 +80,18 @@ def test_simulator_cache_key_ignores_agent_settings():
     assert _cache_key("env", changed, changed.env, domain) != _cache_key("env", base, base.env, domain)
 
 
+def test_a_simulator_only_domain_option_keys_the_simulator_alone():
+    base = load_config("smoke")
+    changed = load_config("smoke", ["domain.options.variation_span=1"])
+    plain = make_domain("addition", **base.domain.options)
+    varied = make_domain("addition", **changed.domain.options)
+    assert _cache_key("agent", changed, changed.agent, varied) == _cache_key("agent", base, base.agent, plain)
+    assert _cache_key("env", changed, changed.env, varied) != _cache_key("env", base, base.env, plain)
+    other = load_config("smoke", ["domain.options.reward=digits"])   # an option the agent's warm start sees
+    assert (_cache_key("agent", other, other.agent, make_domain("addition", **other.domain.options))
+            != _cache_key("agent", base, base.agent, plain))
+
+
 def test_cache_key_follows_the_domain_format_version():
     cfg = load_config("smoke")
     domain = make_domain("addition", **cfg.domain.options)

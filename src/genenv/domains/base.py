@@ -70,7 +70,8 @@ class Domain(abc.ABC):
     answers, observations and the simulator prompt; ``None`` for a domain meant for real tokenizers only),
     ``tiny_words`` (whole words the tiny tokenizer keeps as one token each, see :mod:`genenv.models.tiny`),
     ``format_version`` (bump it when task texts or prompts change in a way the source fingerprint of the
-    domain's modules cannot see, e.g. a data file), ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps
+    domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
+    only ``simulator_corpus``: the agent's cached warm start is shared across their values), ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps
     on response and task length), ``multi_turn`` and ``max_turns``. ``name`` is set by :func:`register`.
     """
 
@@ -82,6 +83,7 @@ class Domain(abc.ABC):
     agent_max_new_tokens: int = 16
     env_max_new_tokens: int = 32
     format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
+    simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
 
     # -------------------------------------------------------------- data
     @abc.abstractmethod
