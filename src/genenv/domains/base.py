@@ -71,8 +71,9 @@ class Domain(abc.ABC):
     ``tiny_words`` (whole words the tiny tokenizer keeps as one token each, see :mod:`genenv.models.tiny`),
     ``format_version`` (bump it when task texts or prompts change in a way the source fingerprint of the
     domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
-    only ``simulator_corpus``: the agent's cached warm start is shared across their values), ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps
-    on response and task length), ``multi_turn`` and ``max_turns``. ``name`` is set by :func:`register`.
+    only ``simulator_corpus``: the agent's cached warm start is shared across their values),
+    ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps on response and task length), ``multi_turn`` and
+    ``max_turns``. ``name`` is set by :func:`register`.
     """
 
     name: str = "base"
