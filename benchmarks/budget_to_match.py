@@ -31,9 +31,10 @@ def budget_to_match(reference: dict[int, RunRecord], baseline: dict[int, RunReco
     as a multiple of the reference's budget (None: never, within the baseline's budget). A baseline run with fewer
     evaluations than the longest (still running, or stopped) is left out and listed in ``left_out``."""
     seeds = sorted(set(reference) & set(baseline))
-    longest = max((len(baseline[s].eval_curve()[0]) for s in seeds), default=0)
-    left_out = [s for s in seeds if len(baseline[s].eval_curve()[0]) < longest]
-    seeds = [s for s in seeds if s not in left_out]
+    evaluations = {s: len(baseline[s].eval_curve()[0]) for s in seeds}
+    longest = max(evaluations.values(), default=0)
+    left_out = [s for s in seeds if evaluations[s] < longest]
+    seeds = [s for s in seeds if evaluations[s] == longest]
     rows = []
     for seed in seeds:
         ref, base = reference[seed], baseline[seed]

@@ -33,7 +33,6 @@ class AdditionDomain(LeveledDomain):
     heldout_seed = HELDOUT_SEED
     dev_seed = DEV_SEED
     alphabet = "0123456789+=|>s? "
-    simulator_only_options = ("variation_span",)
 
     def __init__(self, width: int = 8, seed_levels: list[int] | None = None, reward: str = "exact",
                  variation_span: int | None = None):

@@ -202,6 +202,7 @@ class LeveledDomain(Domain):
     # None: the corpus pairs a seed with a task of any level (``corpus_task_level``), so the warm-started simulator
     # ignores its seed's level. k: the task is a variation of the seed, of a level within k of the seed's.
     variation_span: int | None = None
+    simulator_only_options = ("variation_span",)   # as a constructor option it shapes only the corpus
 
     @abc.abstractmethod
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
