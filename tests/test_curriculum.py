@@ -85,3 +85,24 @@ def test_interior_reward_is_r_env_inside_and_zero_at_never_or_always_solved():
     interior, rescaled = interior_reward(p_hat), frontier_reward(alpha_reward(p_hat))
     assert list(np.argsort(interior, kind="stable")) == list(np.argsort(rescaled, kind="stable"))
     assert interior[0] == interior[-1] == 0.0 and rescaled[0] == pytest.approx(0.0)
+
+
+def test_the_scalar_shortcuts_give_the_array_arithmetics_values():
+    """One p_hat (a float) or one group's rewards (a list) skip numpy's array set-up; the values are those of the
+    array path (the same operations; to the last bits here, within an ulp asserted, as C's pow may differ)."""
+    rng = np.random.default_rng(0)
+    p_hats = [float(p) for p in rng.random(5000)] + [k / 8 for k in range(9)] + [(k + 1) / 10 for k in range(9)]
+    for p in p_hats:
+        for alpha, beta in ((0.5, 2.0), (0.3, 5.0), (0.7, 0.5)):
+            array_value = float(np.exp(-beta * (np.asarray(p) - alpha) ** 2))
+            assert alpha_reward(p, alpha, beta) == pytest.approx(array_value, rel=1e-15, abs=0)
+            assert isinstance(alpha_reward(p, alpha, beta), float)
+            assert in_band(p, alpha, 0.1) == bool(np.abs(np.asarray(p) - alpha) <= 0.1 + 1e-12)
+    for _ in range(2000):
+        rewards = [float(r) for r in rng.choice([0.0, 0.5, 1.0], size=int(rng.integers(1, 9)))]
+        for posterior in (False, True):
+            assert success_rate(rewards, 1.0, posterior) == success_rate(np.array(rewards), 1.0, posterior)
+            assert success_rate(tuple(rewards), 0.5, posterior) == success_rate(np.array(rewards), 0.5, posterior)
+    assert success_rate([[1.0, 0.0], [1.0, 1.0]]) == 0.75   # nested lists still go through numpy's ravel
+    with pytest.raises(ValueError):
+        success_rate([])

@@ -199,3 +199,11 @@ def test_grpo_step_with_warmup_moves_the_weights_less_on_its_first_step(tiny_pol
                                                                                start))
     # AdamW's first step moves a weight by about lr whatever the gradient: warmup divides it by 10
     assert moved[0] == pytest.approx(1e-2, rel=0.05) and moved[10] == pytest.approx(1e-3, rel=0.05)
+
+
+def test_is_informative_on_a_list_agrees_with_the_array_path():
+    cases = [[1.0, 0.0], [1.0, 1.0], [0.5], [], [0, 1], [True, False], [0.2, 0.2, 0.2000001],
+             [float("nan"), 1.0], [1.0, float("nan")], [float("nan"), float("nan")]]
+    for rewards in cases:
+        assert is_informative(rewards) == is_informative(np.array(rewards, dtype=float)), rewards
+    assert not is_informative([1.0, float("nan"), 0.0])   # a NaN reward: numpy's answer, no signal

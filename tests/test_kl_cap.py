@@ -83,3 +83,29 @@ def test_optimizer_states_round_trip_through_safetensors(tiny_policy, tmp_path):
     _step(model, optimizer, 3.0)
     _step(resumed_model, resumed, 3.0)
     assert _equal(_state(model, optimizer), _state(resumed_model, resumed))
+
+
+def test_a_small_snapshot_is_kept_with_its_optimizer_and_a_large_one_let_go(tiny_policy, monkeypatch):
+    import gc
+    import weakref
+
+    from genenv.algos import kl_cap
+
+    model = tiny_policy.model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model(input_ids=torch.tensor([[1, 2, 3]])).logits.sum().backward()
+    optimizer.step()
+    snapshot = kl_cap.snapshot_for(optimizer)
+    snapshot.take()
+    kl_cap.keep_if_small(optimizer, snapshot)
+    assert kl_cap.snapshot_for(optimizer) is snapshot   # the next update reuses its buffers
+    assert snapshot.nbytes == 3 * sum(p.numel() * 4 for p in model.parameters()) + 4 * len(optimizer.state)
+    monkeypatch.setattr(kl_cap, "KEEP_SNAPSHOT_BYTES", snapshot.nbytes - 1)
+    kl_cap.keep_if_small(optimizer, snapshot)
+    assert kl_cap.snapshot_for(optimizer) is not snapshot   # too large: a new one each update
+    monkeypatch.undo()
+    kl_cap.keep_if_small(optimizer, snapshot)
+    alive = weakref.ref(optimizer)
+    del optimizer, snapshot
+    gc.collect()
+    assert alive() is None   # a kept snapshot does not keep its optimiser alive

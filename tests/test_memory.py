@@ -41,3 +41,24 @@ def test_a_forked_child_reads_its_own_status_not_its_parents():
     child_growth = int(os.read(read, 64))
     os.waitpid(pid, 0)
     assert child_growth > 150 * MB
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/clear_refs and fork (Linux only)")
+def test_a_forked_child_resets_its_own_peak_not_its_parents():
+    import os
+    assert reset_peak_rss()  # the parent's clear_refs descriptor is open now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child peaks 300 MB above its start, frees it and resets: its own peak must drop
+        try:
+            block = np.ones(300 * MB // 8)
+            high = peak_rss_bytes()
+            del block
+            reset_peak_rss()
+            os.write(write, str(high - peak_rss_bytes()).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    dropped = int(os.read(read, 64))
+    os.waitpid(pid, 0)
+    assert dropped > 200 * MB

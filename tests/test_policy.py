@@ -268,3 +268,41 @@ def test_generate_wants_one_key_per_sequence(tiny_policy):
     import pytest
     with pytest.raises(ValueError, match="one key per sequence"):
         tiny_policy.generate(["1+2="], n=2, keys=[1])
+
+
+def test_switching_mode_sets_every_modules_flag(tiny_policy):
+    for training in (True, False, True):
+        tiny_policy.set_training(training)
+        assert all(module.training == training for module in tiny_policy.model.modules())
+
+
+def test_a_module_with_its_own_train_is_switched_through_it():
+    """A module overriding ``train`` (doing more than set flags) makes the switch go through ``nn.Module.train``,
+    so the override runs."""
+    from genenv.config import TinyModelConfig
+    from genenv.models.tiny import build_tiny_policy
+
+    class Counting(torch.nn.Module):
+        calls = []
+
+        def train(self, mode=True):
+            Counting.calls.append(mode)
+            return super().train(mode)
+
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2,
+                                               max_positions=48), "0123456789+= ", seed=0)
+    policy.model.model.extra = Counting()
+    start = policy.model.training
+    policy.set_training(not start)
+    policy.set_training(start)
+    assert Counting.calls == [not start, start]
+    assert all(module.training == start for module in policy.model.modules())
+
+
+def test_a_lora_model_switches_its_adapters_too(tiny_policy):
+    tiny_policy.set_training(True)   # the flag list of the plain model is built now
+    tiny_policy.apply_lora(rank=2)   # a new model object: its own list
+    tiny_policy.set_training(False)
+    tiny_policy.set_training(True)
+    assert all(module.training for module in tiny_policy.model.modules())
+    assert any("lora" in name for name, _ in tiny_policy.model.named_modules())

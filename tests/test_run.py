@@ -77,10 +77,17 @@ def test_same_seed_same_metrics(smoke_run, tmp_path):
     assert _stable(read_jsonl(again / "metrics.jsonl")) == _stable(read_jsonl(smoke_run / "metrics.jsonl"))
 
 
-def test_random_curriculum_never_updates_simulator(tmp_path):
+def test_random_curriculum_never_updates_simulator(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
     out = run(load_config("smoke", ["threads=1", "curriculum=random", "epochs=2"]), run_dir=tmp_path / "r",
               log=lambda m: None)
     assert all(r["env_steps"] == 0 for r in read_jsonl(out / "metrics.jsonl"))
+    # a run's threads are torch's: the tokenizer's own pool is off unless the user set it
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    run(load_config("smoke", ["threads=1", "curriculum=random", "epochs=1"]), run_dir=tmp_path / "r2",
+        log=lambda m: None)
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
 
 
 def test_epoch_with_nothing_valid_completes(tmp_path):

@@ -76,3 +76,18 @@ def test_offline_teacher_set_holds_no_evaluation_task(tmp_path):
     assert fixed["invalid_reasons"].get(HELDOUT_REASON, 0) > 0  # level 1 (100 tasks) is largely held out
     accounts = json.loads((out / "data_split.json").read_text())
     assert accounts["small_levels"] and accounts["seed_tasks"] == cfg.domain.num_seed_tasks
+
+
+def test_a_candidate_updated_is_dataclasses_replace_without_touching_the_original():
+    import dataclasses
+
+    task = Task("1+2", "1+2=", answer="3", level=1)
+    original = Candidate(3, task, "ctx", [1, 2], [3], "raw", None, logprobs=(-0.5,))
+    changes = {"parsed": task, "p_hat_task": 0.25, "p_hat": 0.5, "r_env": 1.0, "in_band": True}
+    updated = original.updated(**changes)
+    assert updated == dataclasses.replace(original, **changes)
+    assert original.parsed is None and original.p_hat is None   # the original is unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        updated.p_hat = 0.1   # still immutable
+    with pytest.raises(TypeError, match="p_hut"):
+        original.updated(p_hut=0.5)

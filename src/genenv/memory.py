@@ -16,16 +16,22 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
+_status_fd: tuple[int, int] | None = None   # (pid, descriptor): /proc/self is resolved when opened
+_clear_refs_fd: tuple[int, int] | None = None
+
+
 def reset_peak_rss() -> bool:
-    """Start a new peak at the current resident size; False where the platform cannot (then peaks accumulate)."""
+    """Start a new peak at the current resident size; False where the platform cannot (then peaks accumulate).
+    One ``write`` on a descriptor kept open (opening the file each time was most of the cost: the loop resets
+    before every phase of every epoch); a forked child opens its own."""
+    global _clear_refs_fd
     try:
-        _CLEAR_REFS.write_text("5")
+        if _clear_refs_fd is None or _clear_refs_fd[0] != os.getpid():
+            _clear_refs_fd = (os.getpid(), os.open(_CLEAR_REFS, os.O_WRONLY | os.O_CLOEXEC))
+        os.write(_clear_refs_fd[1], b"5")
         return True
     except OSError:
         return False
-
-
-_status_fd: tuple[int, int] | None = None   # (pid, descriptor): /proc/self is resolved when opened
 
 
 def _status_kib(field: str) -> int | None:

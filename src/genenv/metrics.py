@@ -79,10 +79,11 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         if g.p_hat is not None:
             batches.setdefault(g.batch if cr.p_hat_level == "batch" else id(g), g)
     batch_p = [g.p_hat for g in batches.values()]
-    tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for grp in groups
-                                                                      for e in grp)
     fresh_episodes = [e for g in items for e in g.episodes]
     all_episodes = [e for grp in groups for e in grp]
+    threshold = cr.success_threshold
+    all_success = [float(e.reward >= threshold) for e in all_episodes]   # each episode's verdict, once
+    tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for e in all_episodes)
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
     valid_count = len(generated) - sum(reasons.values())
     total = timer.total
@@ -106,10 +107,9 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "response_length_mean": mean([e.response_tokens for e in fresh_episodes]),
         "drawn_tasks": len(drawn),
         "rollouts_this_epoch": len(all_episodes),
-        "train_success_mean": mean([float(e.reward >= cr.success_threshold) for e in all_episodes]),
+        "train_success_mean": mean(all_success),
         "train_difficulty_mean": mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
-        "train_success_by_level": level_means([(e.task.level, float(e.reward >= cr.success_threshold))
-                                               for e in all_episodes]),
+        "train_success_by_level": level_means(zip([e.task.level for e in all_episodes], all_success)),
         **eval_stats,
         **agent_stats,
         **env_stats,

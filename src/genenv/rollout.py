@@ -36,7 +36,10 @@ class Episode:
 
     @property
     def response_tokens(self) -> int:
-        return sum(len(t.response_ids) for t in self.turns)
+        turns = self.turns
+        if len(turns) == 1:  # single-turn episodes (most of them): no generator
+            return len(turns[0].response_ids)
+        return sum(len(t.response_ids) for t in turns)
 
     @property
     def final_action(self) -> str:

@@ -10,6 +10,7 @@ kept for the whole update (:class:`StepSnapshot`), not deep-copied anew before e
 from __future__ import annotations
 
 import copy
+import weakref
 
 import torch
 
@@ -46,10 +47,11 @@ class KLCap:
         self._saved = None
 
     def before_step(self) -> None:
-        if self.start_logps:  # the trainable weights and the optimiser state, to undo the step
+        if self.start_logps:  # the weights the optimiser steps and its state, to undo the step
             if self._saved is None:
-                self._saved = StepSnapshot(list(self.policy.trainable_parameters()), self.optimizer)
+                self._saved = snapshot_for(self.optimizer)
             self._saved.take()
+            keep_if_small(self.optimizer, self._saved)
 
     def keep_step(self) -> bool:
         if not self.start_logps:
@@ -67,6 +69,31 @@ class KLCap:
         return set_kl(self.policy, self.batches, logprobs_on(reference, self.batches))
 
 
+KEEP_SNAPSHOT_BYTES = 64 * 2**20
+_kept_snapshots: "weakref.WeakKeyDictionary[torch.optim.Optimizer, StepSnapshot]" = weakref.WeakKeyDictionary()
+
+
+def snapshot_for(optimizer: torch.optim.Optimizer) -> "StepSnapshot":
+    """A :class:`StepSnapshot` of the parameters ``optimizer`` steps and of its state: the one its last update
+    kept (:func:`keep_if_small`), else a new one."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    kept = _kept_snapshots.get(optimizer)
+    if kept is not None and len(kept.params) == len(params) and all(a is b for a, b in zip(kept.params, params)):
+        return kept
+    return StepSnapshot(params, optimizer)
+
+
+def keep_if_small(optimizer: torch.optim.Optimizer, snapshot: "StepSnapshot") -> None:
+    """Keep a small snapshot (at most ``KEEP_SNAPSHOT_BYTES`` of buffers: the tiny models') with its optimiser, so
+    the next update reuses its buffers instead of allocating them anew every epoch; a large one (a real model's
+    weights and AdamW moments, gigabytes) is let go with the update, so it never sits in memory while the other
+    player works."""
+    if snapshot.nbytes <= KEEP_SNAPSHOT_BYTES:
+        _kept_snapshots[optimizer] = snapshot
+    else:
+        _kept_snapshots.pop(optimizer, None)
+
+
 class StepSnapshot:
     """The weights ``params`` and ``optimizer``'s state before one step, restorable bit for bit.
 
@@ -79,7 +106,9 @@ class StepSnapshot:
     one did."""
 
     def __init__(self, params: list[torch.Tensor], optimizer: torch.optim.Optimizer):
-        self.params, self.optimizer = params, optimizer
+        self.params = params
+        # weakly: a snapshot kept with its optimiser (keep_if_small) must not keep the optimiser alive
+        self._optimizer = weakref.ref(optimizer)
         self._weights: list[torch.Tensor] | None = None
         self._sources: list[torch.Tensor] = []     # the optimiser's state tensors at the last take
         self._buffers: list[torch.Tensor] = []     # their copies
@@ -87,6 +116,10 @@ class StepSnapshot:
         self._extra: dict[torch.Tensor, dict] = {}  # non-tensor state values, copied
         self._stateless: list[torch.Tensor] = []    # parameters without optimiser state at the last take
         self._groups: list[dict] = []
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._optimizer()
 
     def _optimised(self):
         return [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -118,6 +151,11 @@ class StepSnapshot:
         self._sources, self._layout, self._extra, self._stateless = sources, layout, extra, stateless
         self._groups = [{k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
                         for group in self.optimizer.param_groups]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffers the snapshot holds."""
+        return sum(t.numel() * t.element_size() for t in [*(self._weights or []), *self._buffers])
 
     def restore(self) -> None:
         saved: dict[torch.Tensor, dict] = {param: dict(values) for param, values in self._extra.items()}

@@ -34,8 +34,10 @@ def guarded_step(policy, optimizer, loss, grad_clip: float, what: str) -> float 
         with policy.timed():
             part.backward()
     with policy.timed():
-        norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), grad_clip if grad_clip > 0 else
-                                              float("inf"))
+        # the optimiser's parameters: the ones this step changes (those of the policy with gradients, in its
+        # order), listed without walking the model's modules
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
         if not torch.isfinite(norm):
             optimizer.zero_grad(set_to_none=True)
             warnings.warn(f"{what}: non-finite gradient, step skipped", RuntimeWarning, stacklevel=3)
