@@ -306,3 +306,29 @@ def test_a_lora_model_switches_its_adapters_too(tiny_policy):
     tiny_policy.set_training(True)
     assert all(module.training for module in tiny_policy.model.modules())
     assert any("lora" in name for name, _ in tiny_policy.model.named_modules())
+
+
+def test_char_level_prompts_get_the_librarys_ids(tiny_policy):
+    """The dict-lookup encoding of the tiny char tokenizer (CharLevelEncoder) gives the tokenizers library's ids on
+    random text: known and unknown characters, whitespace and newlines, non-ASCII, added tokens' texts."""
+    from genenv.models.char_level import CharLevelEncoder
+    backend = tiny_policy.tokenizer.backend_tokenizer
+    encoder = CharLevelEncoder.of(backend)
+    assert encoder is not None and encoder.prefix == [tiny_policy.tokenizer.bos_token_id]
+    rng = np.random.default_rng(0)
+    pieces = list("0123456789+=|>s? ") + ["\n", "\t", "\r\n", "x", "é", "😀", "[", "]", "[EOS]", "[PAD]", "[BO"]
+    texts = ["", " ", "\n\n"] + ["".join(rng.choice(pieces, size=int(rng.integers(1, 40)))) for _ in range(500)]
+    for text in texts:
+        assert tiny_policy.encode_prompts([text])[0] == backend.encode(text).ids, text
+    assert encoder.encode("1+[EOS]") is None   # an added token's text: the library's own split decides
+
+
+def test_other_tokenizers_are_not_taken_for_char_level():
+    from genenv.models.char_level import CharLevelEncoder
+    from genenv.models.tiny import build_tiny_tokenizer
+    words = build_tiny_tokenizer("abcdefghijklmnopqrstuvwxyz 0123456789", words=["apple", "box"])
+    assert CharLevelEncoder.of(words.backend_tokenizer) is None   # its split keeps whole words
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    bpe = Tokenizer(models.BPE({"a": 0, "b": 1, "ab": 2, "[UNK]": 3}, [("a", "b")], unk_token="[UNK]"))
+    bpe.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert CharLevelEncoder.of(bpe) is None

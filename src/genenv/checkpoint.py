@@ -10,6 +10,7 @@ own, so events appended by a run killed before its swap are dropped on resume.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,9 +140,20 @@ def append_pool_log(path: Path, events: list[dict], keep_bytes: int) -> int:
     with open(path, "ab") as handle:
         handle.truncate(keep_bytes)
         handle.seek(keep_bytes)
-        handle.write("".join(json.dumps(e) + "\n" for e in events).encode())
+        handle.write("".join(map(_event_line, events)).encode())
         handle.flush()
         return handle.tell()
+
+
+def _event_line(event: dict) -> str:
+    """``json.dumps(event)`` and a newline. A p_hat event (most of a pool's events: one per rolled-out task and
+    epoch) is formatted directly, as json would write it (a finite float's repr), a quarter of the cost."""
+    keys = list(event)
+    if keys == ["p_hat", "index"] and type(event["p_hat"]) is float and math.isfinite(event["p_hat"]) \
+            and type(event["index"]) is int:
+        p_hat = event["p_hat"]
+        return f'{{"p_hat": {p_hat!r}, "index": {event["index"]}}}\n'
+    return json.dumps(event) + "\n"
 
 
 def save_config(cfg: RunConfig, run_dir: Path) -> None:

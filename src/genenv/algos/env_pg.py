@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from genenv.algos.grpo import PolicySample, grpo_step, is_informative
+from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
 from genenv.curriculum import frontier_reward, interior_reward
@@ -77,13 +77,20 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
     chunks = [samples[i:i + 64] for i in range(0, len(samples), 64)]
     watched = [policy.build_batch([s.prompt_ids for s in c], [s.response_ids for s in c]) for c in chunks]
     cap = KLCap(policy, optimizer, watched, max_kl)
+    # Every sample in one watched batch: a step on every group (minibatch_groups >= the groups, the usual case)
+    # takes a reordering of its rows instead of building the batch again
+    whole = prepare_samples(policy, samples, batch=watched[0]) if len(watched) == 1 else None
+    first = np.cumsum([0] + [len(group) for group in groups])   # each group's first row in `samples`
     losses, kls = [], []
     minibatches = shuffled_passes(len(groups), minibatch_groups, rng)
     for _ in range(steps):
         picks = next(minibatches)
         cap.before_step()
+        prepared = None
+        if whole is not None and len(picks) == len(groups):
+            prepared = whole.reordered([int(first[i]) + k for i in picks for k in range(len(groups[i]))])
         step = grpo_step(policy, reference, optimizer, [s for i in picks for s in groups[i]], clip_eps=clip_eps,
-                         kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature)
+                         kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature, prepared=prepared)
         if step["skipped"]:
             stats["skipped"] += 1
             continue

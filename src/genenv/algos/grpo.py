@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from genenv.algos.optim import guarded_step, shuffled_passes, warmup_lr
+from genenv.models.policy import SequenceBatch
 
 
 @dataclass
@@ -88,10 +89,45 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps=0.2, kl_coef=
     return loss, stats
 
 
+@dataclass
+class PreparedSamples:
+    """Samples laid out as tensors: their batch (:meth:`Policy.build_batch`), old log-probs [B, R] and advantages
+    [B]."""
+    batch: SequenceBatch
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+
+    def reordered(self, order: list[int]) -> "PreparedSamples":
+        """All the samples in the order ``order`` (a permutation of their indices): the tensors preparing them in
+        that order gives, as every row depends on its own sample alone and the padded widths on the whole set."""
+        if sorted(order) != list(range(len(self.advantages))):
+            raise ValueError("reordered needs a permutation of every sample (a subset pads to other widths)")
+        index = torch.tensor(order, device=self.advantages.device)
+        b = self.batch
+        batch = SequenceBatch(b.input_ids[index], b.attention_mask[index], b.position_ids[index],
+                              b.response_ids[index], b.response_mask[index], b.prompt_width)
+        return PreparedSamples(batch, self.old_logprobs[index], self.advantages[index])
+
+
+def prepare_samples(policy, samples: list[PolicySample], batch: SequenceBatch | None = None) -> PreparedSamples:
+    """``samples`` as tensors on the policy's device (``batch``: their batch, when already built)."""
+    if batch is None:
+        batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
+    width = batch.response_ids.shape[1]
+    old = np.zeros((len(samples), width), dtype=np.float32)  # one array, not a tensor per sample
+    for row, s in enumerate(samples):
+        old[row, :len(s.old_logprobs)] = s.old_logprobs
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
+    return PreparedSamples(batch, torch.from_numpy(old).to(policy.device), advantages)
+
+
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
               entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0, lr: float | None = None,
-              warmup_steps: int = 0) -> dict:
+              warmup_steps: int = 0, prepared: PreparedSamples | None = None) -> dict:
     """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
+
+    ``prepared``: ``samples`` already laid out as tensors (:func:`prepare_samples`; used when the step takes them
+    in one piece), so an update stepping on reorderings of one set builds it once.
 
     ``lr`` with ``warmup_steps`` > 0: the step's learning rate follows :func:`warmup_lr` (logged as ``lr``).
 
@@ -111,7 +147,7 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     def losses():  # each micro-batch's forward runs once the previous one's backward is done
         for chunk in chunks:
             part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef, entropy_coef,
-                                                temperature)
+                                                temperature, prepared if whole else None)
             for key, value in {**part_stats, "loss": part.item()}.items():
                 stats[key] = stats.get(key, 0.0) + value
             yield part
@@ -125,15 +161,11 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     return stats
 
 
-def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature):
+def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature,
+                     prepared=None):
     """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean)."""
-    batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
-    width = batch.response_ids.shape[1]
-    old = np.zeros((len(samples), width), dtype=np.float32)  # one array, not a tensor per sample
-    for row, s in enumerate(samples):
-        old[row, :len(s.old_logprobs)] = s.old_logprobs
-    old = torch.from_numpy(old).to(policy.device)
-    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
+    prepared = prepared or prepare_samples(policy, samples)
+    batch, old, advantages = prepared.batch, prepared.old_logprobs, prepared.advantages
     logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True,
                                           entropy_grad=entropy_coef > 0)
     ref_logp = None

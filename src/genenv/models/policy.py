@@ -24,6 +24,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from genenv.models.char_level import CharLevelEncoder
 from genenv.seeding import grid_keys, sequence_uniforms
 
 META_FILE = "genenv_policy.json"
@@ -135,6 +136,9 @@ class Policy:
         self._mode_cache: tuple | None = None  # (model, its modules or None): see set_training
         self._prompt_cache: dict[str, array] = {}
         self._prompt_cache_bytes = 0
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        # a character-level tokenizer (the tiny models'): prompts encoded by dict lookup, the library's ids
+        self._char_level = CharLevelEncoder.of(backend) if backend is not None else None
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
@@ -220,7 +224,8 @@ class Policy:
         Prompts seen before (evaluation sets, seed tasks) come from a cache bounded in bytes (compact int32
         arrays; multi-turn contexts rarely repeat, and 200,000 of them as Python lists held gigabytes); new ones
         are encoded in one call to the Rust tokenizer (``encode_batch_fast``: no character offsets, which are
-        never read), skipping the Python wrapper's per-item conversion.
+        never read), skipping the Python wrapper's per-item conversion, or, for a character-level tokenizer, by
+        :class:`~genenv.models.char_level.CharLevelEncoder` (the same ids, a dict lookup per character).
         """
         keys = [t if isinstance(t, str) else json.dumps(t, sort_keys=True) for t in texts]
         todo = {}
@@ -229,19 +234,25 @@ class Policy:
                 todo[key] = text
         todo = list(todo.items())
         if todo:
+            backend = self.tokenizer.backend_tokenizer
             if self.use_chat_template:
                 rendered = [self.tokenizer.apply_chat_template(_messages(t), tokenize=False,
                                                                add_generation_prompt=True) for _, t in todo]
-                encodings = self.tokenizer.backend_tokenizer.encode_batch_fast(rendered, add_special_tokens=False)
+                encoded = [e.ids for e in backend.encode_batch_fast(rendered, add_special_tokens=False)]
             else:
                 plain = [t if isinstance(t, str) else "\n\n".join(m["content"] for m in t) for _, t in todo]
-                encodings = self.tokenizer.backend_tokenizer.encode_batch_fast(plain, add_special_tokens=True)
-            added = sum(len(key) + 4 * len(encoding.ids) for (key, _), encoding in zip(todo, encodings))
+                encoded = [self._char_level.encode(t) if self._char_level else None for t in plain]
+                rest = [i for i, ids in enumerate(encoded) if ids is None]
+                if rest:
+                    for i, encoding in zip(rest, backend.encode_batch_fast([plain[i] for i in rest],
+                                                                           add_special_tokens=True)):
+                        encoded[i] = encoding.ids
+            added = sum(len(key) + 4 * len(ids) for (key, _), ids in zip(todo, encoded))
             if self._prompt_cache_bytes + added > PROMPT_CACHE_BYTES:
                 self._prompt_cache.clear()
                 self._prompt_cache_bytes = 0
-            for (key, _), encoding in zip(todo, encodings):
-                self._prompt_cache[key] = array("i", encoding.ids)
+            for (key, _), ids in zip(todo, encoded):
+                self._prompt_cache[key] = array("i", ids)
             self._prompt_cache_bytes += added
         return [self._prompt_cache[k].tolist() for k in keys]
 
