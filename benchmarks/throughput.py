@@ -5,7 +5,12 @@
 2. The share of an epoch's wall time spent outside model forward/backward passes, generation and optimiser
    steps (parsing, scoring, pools, checkpoints, logging). Target <= 5% (issue 14).
 
+``--shape smollm2-135m`` / ``llama-0.5b`` measures generation (1) with a model of that real shape and random
+weights (``benchmarks/_shapes.py``) on ``--device`` in ``--dtype``, with the peak GPU memory of each on a GPU.
+
 Usage: python benchmarks/throughput.py [--repeats 5] [--batch 512] [--epochs 4]
+       python benchmarks/throughput.py --only generation --shape llama-0.5b --device cuda --dtype bfloat16 \
+           --batch 256 --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -17,21 +22,30 @@ import time
 
 import numpy as np
 import torch
+from _shapes import SHAPES, build_shape, default_device, peak_gpu_mb, reset_gpu_peak, synchronize
 from transformers import GenerationConfig
 
 
-def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float]:
+def bench_generate(batch: int, repeats: int, threads: int, shape: str | None = None, device: str = "cpu",
+                   dtype: str = "float32", max_new_tokens: int | None = None) -> tuple[float, float, dict]:
+    """Tokens per second of ``Policy.generate`` and of a bare ``model.generate`` (medians), and on a GPU the peak
+    memory of each (MB)."""
     from genenv.config import TinyModelConfig
     from genenv.domains import make_domain
+    from genenv.models.policy import Policy
     from genenv.models.tiny import build_tiny_policy
 
     torch.set_num_threads(threads)
     domain = make_domain("addition")
-    policy = build_tiny_policy(TinyModelConfig(), domain.alphabet, seed=0)
+    if shape:
+        with tempfile.TemporaryDirectory() as folder:
+            policy = Policy.load(build_shape(shape, folder), device=device, dtype=dtype)
+    else:
+        policy = build_tiny_policy(TinyModelConfig(), domain.alphabet, seed=0, device=device)
     tasks = domain.seed_tasks(np.random.default_rng(0), batch)
     prompts = [t.prompt for t in tasks]
-    new_tokens = domain.agent_max_new_tokens
-    enc = policy.tokenizer(prompts, padding=True, return_tensors="pt")
+    new_tokens = max_new_tokens or domain.agent_max_new_tokens
+    enc = policy.tokenizer(prompts, padding=True, return_tensors="pt").to(device)
     bare_config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=new_tokens,
                                    pad_token_id=policy.tokenizer.pad_token_id, eos_token_id=policy.eos_token_id,
                                    return_dict_in_generate=True)
@@ -43,7 +57,8 @@ def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float
         new = out.sequences[:, enc.input_ids.shape[1]:]
         # count tokens up to and including EOS, as Policy.generate does
         eos = (new == policy.eos_token_id).int()
-        lengths = torch.where(eos.any(1), eos.argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
+        lengths = torch.where(eos.any(1), eos.argmax(1) + 1, torch.full((new.shape[0],), new.shape[1],
+                                                                         device=new.device))
         return int(lengths.sum())
 
     def run_policy() -> int:
@@ -51,13 +66,17 @@ def bench_generate(batch: int, repeats: int, threads: int) -> tuple[float, float
         return sum(len(g[0].token_ids) for g in out)
 
     run_bare(), run_policy()  # warm-up
-    bare, ours = [], []
+    bare, ours, peaks = [], [], {}
     for _ in range(repeats):  # interleaved, so drift in machine load hits both alike
-        for run_once, rates in ((run_bare, bare), (run_policy, ours)):
+        for name, run_once, rates in (("model.generate", run_bare, bare), ("Policy.generate", run_policy, ours)):
+            reset_gpu_peak(device)
             start = time.perf_counter()
             tokens = run_once()
+            synchronize(device)
             rates.append(tokens / (time.perf_counter() - start))
-    return statistics.median(ours), statistics.median(bare)
+            if peak_gpu_mb(device) is not None:
+                peaks[name] = max(peaks.get(name, 0.0), peak_gpu_mb(device))
+    return statistics.median(ours), statistics.median(bare), peaks
 
 
 def bench_overhead(epochs: int, threads: int) -> list[float]:
@@ -82,13 +101,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=["generation", "overhead"],
                         help="measure one of the two (default: both)")
+    parser.add_argument("--shape", choices=sorted(SHAPES),
+                        help="generation with a model of this real shape and random weights (not the tiny default)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one, with --shape)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="tokens generated per prompt (default: the addition domain's, 10)")
     args = parser.parse_args()
 
     if args.only != "overhead":
-        ours, bare = bench_generate(args.batch, args.repeats, args.threads)
+        device = args.device or (default_device() if args.shape else "cpu")
+        ours, bare, peaks = bench_generate(args.batch, args.repeats, args.threads, args.shape, device, args.dtype,
+                                           args.max_new_tokens)
+        model = f"{args.shape} {device} {args.dtype}" if args.shape else "tiny default"
         print(f"{'generation (tokens/s)':34s} {'Policy.generate':>16s} {'model.generate':>16s} {'ratio':>7s}")
-        print(f"{'tiny default, batch ' + str(args.batch):34s} {ours:16.0f} {bare:16.0f} {ours / bare:7.3f}"
+        print(f"{model + ', batch ' + str(args.batch):34s} {ours:16.0f} {bare:16.0f} {ours / bare:7.3f}"
               f"   target >= 0.9: {'ok' if ours / bare >= 0.9 else 'MISSED'}")
+        if peaks:
+            print(f"{'peak GPU memory (MB)':34s} {peaks['Policy.generate']:16,.0f} {peaks['model.generate']:16,.0f}")
     if args.only == "generation":
         return
     outside = bench_overhead(args.epochs, args.threads)

