@@ -49,8 +49,20 @@ def build_shape(name: str, folder: str | Path, seed: int = 0) -> Path:
     return Path(folder)
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def add_shape_arguments(parser, shape_help: str) -> None:
+    """``--shape``, ``--device``, ``--dtype`` and ``--max-new-tokens``, as both GPU-ready scripts take them."""
+    parser.add_argument("--shape", choices=sorted(SHAPES), help=shape_help)
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one, with --shape)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="tokens generated per prompt (default: the addition domain's, 10)")
+
+
+def chosen_device(args) -> str:
+    """``--device``, else cuda when there is one and a ``--shape`` is measured, else cpu."""
+    if args.device:
+        return args.device
+    return "cuda" if args.shape and torch.cuda.is_available() else "cpu"
 
 
 def peak_gpu_mb(device: str) -> float | None:

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 import torch
-from _shapes import SHAPES, build_shape, default_device, peak_gpu_mb, reset_gpu_peak, synchronize
+from _shapes import add_shape_arguments, build_shape, chosen_device, peak_gpu_mb, reset_gpu_peak, synchronize
 from transformers import GenerationConfig
 
 
@@ -101,16 +101,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=["generation", "overhead"],
                         help="measure one of the two (default: both)")
-    parser.add_argument("--shape", choices=sorted(SHAPES),
-                        help="generation with a model of this real shape and random weights (not the tiny default)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one, with --shape)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="tokens generated per prompt (default: the addition domain's, 10)")
+    add_shape_arguments(parser, "generation with a model of this real shape and random weights (not the tiny "
+                                "default)")
     args = parser.parse_args()
 
     if args.only != "overhead":
-        device = args.device or (default_device() if args.shape else "cpu")
+        device = chosen_device(args)
         ours, bare, peaks = bench_generate(args.batch, args.repeats, args.threads, args.shape, device, args.dtype,
                                            args.max_new_tokens)
         model = f"{args.shape} {device} {args.dtype}" if args.shape else "tiny default"

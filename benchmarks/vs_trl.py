@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 import torch
-from _shapes import SHAPES, build_shape, default_device, peak_gpu_mb, reset_gpu_peak, synchronize
+from _shapes import add_shape_arguments, build_shape, chosen_device, peak_gpu_mb, reset_gpu_peak, synchronize
 
 from genenv.algos.grpo import PolicySample, group_advantages, grpo_step
 from genenv.config import load_config
@@ -167,15 +167,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--shape", choices=sorted(SHAPES),
-                        help="a model of this real shape with random weights instead of the default's tiny agent")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one, with --shape)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="response length (default: the addition domain's, 10 tokens)")
+    add_shape_arguments(parser, "a model of this real shape with random weights instead of the default's tiny agent")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    device = args.device or (default_device() if args.shape else "cpu")
+    device = chosen_device(args)
     cfg = load_config("default", [f"threads={args.threads}", "progress=false"])
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     max_new_tokens = args.max_new_tokens or domain.agent_max_new_tokens

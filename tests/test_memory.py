@@ -23,42 +23,43 @@ def test_the_peak_follows_an_allocation_and_resets():
     assert peak_rss_bytes() < high - 200 * MB  # and forgets once reset
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/status and fork (Linux only)")
-def test_a_forked_child_reads_its_own_status_not_its_parents():
+def _in_a_forked_child(measure) -> int:
+    """Run ``measure()`` (returning an int) in a forked child and return its result to the parent."""
     import os
-    current_rss_bytes()  # the parent's descriptor is open now
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child grows by 200 MB: its own status shows it, the parent's would not
+    if pid == 0:
         try:
-            before = current_rss_bytes()
-            block = np.ones(200 * MB // 8)
-            os.write(write, str(current_rss_bytes() - before).encode())
-            del block
+            os.write(write, str(measure()).encode())
         finally:
             os._exit(0)
     os.close(write)
-    child_growth = int(os.read(read, 64))
+    result = int(os.read(read, 64))
     os.waitpid(pid, 0)
-    assert child_growth > 150 * MB
+    return result
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/status and fork (Linux only)")
+def test_a_forked_child_reads_its_own_status_not_its_parents():
+    current_rss_bytes()  # the parent's descriptor is open now
+
+    def growth():  # the child grows by 200 MB: its own status shows it, the parent's would not
+        before = current_rss_bytes()
+        block = np.ones(200 * MB // 8)
+        grown = current_rss_bytes() - before
+        del block
+        return grown
+    assert _in_a_forked_child(growth) > 150 * MB
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/clear_refs and fork (Linux only)")
 def test_a_forked_child_resets_its_own_peak_not_its_parents():
-    import os
     assert reset_peak_rss()  # the parent's clear_refs descriptor is open now
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child peaks 300 MB above its start, frees it and resets: its own peak must drop
-        try:
-            block = np.ones(300 * MB // 8)
-            high = peak_rss_bytes()
-            del block
-            reset_peak_rss()
-            os.write(write, str(high - peak_rss_bytes()).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    dropped = int(os.read(read, 64))
-    os.waitpid(pid, 0)
-    assert dropped > 200 * MB
+
+    def drop():  # the child peaks 300 MB above its start, frees it and resets: its own peak must drop
+        block = np.ones(300 * MB // 8)
+        high = peak_rss_bytes()
+        del block
+        reset_peak_rss()
+        return high - peak_rss_bytes()
+    assert _in_a_forked_child(drop) > 200 * MB
