@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 
+from tokenizers import models
+
 EVERY_CHARACTER = r"[\s\S]"
 
 
@@ -28,6 +30,8 @@ class CharLevelEncoder:
         """The encoder of ``backend`` (a ``tokenizers.Tokenizer``) when it is character-level: no normalizer, a
         Split on every single character (isolated), a WordLevel model with an unknown token, and no post-processor
         or a template that puts special tokens before the text only. None otherwise."""
+        if not isinstance(backend.model, models.WordLevel):   # (cheap: no JSON of a 49k-token BPE tokenizer)
+            return None
         spec = json.loads(backend.to_str())
         split = spec.get("pre_tokenizer") or {}
         model = spec.get("model") or {}
