@@ -16,33 +16,33 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-_status_fd: tuple[int, int] | None = None   # (pid, descriptor): /proc/self is resolved when opened
-_clear_refs_fd: tuple[int, int] | None = None
+_descriptors: dict[Path, tuple[int, int]] = {}   # path -> (pid, descriptor): /proc/self is resolved when opened
+
+
+def _descriptor(path: Path, flags: int) -> int:
+    """A descriptor of ``path`` opened once per process and kept (the loop reads and resets memory before and
+    after every phase of every epoch: opening the file each time was most of the cost). A forked child opens its
+    own: the inherited one describes the parent."""
+    kept = _descriptors.get(path)
+    if kept is None or kept[0] != os.getpid():
+        kept = _descriptors[path] = (os.getpid(), os.open(path, flags | os.O_CLOEXEC))
+    return kept[1]
 
 
 def reset_peak_rss() -> bool:
-    """Start a new peak at the current resident size; False where the platform cannot (then peaks accumulate).
-    One ``write`` on a descriptor kept open (opening the file each time was most of the cost: the loop resets
-    before every phase of every epoch); a forked child opens its own."""
-    global _clear_refs_fd
+    """Start a new peak at the current resident size; False where the platform cannot (then peaks accumulate)."""
     try:
-        if _clear_refs_fd is None or _clear_refs_fd[0] != os.getpid():
-            _clear_refs_fd = (os.getpid(), os.open(_CLEAR_REFS, os.O_WRONLY | os.O_CLOEXEC))
-        os.write(_clear_refs_fd[1], b"5")
+        os.write(_descriptor(_CLEAR_REFS, os.O_WRONLY), b"5")
         return True
     except OSError:
         return False
 
 
 def _status_kib(field: str) -> int | None:
-    """A ``kB`` field of /proc/self/status, read with one ``pread`` on a descriptor kept open (a third of the
-    cost of opening and decoding the file: the loop reads it after every phase of every epoch). A forked child
-    opens its own (the inherited descriptor describes the parent)."""
-    global _status_fd
+    """A ``kB`` field of /proc/self/status, read with one ``pread`` (a third of the cost of opening and decoding
+    the file)."""
     try:
-        if _status_fd is None or _status_fd[0] != os.getpid():
-            _status_fd = (os.getpid(), os.open(_STATUS, os.O_RDONLY | os.O_CLOEXEC))
-        text = os.pread(_status_fd[1], 1 << 14, 0)
+        text = os.pread(_descriptor(_STATUS, os.O_RDONLY), 1 << 14, 0)
         start = text.index(field.encode() + b":") + len(field) + 1
         return int(text[start:text.index(b"\n", start)].split()[0])
     except (OSError, ValueError, IndexError):

@@ -15,6 +15,7 @@ import weakref
 import torch
 
 from genenv.algos.grpo import k3_kl
+from genenv.algos.optim import optimizer_params
 
 
 def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -76,7 +77,7 @@ _kept_snapshots: "weakref.WeakKeyDictionary[torch.optim.Optimizer, StepSnapshot]
 def snapshot_for(optimizer: torch.optim.Optimizer) -> "StepSnapshot":
     """A :class:`StepSnapshot` of the parameters ``optimizer`` steps and of its state: the one its last update
     kept (:func:`keep_if_small`), else a new one."""
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    params = optimizer_params(optimizer)
     kept = _kept_snapshots.get(optimizer)
     if kept is not None and len(kept.params) == len(params) and all(a is b for a, b in zip(kept.params, params)):
         return kept
@@ -122,7 +123,7 @@ class StepSnapshot:
         return self._optimizer()
 
     def _optimised(self):
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
+        return optimizer_params(self.optimizer)
 
     def take(self) -> None:
         layout, sources, extra, stateless = [], [], {}, []

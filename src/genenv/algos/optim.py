@@ -36,8 +36,8 @@ def guarded_step(policy, optimizer, loss, grad_clip: float, what: str) -> float 
     with policy.timed():
         # the optimiser's parameters: the ones this step changes (those of the policy with gradients, in its
         # order), listed without walking the model's modules
-        params = [p for group in optimizer.param_groups for p in group["params"]]
-        norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
+        norm = torch.nn.utils.clip_grad_norm_(optimizer_params(optimizer), grad_clip if grad_clip > 0 else
+                                              float("inf"))
         if not torch.isfinite(norm):
             optimizer.zero_grad(set_to_none=True)
             warnings.warn(f"{what}: non-finite gradient, step skipped", RuntimeWarning, stacklevel=3)
@@ -47,6 +47,11 @@ def guarded_step(policy, optimizer, loss, grad_clip: float, what: str) -> float 
         # other player generates or trains
         optimizer.zero_grad(set_to_none=True)
     return float(norm)
+
+
+def optimizer_params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The parameters ``optimizer`` steps, group by group in its order."""
+    return [p for group in optimizer.param_groups for p in group["params"]]
 
 
 def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
