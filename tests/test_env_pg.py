@@ -43,9 +43,9 @@ def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():
 
 
 def test_the_level_gate_pays_only_for_levels_not_mastered():
-    """env.pg_level_gate: a mastered level's in-band task earns what a useless one does, so a group of level-2
+    """env.pg_gate=levels: a mastered level's in-band task earns what a useless one does, so a group of level-2
     noise is no signal and a group mixing levels 2 and 3 favours the level-3 task."""
-    from genenv.algos.env_pg import open_levels
+    from genenv.algos.env_pg import level_gate, open_levels
     from genenv.curricula import LevelSuccess
     stats = {1: LevelSuccess(1.0, 0.0), 2: LevelSuccess(0.8, 0.2), 3: LevelSuccess(0.3, 0.1), 4: None}
     gate = open_levels(stats, mastered=0.75)
@@ -55,7 +55,7 @@ def test_the_level_gate_pays_only_for_levels_not_mastered():
     reward = (1.0 - floor) / (1.0 - floor)
     groups = challenger_groups([_candidate(0, True, 1.0, level=2), _candidate(0, True, floor, level=2),
                                 _candidate(1, True, 1.0, level=2), _candidate(1, True, 1.0, level=3)],
-                               alpha=0.5, beta=2.0, open_levels=gate)
+                               alpha=0.5, beta=2.0, gate=level_gate(gate))
     assert len(groups) == 1                              # group 0: both level 2, both 0 under the gate
     assert [s.advantage for s in groups[0]] == pytest.approx([-reward / 2, reward / 2])
     ungated = challenger_groups([_candidate(0, True, 1.0, level=2), _candidate(0, True, floor, level=2)],
@@ -122,8 +122,8 @@ def test_a_run_with_the_pg_simulator_update(tmp_path):
 
 
 def test_a_run_with_the_level_gate(tmp_path):
-    """env.pg_level_gate reads the pool's per-level success in the loop (wiring: the run finishes and its
+    """env.pg_gate=levels reads the pool's per-level success in the loop (wiring: the run finishes and its
     simulator still takes steps on the levels left open)."""
-    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2", "env.pg_level_gate=true"])
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2", "env.pg_gate=levels"])
     rows = read_jsonl(run(cfg, run_dir=tmp_path / "gate", log=lambda m: None) / "metrics.jsonl")
     assert len(rows) == cfg.epochs and sum(r["env_steps"] for r in rows) > 0

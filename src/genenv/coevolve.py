@@ -8,14 +8,18 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
-  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2)
+  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
+                       env.pg_gate=greedy, one greedy rollout of each mixed task (check_greedy)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. select_env_batch  keep in-band generations (|p_hat - alpha| <= k_min), weight exp(lam R_env)
-  7. update_simulator  reward-weighted regression with KL to the initial simulator and a max-KL cap
-  8. grow_pools        rolled-out tasks join D_train with their p_hat; the weighted set joins D_env
+  7. grow_pools        rolled-out tasks join D_train with their p_hat; the weighted set joins D_env
+  8. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
+                       within its seed's variations, only for the tasks env.pg_gate lets earn (pg_gate, read
+                       after step 7 so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted
+                       regression on step 6's set; either with KL to the initial simulator and a max-KL cap
   9. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
-(5), env_update (6-7), pools (8), evaluate (9) and checkpoint.
+(5), pools (6-7), env_update (8), evaluate (9) and checkpoint.
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
 from (seed, epoch, phase), so a resumed run repeats exactly. Persistence: :mod:`genenv.checkpoint`; metrics:
 :mod:`genenv.metrics`.
@@ -34,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from genenv import curriculum as cur
-from genenv.algos.env_pg import challenger_groups, open_levels, pg_update
+from genenv.algos.env_pg import challenger_groups, greedy_gate, level_gate, open_levels, pg_update
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
@@ -49,7 +53,7 @@ from genenv.checkpoint import (
     save_config,
     save_initial,
 )
-from genenv.config import RunConfig
+from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
@@ -139,6 +143,25 @@ def score_tasks(cfg: RunConfig, generated: list[Candidate], groups: list[list[Ep
     return scored(cfg, with_episodes(generated, groups))
 
 
+def check_greedy(cfg: RunConfig, domain: Domain, agent: Policy, generated: list[Candidate],
+                 engine: Engine) -> list[Candidate]:
+    """Phase 4b (``env.pg_gate=greedy``): one greedy rollout of every valid generation whose sampled rollouts were
+    mixed (0 < p_hat < 1; the others earn no pg reward anyway), before the agent's update; ``greedy_solved`` says
+    whether it succeeded. A task the greedy answer solves is one the agent has mastered in the sense its
+    evaluation measures, whatever its sampling noise."""
+    mixed = [i for i, c in enumerate(generated) if c.valid and c.p_hat_task is not None and 0.0 < c.p_hat_task < 1.0]
+    if not mixed:
+        return generated
+    groups = rollout(domain, agent, [generated[i].parsed for i in mixed], group_size=1, greedy=True,
+                     max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
+                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
+                     run_shards=engine.run_shards)
+    out = list(generated)
+    for i, group in zip(mixed, groups):
+        out[i] = out[i].updated(greedy_solved=bool(group[0].reward >= cfg.curriculum_reward.success_threshold))
+    return out
+
+
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
                  epoch: int) -> dict:
     """Phase 5: GRPO. Informative groups are buffered; an update runs once enough are buffered."""
@@ -171,20 +194,30 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
             for g in generated if g.valid and g.in_band and g.token_ids]
 
 
-def update_simulator(cfg: RunConfig, players: Players, state: RunState, generated: list[Candidate],
+def pg_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
+    """The predicate ``env.pg_gate`` puts on which valid generations may earn the pg reward (None: all). The level
+    gate reads the pool after this epoch's tasks joined it, over every level of the domain: a level never rolled
+    out is open (its first tasks are paid), and from epoch 0 on the levels the agent has mastered are shut."""
+    gate = cfg.env.pg_gate
+    if gate == "greedy":
+        return greedy_gate
+    if gate == "levels":
+        cr = cfg.curriculum_reward
+        stats = level_success(pool, domain.levels(), cfg.baseline.oracle_window, cr.alpha, cr.k_min)
+        return level_gate(open_levels(stats, cr.alpha + cr.k_min))
+    return None
+
+
+def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
                      selected: list[EnvExample], epoch: int) -> dict:
-    """Phase 7: RWR toward the in-band generations (with ``env.pool_replay``, also earlier weighted sets), or with
-    ``env.update=pg`` policy gradient on every generation's rescaled R_env in its seed group; capped at
-    ``env.max_kl``."""
+    """Phase 8: RWR toward the in-band generations (with ``env.pool_replay``, also earlier weighted sets), or with
+    ``env.update=pg`` policy gradient on every generation's rescaled R_env in its seed group (those the gate lets
+    earn, :func:`pg_gate`); capped at ``env.max_kl``."""
     ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
     if ec.update == "pg":
-        cr, gate = cfg.curriculum_reward, None
-        if ec.pg_level_gate:
-            pool = state.task_pool
-            stats = level_success(pool, sorted(pool.indices_by_level()), cfg.baseline.oracle_window, cr.alpha,
-                                  cr.k_min)
-            gate = open_levels(stats, cr.alpha + cr.k_min)
-        groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward, gate)
+        cr = cfg.curriculum_reward
+        groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward,
+                                   pg_gate(cfg, domain, state.task_pool))
         result = pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
                            minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
                            max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
@@ -210,7 +243,7 @@ def update_simulator(cfg: RunConfig, players: Players, state: RunState, generate
 
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
                drawn_groups: list[list[Episode]], selected: list[EnvExample], epoch: int) -> None:
-    """Phase 8: D_train records every drawn task's p_hat, gets the valid generations with theirs; D_env the set."""
+    """Phase 7: D_train records every drawn task's p_hat, gets the valid generations with theirs; D_env the set."""
     cr = cfg.curriculum_reward
     for task, group in zip(drawn_tasks, drawn_groups):
         p_hat = cur.success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
@@ -279,18 +312,21 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
+        if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg_gate == "greedy":
+            generated = check_greedy(cfg, domain, players.agent, generated, engine)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:
             engine.weights_changed("agent")
-    with timer("env_update"):
-        selected = select_env_batch(generated, epoch)
-        trains = curriculum.trains_simulator
-        env_stats = update_simulator(cfg, players, state, generated, selected, epoch) if trains else dict(NO_ENV_UPDATE)
-        if env_stats["env_steps"]:
-            engine.weights_changed("env")
+    selected = select_env_batch(generated, epoch)
     with timer("pools"):
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, selected, epoch)
+    with timer("env_update"):
+        trains = curriculum.trains_simulator
+        env_stats = (update_simulator(cfg, domain, players, state, generated, selected, epoch) if trains
+                     else dict(NO_ENV_UPDATE))
+        if env_stats["env_steps"]:
+            engine.weights_changed("env")
     eval_stats = dict(NO_EVALUATION)
     if (epoch + 1) % cfg.eval_every == 0 or epoch + 1 == cfg.epochs:
         with timer("evaluate"):
@@ -323,6 +359,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     curriculum = make_curriculum(cfg.curriculum)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     curriculum.check(domain)
+    check_domain_capabilities(cfg, curriculum, domain)
     split = data_split(cfg, domain)
     ckpt = latest_checkpoint(run_dir) if resume else None
     if ckpt is not None:
@@ -394,6 +431,14 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
         # Pools, caches and models live for the whole run: moving them out of the collector's reach stops
         # gen-2 collections from rescanning them (measured: 45% of one epoch's time otherwise).
         gc.freeze()
+
+
+def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
+    """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare."""
+    if curriculum.trains_simulator and cfg.env.pg_gate == "levels" and not domain.ordered_levels:
+        raise ConfigError(f"env.pg_gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
+                          "declare them ordered (Domain.ordered_levels); use env.pg_gate=greedy (no levels needed) "
+                          "or none")
 
 
 def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,

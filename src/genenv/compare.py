@@ -172,8 +172,8 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
                                                       for a in arms], "seeds": seed_list, "reference": reference})
     _warm_start_each_seed(configs, arms, seed_list, workers, log)
     jobs = []
-    for arm in arms:
-        for seed in seed_list:
+    for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
+        for arm in arms:
             cfg = configs[arm, seed]
             run_dir = run_dir_of(out, arm, seed)
             status = pair_status(run_dir, cfg.epochs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -104,6 +105,10 @@ class AgentConfig(PlayerConfig):
                             "memory); 0 = the whole minibatch at once", lo=0)
 
 
+# which valid generations may earn the simulator's pg reward (env.pg_gate); "levels" uses the domain's levels
+PG_GATES = ("none", "greedy", "levels")
+
+
 @dataclass
 class EnvConfig(PlayerConfig):
     """The environment simulator, trained by policy gradient on R_env (``update: pg``) or by the paper's
@@ -135,11 +140,17 @@ class EnvConfig(PlayerConfig):
                           "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
                           "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers "
                           "tasks the agent mostly fails, docs/results.md)", choices=("rescaled", "interior"))
-    pg_level_gate: bool = knob(False, "pg (beyond the paper): a valid task earns its reward only on a level the agent "
-                               "has not mastered (recent mean success below alpha + k_min over the pool's last "
-                               "baseline.oracle_window tasks of that level, as the oracle's frontier rule; the "
-                               "hardest level when all are), else 0, so the simulator is not paid for a mastered "
-                               "level's sampling noise")
+    pg_gate: str = knob("none", "pg (beyond the paper): which valid tasks may earn their reward; the others earn 0, "
+                        "what a useless valid task earns, so the simulator is not paid for a mastered task's "
+                        "sampling noise. 'none' (the paper's information: every valid task); 'greedy' (the paper's "
+                        "information: only a task the agent's greedy answer fails, checked with one extra greedy "
+                        "rollout of each task whose sampled rollouts were mixed; no domain levels); 'levels' (uses "
+                        "the domain's difficulty levels, the oracle's information: only a task on a level the agent "
+                        "has not mastered, recent mean success below alpha + k_min over the last "
+                        "baseline.oracle_window rolled-out tasks of that level; a level never rolled out is open; "
+                        "the hardest level when all are mastered; needs a domain with ordered levels)",
+                        choices=PG_GATES)
+    pg_level_gate: bool = knob(False, "deprecated (one release): true means env.pg_gate=levels")
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
@@ -314,7 +325,22 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
         if obj.curriculum not in curriculum_names():
             raise ConfigError(f"curriculum: {obj.curriculum!r} is not allowed; choose one of "
                               f"{', '.join(curriculum_names())}")
+        _check_pg_gate(obj)
     return obj
+
+
+def _check_pg_gate(cfg: RunConfig) -> None:
+    """``env.pg_gate`` against the deprecated ``env.pg_level_gate`` and the update rule it belongs to."""
+    env = cfg.env
+    if env.pg_level_gate:
+        if env.pg_gate not in ("none", "levels"):
+            raise ConfigError(f"env.pg_level_gate: true contradicts env.pg_gate={env.pg_gate}; set env.pg_gate alone "
+                              "(env.pg_level_gate is deprecated)")
+        warnings.warn("env.pg_level_gate is deprecated: write env.pg_gate=levels", FutureWarning, stacklevel=3)
+        env.pg_gate, env.pg_level_gate = "levels", False
+    if env.pg_gate != "none" and env.update != "pg":
+        raise ConfigError(f"env.pg_gate: {env.pg_gate!r} gates the pg update's reward, but env.update is "
+                          f"{env.update!r}; set env.pg_gate=none or env.update=pg")
 
 
 def to_dict(cfg) -> dict:
@@ -399,7 +425,8 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     domain.options.data=PATH`` keeps the preset's ``max_candidates``). A preset's options belong to the preset's
     domain: when the config file or an override names another domain, the preset's options are dropped and only
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
-    with addition's ``width``)."""
+    with addition's ``width``). A preset's level gate (``env.pg_gate: levels``) is dropped the same way: it uses
+    the preset domain's levels."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -409,6 +436,14 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     preset_domain = data.get("domain") or {}
     later = read_yaml(Path(config_file)) if config_file else {}
     later = merge_overrides(later, overrides)
+    later_name = (later.get("domain") or {}).get("name") if isinstance(later.get("domain"), dict) else None
+    preset_name = preset_domain.get("name", DomainConfig.name) if isinstance(preset_domain, dict) else None
+    if later_name is not None and later_name != preset_name and isinstance(data.get("env"), dict):
+        # a level gate belongs to the preset's domain (its levels were checked there): not inherited
+        later_env = later.get("env") if isinstance(later.get("env"), dict) else {}
+        data["env"] = {k: v for k, v in data["env"].items()
+                       if k not in ("pg_gate", "pg_level_gate") or k in later_env
+                       or (k == "pg_gate" and v != "levels")}
     data = _deep_merge(data, later)
     domain = data.get("domain") or {}
     if (isinstance(domain, dict) and isinstance(preset_domain, dict) and "options" in preset_domain

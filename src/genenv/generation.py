@@ -41,6 +41,7 @@ class Candidate:
     in_band: bool = False
     source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
     logprobs: tuple[float, ...] = ()   # the simulator's log-probs of token_ids when it sampled them
+    greedy_solved: bool | None = None   # env.pg_gate=greedy: did the agent's greedy answer solve it (None: not checked)
 
     @property
     def valid(self) -> bool:

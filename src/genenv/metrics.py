@@ -113,6 +113,10 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         **eval_stats,
         **agent_stats,
         **env_stats,
+        # env.pg_gate=greedy: extra greedy rollouts of mixed tasks (agent inference beside total_rollouts), and how
+        # many of them the greedy answer solved (shut out of the simulator's reward)
+        "greedy_checks": sum(g.greedy_solved is not None for g in generated),
+        "greedy_solved": sum(g.greedy_solved is True for g in generated),
         "rollouts": state.total_rollouts,
         "total_agent_updates": state.total_agent_updates,
         "task_pool_size": len(state.task_pool),
@@ -167,7 +171,7 @@ def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Ca
                "valid": g.valid, "reason": None if g.valid else g.parsed.reason}
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
-                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
+                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band, greedy_solved=g.greedy_solved,
                        rollouts=[{"response": e.final_action, "reward": e.reward,
                                   "terminated": e.terminated, "truncated": e.truncated}
                                  for e in g.episodes[:cfg.samples_rollouts_shown]])

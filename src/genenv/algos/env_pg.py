@@ -13,6 +13,8 @@ Groups whose generations all earned the same reward carry no signal and are left
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples
@@ -22,13 +24,13 @@ from genenv.curriculum import frontier_reward, interior_reward
 
 
 def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
-                       shape: str = "rescaled", open_levels: set[int] | None = None) -> list[float]:
+                       shape: str = "rescaled", gate: Callable | None = None) -> list[float]:
     """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
     (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
-    the domain rejected. With ``open_levels`` (the level gate), a valid task on a level outside it earns 0, what a
-    useless valid task earns."""
+    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`, :func:`greedy_gate`), a
+    valid task it shuts out earns 0, what a useless valid task earns."""
     def valid_reward(c) -> float:
-        if open_levels is not None and c.parsed.level not in open_levels:
+        if gate is not None and not gate(c):
             return 0.0
         if shape == "rescaled":
             return float(frontier_reward(c.r_env, alpha, beta))
@@ -37,17 +39,29 @@ def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: fl
 
 
 def open_levels(stats: dict, mastered: float) -> set[int]:
-    """The levels the agent has not mastered, from :func:`genenv.curricula.level_success` statistics: a level
-    whose recent mean success is below ``mastered`` or that has never been rolled out; when every level is
-    mastered, the hardest one (as the oracle's frontier rule falls back)."""
+    """The levels the agent has not mastered, from :func:`genenv.curricula.level_success` statistics over the
+    domain's levels: a level whose recent mean success is below ``mastered`` or that has never been rolled out
+    (its first tasks are paid); when every level is mastered, the hardest one (as the oracle's frontier rule falls
+    back)."""
     if not stats:
         return set()
     levels = {level for level, stat in stats.items() if stat is None or stat.mean < mastered}
     return levels or {max(stats)}
 
 
+def level_gate(levels: set[int]) -> Callable:
+    """``env.pg_gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
+    return lambda c: c.parsed.level in levels
+
+
+def greedy_gate(c) -> bool:
+    """``env.pg_gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
+    task that was not checked (its sampled rollouts all agreed, so it earns 0 anyway) is not shut out."""
+    return c.greedy_solved is not True
+
+
 def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,
-                      shape: str = "rescaled", open_levels: set[int] | None = None) -> list[list[PolicySample]]:
+                      shape: str = "rescaled", gate: Callable | None = None) -> list[list[PolicySample]]:
     """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
     (:func:`challenger_rewards`) minus its group's mean as the advantage."""
     by_batch: dict[int, list] = {}
@@ -56,7 +70,7 @@ def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid
             by_batch.setdefault(c.batch, []).append(c)
     groups = []
     for members in by_batch.values():
-        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, open_levels))
+        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, gate))
         if is_informative(rewards):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
                            for c, a in zip(members, rewards - rewards.mean())])

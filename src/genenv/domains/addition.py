@@ -33,6 +33,7 @@ class AdditionDomain(LeveledDomain):
     heldout_seed = HELDOUT_SEED
     dev_seed = DEV_SEED
     alphabet = "0123456789+=|>s? "
+    ordered_levels = True   # level L = L significant digits per operand
 
     def __init__(self, width: int = 8, seed_levels: list[int] | None = None, reward: str = "exact",
                  variation_span: int | None = None):

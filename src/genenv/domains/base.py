@@ -73,7 +73,9 @@ class Domain(abc.ABC):
     domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
     only ``simulator_corpus``: the agent's cached warm start is shared across their values),
     ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps on response and task length), ``multi_turn`` and
-    ``max_turns``. ``name`` is set by :func:`register`.
+    ``max_turns``, ``ordered_levels`` (a capability: ``levels()`` are ordered by difficulty, easiest first, so a
+    method may read them in training: ``env.pg_gate=levels``; such a method has the oracle's information, not the
+    paper's). ``name`` is set by :func:`register`.
     """
 
     name: str = "base"
@@ -85,6 +87,7 @@ class Domain(abc.ABC):
     env_max_new_tokens: int = 32
     format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
     simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
+    ordered_levels: bool = False   # levels() are difficulty buckets, easiest first (what the level gate reads)
 
     # -------------------------------------------------------------- data
     @abc.abstractmethod

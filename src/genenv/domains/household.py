@@ -83,6 +83,7 @@ class HouseholdDomain(LeveledDomain):
     dev_seed = DEV_SEED
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
     tiny_words = TINY_WORDS
+    ordered_levels = True   # level = the shortest plan's length, in buckets
     multi_turn = True
     format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
     code_modules = (engine,)  # the engine's rules and texts shape the tasks too (warm-start cache key)
