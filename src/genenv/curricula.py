@@ -154,6 +154,35 @@ class Oracle(Curriculum):
         return out
 
 
+PAPER_INFORMATION = "paper"   # what the paper's method knows: the seed tasks, the verifier, the agent's rollouts
+
+
+def information_used(cfg: RunConfig) -> tuple[str, ...]:
+    """What a run's method knows beyond the paper's (the seed tasks, the verifier, the agent's rollouts and the
+    simulator): () for none. Each entry names the setting: the domain's difficulty levels read in training (the
+    oracle's information) or the domain's own generator. A comparison names it beside each arm, so a method given
+    more is compared with a control given the same."""
+    curriculum = make_curriculum(cfg.curriculum)
+    out = []
+    if cfg.curriculum == "oracle":
+        out.append("domain levels + generator (oracle)")
+    if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg_gate == "levels":
+        out.append("domain levels (env.pg_gate=levels)")
+    if curriculum.generates and cfg.curriculum != "oracle" and cfg.env.seed_draw == "frontier":
+        out.append("domain levels (env.seed_draw=frontier)")
+    if cfg.curriculum == "offline" and cfg.baseline.offline_generator == "domain":
+        out.append("domain generator (offline)")
+    if cfg.curriculum != "oracle" and cfg.domain.options.get("variation_span") is not None:
+        out.append("domain levels (simulator warm-start corpus: variation_span)")
+    return tuple(out)
+
+
+def information_label(cfg: RunConfig) -> str:
+    """:func:`information_used` as one short text: ``paper`` or ``paper + ...``."""
+    used = information_used(cfg)
+    return PAPER_INFORMATION if not used else PAPER_INFORMATION + " + " + "; ".join(used)
+
+
 @dataclass(frozen=True)
 class LevelSuccess:
     """A level's recent tasks: their mean last p_hat and the share of them in the band."""

@@ -12,6 +12,7 @@ import html
 import io
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +135,7 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
         to_target = [rollouts_to_reach(r, target) if target is not None else None for r in runs]
         reached = [v for v in to_target if v is not None]
         out["curricula"][label] = {
+            "information": run_information(runs[0]) if runs else None,
             "seeds": [r.seed for r in runs],
             "epochs": [len(r.rows) for r in runs],
             "heldout_final": {**_mean_std(finals[label]), "per_seed": finals[label]},
@@ -170,6 +172,19 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
         out["oracle_gain_recovered"] = gain_recovered(*(_per_seed(groups[label], _final)
                                                         for label in (reference, "random", "oracle")))
     return out
+
+
+def run_information(record: RunRecord) -> str | None:
+    """What the run's method knows (:func:`genenv.curricula.information_label`), from its config.yaml; None when
+    that config no longer loads (a run of an older version with a field since removed)."""
+    from genenv.config import ConfigError, RunConfig, from_dict  # noqa: PLC0415 (report stays light to import)
+    from genenv.curricula import information_label  # noqa: PLC0415
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)   # a deprecated field in an older run's config
+            return information_label(from_dict(RunConfig, record.config))
+    except ConfigError:
+        return None
 
 
 def _final(record: RunRecord) -> float | None:
@@ -486,6 +501,8 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
                 else f"never (0/{r['of']})")
     columns = [
         ("curriculum", "curriculum", list(curricula)),
+        column("information", "knows (beyond the paper's seed tasks, verifier and rollouts)",
+               lambda s: s.get("information") or "?"),
         column("seeds", "seeds", lambda s: str(len(s["seeds"]))),
         column("final", "held-out final (mean +- std)",
                lambda s: f"{_fmt(s['heldout_final']['mean'])} +- {_fmt(s['heldout_final']['std'])}"),
@@ -535,6 +552,7 @@ def text_table(summary: dict) -> str:
         lines.append("  ".join(cells[i].ljust(w) for (_, _, cells), w in zip(columns, widths)))
     if summary.get("oracle_gain_recovered"):
         lines.append(oracle_gain_text(summary))
+    lines += [f"{label} knows: {s.get('information') or '?'}" for label, s in summary["curricula"].items()]
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -1,0 +1,118 @@
+"""env.pg_gate: which valid generations may earn the simulator's pg reward (issue 37).
+
+The level gate reads the domain's levels (a method with the oracle's information); the greedy gate only the
+agent's greedy answer (every domain has it)."""
+
+import warnings
+
+import pytest
+
+from genenv.algos.env_pg import challenger_groups, greedy_gate
+from genenv.coevolve import check_domain_capabilities, pg_gate, run
+from genenv.config import ConfigError, load_config
+from genenv.curricula import information_label, information_used, make_curriculum
+from genenv.domains import Task, make_domain
+from genenv.generation import Candidate
+from genenv.io import read_jsonl
+from genenv.pool import TaskPool
+
+
+def test_the_level_gate_reads_the_domains_levels_from_epoch_0():
+    """At epoch 0 the pool holds only the seeds' levels 1-2, just rolled out and mastered, and this epoch's first
+    level-3 tasks. Levels 3-8 are open (level 3 not mastered, 4-8 never rolled out: their first tasks are paid);
+    levels 1-2 are shut. The old gate took its levels from the pool: {2} open (1 and 2 both mastered, so "the
+    hardest"), level 3 earning nothing."""
+    cfg = load_config("default")
+    domain = make_domain("addition")
+    pool = TaskPool()
+    for i in range(10):
+        pool.add(Task(f"a{i}", "p", "a", 1), "seed", -1, 1.0)
+        pool.add(Task(f"b{i}", "p", "a", 2), "seed", -1, 0.875)
+    pool.add(Task("c0", "p", "a", 3), "generated", 0, 0.25)
+    gate = pg_gate(cfg, domain, pool)
+    assert [level for level in domain.levels() if gate(_candidate(level))] == [3, 4, 5, 6, 7, 8]
+
+
+def _candidate(level, greedy_solved=None, r_env=1.0, batch=0):
+    return Candidate(batch, Task("s", "s"), "ctx", [1], [5], "raw", Task(f"x{level}", "p", "a", level), r_env=r_env,
+                     logprobs=(-1.0,), greedy_solved=greedy_solved)
+
+
+def test_the_greedy_gate_shuts_out_a_task_the_greedy_answer_solves():
+    """Two in-band tasks of one seed: the greedy answer solves the first (a mastered task's sampling noise), not
+    the second: only the second earns, so the group favours it. Unchecked tasks are not shut out."""
+    assert greedy_gate(_candidate(2, None)) and greedy_gate(_candidate(2, False))
+    assert not greedy_gate(_candidate(2, True))
+    groups = challenger_groups([_candidate(2, True), _candidate(3, False)], alpha=0.5, beta=2.0, gate=greedy_gate)
+    assert [s.advantage for s in groups[0]] == pytest.approx([-0.5, 0.5])
+    assert challenger_groups([_candidate(2, True), _candidate(2, True)], gate=greedy_gate) == []   # no signal
+    assert len(challenger_groups([_candidate(2, True), _candidate(3, False, r_env=0.7)])) == 1      # ungated
+
+
+def test_a_run_with_the_greedy_gate_checks_mixed_tasks_and_records_the_verdicts(tmp_path):
+    """The loop rolls out greedily exactly the valid tasks whose sampled rollouts were mixed; the samples say which
+    the greedy answer solved, and the metrics count them."""
+    cfg = load_config("smoke", ["threads=1", "epochs=4", "env.pg_gate=greedy", "env.pg_minibatch_groups=2"])
+    out = run(cfg, run_dir=tmp_path / "greedy", log=lambda m: None)
+    rows = read_jsonl(out / "metrics.jsonl")
+    checked = 0
+    for row in rows:
+        samples = read_jsonl(out / "samples" / f"epoch_{row['epoch']}.jsonl")
+        mixed = [s for s in samples if s["valid"] and 0 < s["p_hat_task"] < 1]
+        assert all(s["greedy_solved"] in (True, False) for s in mixed)
+        assert all(s.get("greedy_solved") is None for s in samples if s not in mixed)
+        assert row["greedy_checks"] == len(mixed)
+        assert row["greedy_solved"] == sum(s["greedy_solved"] for s in mixed)
+        checked += len(mixed)
+    assert checked > 0
+
+
+def test_random_makes_no_greedy_checks(tmp_path):
+    cfg = load_config("smoke", ["threads=1", "epochs=1", "curriculum=random", "env.pg_gate=greedy"])
+    rows = read_jsonl(run(cfg, run_dir=tmp_path / "r", log=lambda m: None) / "metrics.jsonl")
+    assert rows[0]["greedy_checks"] == 0
+
+
+def test_the_level_gate_is_refused_on_a_domain_without_ordered_levels():
+    """A domain that does not declare its levels ordered by difficulty cannot run the level gate (it would read
+    meaningless buckets); the greedy gate runs anywhere, and a curriculum that trains no simulator ignores it."""
+    class Unordered(type(make_domain("addition"))):
+        ordered_levels = False
+    cfg = load_config("default")
+    with pytest.raises(ConfigError, match="env.pg_gate"):
+        check_domain_capabilities(cfg, make_curriculum("genenv"), Unordered())
+    check_domain_capabilities(load_config("default", ["env.pg_gate=greedy"]), make_curriculum("genenv"), Unordered())
+    check_domain_capabilities(cfg, make_curriculum("random"), Unordered())
+    assert make_domain("addition").ordered_levels and make_domain("household").ordered_levels
+
+
+def test_a_presets_level_gate_is_not_inherited_by_another_domain():
+    assert load_config("default").env.pg_gate == "levels"
+    assert load_config("default", ["domain.name=household"]).env.pg_gate == "none"
+    assert load_config("default", ["domain.name=household", "env.pg_gate=levels"]).env.pg_gate == "levels"
+    assert load_config("default", ["domain.name=addition"]).env.pg_gate == "levels"   # the preset's own domain
+
+
+def test_pg_gate_config_errors_and_the_deprecated_name():
+    with pytest.raises(ConfigError, match="env.pg_gate"):
+        load_config("default", ["env.update=rwr"])         # the preset's gate would be a silent no-op
+    load_config("default", ["env.update=rwr", "env.pg_gate=none"])
+    with pytest.raises(ConfigError, match="env.pg_level_gate"):
+        load_config("smoke", ["env.pg_level_gate=true", "env.pg_gate=greedy"])
+    with pytest.warns(FutureWarning, match="pg_gate=levels"):
+        assert load_config("smoke", ["env.pg_level_gate=true"]).env.pg_gate == "levels"
+
+
+def test_each_arm_is_named_for_what_it_knows():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        smoke = load_config("smoke")
+    assert information_used(smoke) == () and information_label(smoke) == "paper"
+    assert information_label(load_config("smoke", ["env.pg_gate=greedy"])) == "paper"
+    assert information_used(load_config("smoke", ["env.pg_gate=levels"])) == ("domain levels (env.pg_gate=levels)",)
+    assert information_used(load_config("smoke", ["curriculum=random", "env.pg_gate=levels"])) == ()
+    assert "oracle" in information_label(load_config("smoke", ["curriculum=oracle"]))
+    assert "env.seed_draw=frontier" in information_label(load_config("smoke", ["curriculum=random",
+                                                                              "env.seed_draw=frontier"]))
+    default = information_used(load_config("default"))
+    assert any("variation_span" in entry for entry in default) and any("pg_gate" in entry for entry in default)
