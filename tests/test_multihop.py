@@ -118,3 +118,19 @@ def test_multihop_smoke_preset_runs(tmp_path):
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r["epoch"] for r in rows] == [0, 1] and all(r["heldout_success"] is not None for r in rows)
     assert all(r["rollouts"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("name", ["The", "{}", "+", "A ."])
+def test_an_answer_empty_after_normalisation_is_rejected_and_never_earns(name):
+    """A world whose answer normalises to nothing (issue 38: 'The', '{}', '+') was accepted, and on it `answer:`
+    scored 1.0. Grounding rejects it with a reason; the scorer gives nothing to an empty side."""
+    from genenv.domains import Task
+    facts = [["Ulla Voss", "born_in", "Kardon"], ["Kardon", "city_in", name]]
+    result = make_domain("multihop").parse_and_validate(_world(facts, "Ulla Voss", ("born_in", "city_in"), name))
+    assert type(result).__name__ == "Invalid" and "empty after the scorer's normalisation" in result.reason
+    for reward in ("em", "f1"):
+        domain = make_domain("multihop", reward=reward)
+        forged = Task("t", "Question?\n", name, 2)
+        assert [domain.score(forged, r) for r in ("answer:", "answer: ?", "", name)] == [0.0] * 4
+        real = Task("t", "Question?\n", "Mirrel", 2)
+        assert domain.score(real, "answer: ?") == 0.0 and domain.score(real, "answer: Mirrel") == 1.0

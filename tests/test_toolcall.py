@@ -203,3 +203,12 @@ def test_smollm2_gguf_converts_to_a_working_hf_folder(tmp_path, monkeypatch):
     assert policy.use_chat_template and 130e6 < policy.num_parameters() < 140e6
     answer = policy.generate(["What is the capital of France?"], greedy=True, max_new_tokens=12)[0][0].text
     assert "Paris" in answer
+
+
+def test_a_simulator_task_longer_than_max_task_chars_is_rejected_with_its_length():
+    """max_task_chars kept only short seed tasks but let a 200k-character simulator task through (issue 38)."""
+    short = make_domain("toolcall", max_task_chars=800)
+    long_task = _with(question="set an alarm " + "x" * 200_000)
+    result = short.parse_and_validate(long_task)
+    assert isinstance(result, Invalid) and "longer than max_task_chars 800" in result.reason
+    assert isinstance(short.parse_and_validate(json.dumps(GOOD)), Task)

@@ -224,3 +224,22 @@ def test_on_the_real_tables_every_training_query_grounds():
     for level in domain.levels():
         task = domain.random_task(rng, level)
         assert task.level == level and domain.score(task, task.answer) == 1.0
+
+
+@pytest.mark.parametrize("junk", ["", "[]", "[{}]", "[{}, {}, {}]", '[{"days": 1}]', '[{"x": 1}]',
+                                  '[{"a": "b"}, {"a": "b"}]',
+                                  json.dumps([{"days": 1, **{k: "-" for k in ("current_city", "transportation",
+                                                                              "breakfast", "attraction", "lunch",
+                                                                              "dinner", "accommodation")}}])])
+def test_a_plan_with_nothing_in_it_earns_nothing(domain, junk):
+    """Issue 38: such 'plans' earned 0.44-0.56 of the micro reward (four commonsense checks pass vacuously)."""
+    task = domain.random_task(np.random.default_rng(0), 1)
+    assert domain.score(task, junk) == 0.0
+    assert make_domain("travel", data=str(WORLD), max_candidates=2, reward="final").score(task, junk) == 0.0
+
+
+def test_delivery_follows_the_spec_a_non_empty_list_is_delivered(world):
+    """SPEC 3/4.3: an empty list or null is not delivered; any non-empty plan is, days padded with {} included."""
+    query = _query()
+    assert not evaluate_plan(query, None, world)["delivered"] and not evaluate_plan(query, [], world)["delivered"]
+    assert evaluate_plan(query, [{}, {}], world)["delivered"]

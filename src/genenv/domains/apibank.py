@@ -131,8 +131,10 @@ class ApiBankDomain(Domain):
                 isinstance(line, str) and line.startswith(HISTORY_PREFIXES) and len(line) <= MAX_TEXT
                 for line in history):
             return f"history must be at most {MAX_HISTORY} turns starting with User:, AI: or API-Request:"
-        if not isinstance(request, str) or not request.strip() or len(request) > MAX_TEXT:
+        if not isinstance(request, str) or not request.strip():
             return "request must be a non-empty string"
+        if len(request) > MAX_TEXT:
+            return f"request is {len(request)} characters, longer than {MAX_TEXT}"
         if name not in apis:
             return "the gold call names an API that is not listed"
         if not isinstance(arguments, dict) or not all(isinstance(k, str) and isinstance(v, str)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.benchmarks.bamboogle import exact_match, read_action, search_observation, token_f1
+from genenv.benchmarks.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.retrieval import Bm25Index
@@ -154,6 +154,8 @@ class MultiHopDomain(LeveledDomain):
         answer = str(response).strip()
         if answer.lower().startswith("answer:"):
             answer = answer[len("answer:"):].strip()
+        if not normalize_answer(answer) or not normalize_answer(task.answer or ""):
+            return 0.0   # nothing to match: an empty answer never earns (SQuAD's EM gives "" == "" full credit)
         return exact_match(answer, task.answer) if self.reward == "em" else token_f1(answer, task.answer)
 
     def agent_context(self, history, observation):
@@ -218,6 +220,8 @@ def ground(facts, start, path, answer) -> str | None:
         return "the start entity is not in the facts"
     if not isinstance(answer, str) or not answer.strip():
         return "answer must be a non-empty string"
+    if not normalize_answer(answer):
+        return f"answer {answer!r} is empty after the scorer's normalisation (articles and punctuation)"
     entity, seen = start, [start]
     for hop, relation in enumerate(path, 1):
         found = follow(facts, entity, relation)

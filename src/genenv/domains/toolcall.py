@@ -204,6 +204,11 @@ class ToolCallDomain(Domain):
                     meta={"functions": functions, "call": (call["name"], arguments)})
 
     def validate(self, task):
+        if self.max_task_chars and len(task.text) > self.max_task_chars:   # the options keep what they kept of seeds
+            return Invalid(f"task is {len(task.text)} characters, longer than max_task_chars {self.max_task_chars}",
+                           task.text[:200])
+        if self.alphabet_only and not self._short_enough([task]):
+            return Invalid("task has characters outside the alphabet (alphabet_only)", task.text[:200])
         functions, (name, arguments) = task.meta.get("functions"), task.meta.get("call", (None, None))
         if functions is None or name is None:
             return Invalid("missing functions or call", task.text)

@@ -281,14 +281,20 @@ class TravelDomain(LeveledDomain):
     # -------------------------------------------------------------- agent side
     def score(self, task, response):
         query = self.task_query(task)
-        verdict = checks.evaluate_plan(query, checks.parse_plan(response), self.sandbox)
-        return plan_reward(query, verdict, self.reward)
+        plan = checks.parse_plan(response)
+        return plan_reward(query, checks.evaluate_plan(query, plan, self.sandbox), self.reward,
+                           content=checks.has_content(plan))
 
 
-def plan_reward(query: dict, verdict: dict, reward: str = "micro") -> float:
+def plan_reward(query: dict, verdict: dict, reward: str = "micro", content: bool = True) -> float:
     """``final``: 1 when every check passes; ``micro``: the share of the query's applicable checks that pass (8
-    commonsense, the budget, each local constraint; hard checks that did not run count as failed)."""
-    if not verdict["delivered"]:
+    commonsense, the budget, each local constraint; hard checks that did not run count as failed).
+
+    0 on every constraint for a plan not delivered, and for one with nothing in it (``content`` False: no day
+    names a city, a transport, a meal, an attraction or a stay). TravelPlanner's evaluator checks such a plan,
+    and four of its eight commonsense checks pass vacuously on it (nothing repeated, nothing outside the
+    sandbox): 0.44-0.56 of the micro reward for writing nothing, which an agent would learn."""
+    if not verdict["delivered"] or not content:
         return 0.0
     hard = verdict["hard"] or {}
     applicable = 1 + solver.constraint_count(query)

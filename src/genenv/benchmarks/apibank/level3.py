@@ -257,15 +257,15 @@ def score_step(prediction: str, gold_step: dict, session: Level3Session) -> Verd
     """One predicted call against a gold step (SPEC.md 5.4), in the file's shared ``session``. There is no
     separate name comparison upstream: the gold API's check decides (a ToolSearcher prediction for a real step
     can only fail it, so it is a name mismatch here rather than "unavailable")."""
-    call = extract_call(prediction)
-    if call is None:
-        return Verdict(False, "no API call")
-    if gold_step["api_name"] == TOOL_SEARCHER:
-        return Verdict(False, "unavailable offline")
-    if call.name == TOOL_SEARCHER:
-        return Verdict(False, "API name mismatch")
     try:
-        with time_limit(CALL_TIMEOUT_S):
+        with time_limit(CALL_TIMEOUT_S):   # parsing and the call: both run on untrusted text
+            call = extract_call(prediction)
+            if call is None:
+                return Verdict(False, "no API call")
+            if gold_step["api_name"] == TOOL_SEARCHER:
+                return Verdict(False, "unavailable offline")
+            if call.name == TOOL_SEARCHER:
+                return Verdict(False, "API name mismatch")
             result = session.execute(call.name, call.arguments)
     except (CallError, CallTimeout, Unavailable):
         return Verdict(False, "invalid call")

@@ -21,14 +21,15 @@ class Verdict:
 def score_call(prediction: str, gold: dict, databases: dict, session: ToolSession | None = None) -> Verdict:
     """Is ``prediction`` (model text) the gold API turn's call? ``gold``: ``{"api_name", "result"}``; a fresh
     state of ``databases`` unless a ``session`` is given (level 3 keeps one)."""
-    call = extract_call(prediction)
-    if call is None:
-        return Verdict(False, "no API call")
-    if call.name != gold["api_name"]:
-        return Verdict(False, "API name mismatch")
-    session = session or ToolSession(databases)
     try:
+        # the limit covers parsing as well as the call: both run on untrusted text
         with time_limit(CALL_TIMEOUT_S):
+            call = extract_call(prediction)
+            if call is None:
+                return Verdict(False, "no API call")
+            if call.name != gold["api_name"]:
+                return Verdict(False, "API name mismatch")
+            session = session or ToolSession(databases)
             result = session.execute(call.name, call.arguments)
     except Unavailable:
         return Verdict(False, "unavailable offline")

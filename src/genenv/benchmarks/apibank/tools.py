@@ -218,14 +218,25 @@ class Unavailable(Exception):
 
 
 def convert(value: str, declared: str, key: str):
+    """A parsed argument (always a string) as its declared type, as API-Bank's tool manager converts it (SPEC 2.4):
+    ``int`` digits only, ``float`` digits with at most one ``.``. "Digits" are what Python's ``str.isdigit`` and
+    ``int``/``float`` accept together, as in the original: digits of any script that Python converts (Arabic-Indic
+    ``'٣'`` is 3, a correct value); a character ``isdigit`` accepts but ``int`` cannot convert (a superscript
+    ``'¹'``) is a wrong call, "invalid parameter type", where the original raised an uncaught ValueError."""
     if declared == "int":
         if not (isinstance(value, str) and value.isdigit()):
             raise CallError(f"invalid parameter type {key}")
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise CallError(f"invalid parameter type {key}: {value!r} is not a number Python converts") from None
     if declared == "float":
         if not (isinstance(value, str) and value.replace(".", "", 1).isdigit()):
             raise CallError(f"invalid parameter type {key}")
-        return float(value)
+        try:
+            return float(value)
+        except ValueError:
+            raise CallError(f"invalid parameter type {key}: {value!r} is not a number Python converts") from None
     if declared == "bool":
         return value == "True"
     if declared in ("str", "list", "list(str)"):

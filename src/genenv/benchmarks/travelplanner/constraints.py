@@ -322,8 +322,11 @@ HARD_CHECKS = (budget, room_rule, cuisine, room_type, transportation_rule)
 # ============================================================================ one plan, and the rates (SPEC 4.3)
 
 def evaluate_plan(query: dict, plan, sandbox: Sandbox) -> dict:
-    """``{"delivered", "commonsense": {name: bool}, "hard": {name: bool | None} | None}``."""
-    delivered = bool(plan) and any(isinstance(day, dict) and day for day in plan)
+    """``{"delivered", "commonsense": {name: bool}, "hard": {name: bool | None} | None}``. Delivered, as SPEC 3 and
+    4.3 define it: a non-empty list (``[{}, {}]``, days padded with ``{}`` and nothing else, is delivered and
+    checked; None or ``[]`` is not). What a *training reward* pays a plan with nothing in it is the domain's
+    choice (:func:`genenv.domains.travel.plan_reward`: 0)."""
+    delivered = bool(plan)
     if not delivered:
         return {"delivered": False, "commonsense": None, "hard": None}
     days = examined(query, plan)
@@ -356,6 +359,15 @@ def pass_rates(results: list[dict], hard_denominator: int | None = None) -> dict
     rates["average"] = (rates["commonsense_micro"] + rates["commonsense_macro"] + rates["hard_micro"]
                         + rates["hard_macro"]) / 4
     return rates
+
+
+PLAN_FIELDS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
+
+
+def has_content(plan) -> bool:
+    """Does ``plan`` say anything: a day with a plan field (SPEC 3) holding something other than ``-`` or blanks?"""
+    return any(isinstance(day, dict) and any(str(day.get(key) or "").strip() not in ("", "-") for key in PLAN_FIELDS)
+               for day in (plan or []))
 
 
 # ============================================================================ plans written by a model
