@@ -1,4 +1,4 @@
-"""Command line: ``genenv run | compare | report | domains | config``.
+"""Command line: ``genenv run | compare | report | eval | models | domains | check-domain | config``.
 
 Exit status 2 and one line naming the field for any bad config value, unknown key or bad argument.
 """
@@ -238,6 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
     mod_p.set_defaults(func=_models)
     dom_p = sub.add_parser("domains", help="list registered domains")
     dom_p.set_defaults(func=_domains)
+    chk_p = sub.add_parser("check-domain", help="check a domain's properties on untrusted text (exit 1 names the "
+                           "first that fails)", description="Feeds generated text to a domain as simulator output and "
+                           "as agent responses: parsing never raises and every rejection has a reason, scoring never "
+                           "raises and stays in reward_range, a response with nothing in it earns nothing, and the "
+                           "domain's own seed tasks parse back (docs/domains.md).")
+    chk_p.add_argument("domain", help="a registered name (`genenv domains`) or module:Class")
+    chk_p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                       help="a domain option, as domain.options.KEY (repeatable)")
+    chk_p.add_argument("--examples", type=int, default=1000, help="generated texts per property (default 1000)")
+    chk_p.add_argument("--seed", type=int, default=0, help="seed of the generated texts")
+    chk_p.set_defaults(func=_check_domain)
     cfg_p = sub.add_parser("config", help="print the resolved config (or --describe every field)")
     cfg_p.add_argument("overrides", nargs="*")
     cfg_p.add_argument("--preset", default="default")
@@ -245,6 +256,24 @@ def build_parser() -> argparse.ArgumentParser:
     cfg_p.add_argument("--presets", action="store_true", help="the shipped presets and where they are")
     cfg_p.set_defaults(func=_config)
     return parser
+
+
+def _check_domain(args) -> int:
+    from genenv.config import parse_override  # noqa: PLC0415
+    from genenv.domain_check import check_domain  # noqa: PLC0415
+    from genenv.domains import make_domain  # noqa: PLC0415
+    options: dict = {}
+    for item in args.option:
+        options.update(parse_override(item))
+    try:
+        domain = make_domain(args.domain, **options)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"check-domain {args.domain}: {error}") from None
+    report = check_domain(domain, examples=max(1, args.examples), seed=args.seed)
+    print(report.summary())
+    for failure in report.failures[1:]:
+        print(f"  also: {failure}")
+    return 0 if report.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,13 +133,14 @@ class AdditionDomain(LeveledDomain):
 
     # -------------------------------------------------------------- agent side
     def score(self, task, response):
-        """1.0 for the exact sum. ``reward="digits"``: otherwise the share of the answer's positions written
-        right, over the longer of answer and response (a partial credit GRPO can climb where exact success is
-        never sampled; success, p_hat and evaluation count only 1.0: ``success_threshold``)."""
+        """1.0 for the exact sum. ``reward="digits"``: otherwise, for a response made of ASCII digits only, the
+        share of the answer's positions written right, over the longer of answer and response (a partial credit
+        GRPO can climb where exact success is never sampled; success, p_hat and evaluation count only 1.0:
+        ``success_threshold``); anything else (the task echoed back, punctuation) earns 0."""
         response = response.strip()
         if response == task.answer:
             return 1.0
-        if self.reward == "exact":
+        if self.reward == "exact" or not (response.isascii() and response.isdigit()):
             return 0.0
         right = sum(a == b for a, b in zip(response, task.answer))
         return right / max(len(response), len(task.answer))

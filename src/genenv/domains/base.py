@@ -73,7 +73,9 @@ class Domain(abc.ABC):
     domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
     only ``simulator_corpus``: the agent's cached warm start is shared across their values),
     ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps on response and task length), ``multi_turn`` and
-    ``max_turns``, ``ordered_levels`` (a capability: ``levels()`` are ordered by difficulty, easiest first, so a
+    ``max_turns``, ``reward_range`` and ``null_response_floor`` (what ``genenv check-domain`` holds the rewards to:
+    every reward in the range; an empty, punctuation-only or echoed response earns at most the floor),
+    ``ordered_levels`` (a capability: ``levels()`` are ordered by difficulty, easiest first, so a
     method may read them in training: ``env.pg_gate=levels``; such a method has the oracle's information, not the
     paper's). ``name`` is set by :func:`register`.
     """
@@ -88,6 +90,8 @@ class Domain(abc.ABC):
     format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
     simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
     ordered_levels: bool = False   # levels() are difficulty buckets, easiest first (what the level gate reads)
+    reward_range: tuple[float, float] = (0.0, 1.0)   # every reward score/step returns lies in it
+    null_response_floor: float = 0.0   # the most a response with nothing in it may earn (genenv check-domain)
 
     # -------------------------------------------------------------- data
     @abc.abstractmethod

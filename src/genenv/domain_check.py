@@ -1,0 +1,248 @@
+"""``genenv check-domain``: the properties every domain must hold on untrusted text, checked on many examples.
+
+Like Gymnasium's ``env_checker``: a domain author runs it on their own class before training. The properties:
+
+- ``seed_round_trip``: each seed task's text, read back as simulator output, parses and grounds to a task with the
+  same text and answer (the simulator learns to write what the seed tasks look like; a domain whose own tasks do
+  not parse can never accept one).
+- ``simulator_text``: for arbitrary text as simulator output, ``parse_task`` and then ``validate`` never raise and
+  return a Task or an Invalid whose reason says what is wrong (a non-empty text).
+- ``agent_response``: for arbitrary text as the agent's response to a valid task (as one reply, and as every
+  action of an episode), scoring never raises and returns a finite number in ``Domain.reward_range``.
+- ``null_response``: a response with nothing in it (empty, whitespace, punctuation only, the prompt or the task's
+  own text echoed back) is not a success and earns at most ``Domain.null_response_floor`` (0 by default).
+
+The texts come from a seeded generator (random characters, the domain's alphabet, mutations of real tasks and
+answers, malformed JSON, very long and non-ASCII text), so a check repeats exactly; nothing is evaluated. The
+test suite feeds the same property functions with hypothesis.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from genenv.domains.base import Domain, Invalid, Task
+
+PROPERTIES = ("seed_round_trip", "simulator_text", "agent_response", "null_response")
+_PUNCTUATION_ONLY = ("", " ", "\n", "\t  \n", ".", "?", "!?", "...", "-", "{}", "[]", "[{}]", "[{}, {}]", "()", ",;:",
+                     "\"\"", "''", "answer:", "answer: ?")
+_ODD = ("\u00b9", "\u0663", "\x00", "\u202e", "\ud7ff", "\U0001f600", "\u00a0", "\r\n", "\\", "\ufeff")
+
+
+@dataclass
+class Failure:
+    prop: str
+    example: str
+    detail: str
+
+    def __str__(self) -> str:
+        shown = self.example if len(self.example) <= 160 else self.example[:160] + f"... ({len(self.example)} chars)"
+        return f"{self.prop}: {self.detail}; example: {shown!r}"
+
+
+@dataclass
+class DomainCheck:
+    domain: str
+    counts: dict = field(default_factory=lambda: dict.fromkeys(PROPERTIES, 0))
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        checked = ", ".join(f"{name} {count}" for name, count in self.counts.items())
+        if self.ok:
+            return f"{self.domain}: every property holds ({checked} examples)"
+        return f"{self.domain}: {len(self.failures)} propert{'y' if len(self.failures) == 1 else 'ies'} fail; first: " \
+               f"{self.failures[0]}"
+
+
+# ---------------------------------------------------------------------------------------- the properties
+
+def simulator_text_problem(domain: Domain, text: str) -> str | None:
+    """None when ``text`` as simulator output is handled as the protocol says; else what went wrong."""
+    try:
+        parsed = domain.parse_task(text)
+    except Exception as error:   # the property is that it never gets here
+        return f"parse_task raised {type(error).__name__}: {error}"
+    problem = _verdict_problem(parsed, "parse_task")
+    if problem or isinstance(parsed, Invalid):
+        return problem
+    try:
+        grounded = domain.validate(parsed)
+    except Exception as error:
+        return f"validate raised {type(error).__name__}: {error}"
+    return _verdict_problem(grounded, "validate")
+
+
+def _verdict_problem(result, where: str) -> str | None:
+    if isinstance(result, Invalid):
+        if not isinstance(result.reason, str) or not result.reason.strip():
+            return f"{where} returned an Invalid without a reason"
+        return None
+    if not isinstance(result, Task):
+        return f"{where} returned {type(result).__name__}, not a Task or an Invalid"
+    return None
+
+
+def response_rewards(domain: Domain, task: Task, response: str) -> list[float]:
+    """The rewards ``response`` earns on ``task``: as one reply (``score``) and, for a multi-turn domain, as every
+    action of an episode until it ends (``reset``/``step``). Raises what the domain raises."""
+    rewards = [domain.score(task, response)]
+    if domain.multi_turn:
+        state, _ = domain.reset(task, seed=0)
+        total = 0.0
+        for _ in range(max(1, domain.max_turns)):
+            result = domain.step(state, response)
+            total, state = result.reward, result.state
+            if result.terminated or result.truncated:
+                break
+        rewards.append(total)
+    return rewards
+
+
+def agent_response_problem(domain: Domain, task: Task, response: str) -> str | None:
+    try:
+        rewards = response_rewards(domain, task, response)
+    except Exception as error:
+        return f"scoring raised {type(error).__name__}: {error}"
+    low, high = domain.reward_range
+    for reward in rewards:
+        if not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward):
+            return f"scoring returned {reward!r}, not a finite number"
+        if not low <= reward <= high:
+            return f"scoring returned {reward}, outside reward_range {domain.reward_range}"
+    return None
+
+
+def null_responses(task: Task, observation="") -> list[str]:
+    """Responses with nothing in them: empty, whitespace, punctuation, what the agent was shown echoed back (the
+    prompt, the first observation, and the task's text where the agent sees it), except a text that is the task's
+    answer (sorting an already sorted list: echoing it is right). A task's internal text that the agent never sees
+    (a multihop world's facts) is not something it can echo."""
+    observation = observation if isinstance(observation, str) else json.dumps(observation, default=str)
+    shown = task.prompt + "\n" + observation
+    texts = [*_PUNCTUATION_ONLY, task.prompt, observation, task.prompt + task.prompt,
+             *([task.text] if task.text and task.text in shown else [])]
+    answer = (task.answer or "").strip()
+    return [t for t in dict.fromkeys(texts) if not answer or t.strip() != answer]
+
+
+def null_response_problem(domain: Domain, task: Task, response: str, success_threshold: float = 1.0) -> str | None:
+    problem = agent_response_problem(domain, task, response)
+    if problem:
+        return problem
+    for reward in response_rewards(domain, task, response):
+        if reward >= success_threshold:
+            return f"a null response scored {reward}, a success"
+        if reward > domain.null_response_floor:
+            return f"a null response scored {reward}, above null_response_floor {domain.null_response_floor}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------- the texts
+
+def _random_text(rng: np.random.Generator, alphabet: str, longest: int) -> str:
+    return "".join(alphabet[i] for i in rng.integers(len(alphabet), size=int(rng.integers(0, longest + 1))))
+
+
+def _mutated(rng: np.random.Generator, text: str, alphabet: str) -> str:
+    if not text:
+        return _random_text(rng, alphabet, 8)
+    chars = list(text)
+    for _ in range(int(rng.integers(1, 4))):
+        kind, at = int(rng.integers(4)), int(rng.integers(len(chars) + 1))
+        if kind == 0 and chars:
+            del chars[min(at, len(chars) - 1)]
+        elif kind == 1:
+            chars.insert(at, alphabet[int(rng.integers(len(alphabet)))])
+        elif kind == 2 and chars:
+            chars[min(at, len(chars) - 1)] = alphabet[int(rng.integers(len(alphabet)))]
+        else:
+            chars = chars[:at]
+    return "".join(chars)
+
+
+def fuzz_texts(rng: np.random.Generator, n: int, real: list[str], alphabet: str | None) -> list[str]:
+    """``n`` texts: random printable and domain-alphabet strings, mutations of ``real`` texts, malformed JSON, odd
+    characters, and a few very long ones."""
+    printable = string.printable
+    own = alphabet or printable
+    fixed = ["", "null", "{}", "[]", "{\"", "[" * 2000, "{\"a\": " * 500, json.dumps({"text": "x" * 50}),
+             "x" * 50_000, "a=" * 20_000, "".join(_ODD), "[F(" + "a" * 30_000 + ")]"]
+    # a real text whose first character is swapped for an odd one: a superscript one passes str.isdigit, and
+    # int() then raises (a parser that trusts isdigit fails here)
+    out = fixed + [odd + text[1:] for text in real[:4] for odd in _ODD]
+    while len(out) < n:
+        kind = int(rng.integers(5))
+        if kind == 0:
+            out.append(_random_text(rng, printable, 60))
+        elif kind == 1:
+            out.append(_random_text(rng, own, 60))
+        elif kind == 2 and real:
+            out.append(_mutated(rng, real[int(rng.integers(len(real)))], own + "".join(_ODD)))
+        elif kind == 3 and real:
+            base = real[int(rng.integers(len(real)))]
+            out.append(base + _random_text(rng, printable + "".join(_ODD), 12))
+        else:
+            out.append(_random_text(rng, printable + "".join(_ODD), 30))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- the checker
+
+def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int = 8,
+                 success_threshold: float = 1.0) -> DomainCheck:
+    """Check every property on ``examples`` generated texts (and ``tasks`` seed tasks, whose responses are
+    checked); the first failure of each property is kept."""
+    rng = np.random.default_rng(seed)
+    report = DomainCheck(domain.name)
+    seen: set[str] = set()
+
+    def record(prop: str, example: str, problem: str | None) -> None:
+        report.counts[prop] += 1
+        if problem and prop not in seen:
+            seen.add(prop)
+            report.failures.append(Failure(prop, example, problem))
+
+    seeds = domain.seed_tasks(np.random.default_rng(seed), tasks)
+    for task in seeds:
+        read = simulator_text_problem(domain, task.text)
+        if read is None:
+            again = domain.parse_and_validate(task.text)
+            if isinstance(again, Invalid):
+                read = f"the seed task's own text is rejected: {again.reason}"
+            elif again.text != task.text or (again.answer or "") != (task.answer or ""):
+                read = "the seed task's own text parses to another task"
+        record("seed_round_trip", task.text, read)
+    real = [t.text for t in seeds] + [t.answer or "" for t in seeds]
+    accepted: list[Task] = []   # fuzzed simulator texts the domain accepted: valid tasks too
+    for text in fuzz_texts(rng, examples, real, domain.alphabet):
+        problem = simulator_text_problem(domain, text)
+        record("simulator_text", text, problem)
+        if problem is None and len(accepted) < tasks:
+            task = domain.parse_and_validate(text)
+            if isinstance(task, Task) and all(task.text != s.text for s in seeds):
+                accepted.append(task)
+    checked = seeds + accepted
+    if not checked:
+        return report
+    answers = [t.answer or "" for t in checked]
+    per_task = max(1, examples // len(checked))
+    for task in checked:
+        for response in fuzz_texts(rng, per_task, answers + [task.prompt], domain.alphabet)[:per_task]:
+            record("agent_response", response, agent_response_problem(domain, task, response))
+        observation = domain.reset(task, seed=0)[1]
+        for response in null_responses(task, observation):
+            record("null_response", response, null_response_problem(domain, task, response, success_threshold))
+    return report
+
+
+__all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "fuzz_texts",
+           "null_response_problem", "null_responses", "response_rewards", "simulator_text_problem"]

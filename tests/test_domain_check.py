@@ -1,0 +1,115 @@
+"""The domain properties on untrusted text (issue 38), for every registered domain and the sorting example:
+hypothesis feeds arbitrary text to the checker's property functions, and ``genenv check-domain`` runs them as a
+plugin author would."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from genenv.domain_check import (
+    agent_response_problem,
+    check_domain,
+    null_response_problem,
+    null_responses,
+    simulator_text_problem,
+)
+from genenv.domains import make_domain
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+TRAVEL_WORLD = ROOT / "tests" / "data" / "travel-world"
+sys.path.insert(0, str(ROOT / "examples"))
+
+DOMAINS = {
+    "addition": {}, "addition-digits": {"reward": "digits"}, "multihop": {}, "multihop-f1": {"reward": "f1"},
+    "household": {}, "toolcall": {}, "travel": {"data": str(TRAVEL_WORLD), "max_candidates": 2},
+    "apibank": {"data": str(SHARED / "api-bank")}, "sorting_domain:SortingDomain": {},
+}
+
+
+def _domain(key):
+    name = key.split("-")[0] if ":" not in key else key
+    if name == "apibank" and not (SHARED / "api-bank").exists():
+        pytest.skip(f"API-Bank data not at {SHARED / 'api-bank'} (the benchmark data is not in the repository)")
+    return make_domain(name, **DOMAINS[key])
+
+
+_CACHE: dict = {}
+
+
+def _cached(key):
+    if key not in _CACHE:
+        domain = _domain(key)
+        _CACHE[key] = (domain, domain.seed_tasks(np.random.default_rng(0), 4))
+    return _CACHE[key]
+
+
+TEXT = st.one_of(st.text(max_size=200), st.text(alphabet="[]{}()=:'\",0123456789abc \n\u00b9\u0663", max_size=80))
+
+
+@pytest.mark.parametrize("key", list(DOMAINS))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT, pick=st.integers(0, 3))
+def test_arbitrary_text_never_raises_and_stays_in_range(key, text, pick):
+    domain, seeds = _cached(key)
+    assert simulator_text_problem(domain, text) is None
+    task = seeds[pick % len(seeds)]
+    assert agent_response_problem(domain, task, text) is None
+    assert agent_response_problem(domain, task, (task.answer or "") + text) is None
+
+
+@pytest.mark.parametrize("key", list(DOMAINS))
+def test_the_whole_check_passes_and_null_responses_earn_nothing(key):
+    domain, seeds = _cached(key)
+    report = check_domain(domain, examples=300)
+    assert report.ok, report.summary()
+    assert report.counts["null_response"] > 0 and report.counts["seed_round_trip"] > 0
+    for task in seeds:
+        for response in null_responses(task, domain.reset(task, seed=0)[1]):
+            assert null_response_problem(domain, task, response) is None
+
+
+BROKEN = '''
+from sorting_domain import SortingDomain, Invalid
+
+class TrustsIsdigit(SortingDomain):
+    def parse_task(self, text):
+        parts = text.strip().split(" ")
+        if not all(len(p) == 1 and p.isdigit() for p in parts) or not 2 <= len(parts) <= 6:
+            return Invalid("not 2-6 single digits", text)
+        return self.make_task([int(p) for p in parts])
+
+class PaysEcho(SortingDomain):
+    def score(self, task, response):
+        return 0.5 if response.strip() else 0.0
+
+class NoReason(SortingDomain):
+    def parse_task(self, text):
+        result = super().parse_task(text)
+        return Invalid("", text) if isinstance(result, Invalid) else result
+'''
+
+
+@pytest.mark.parametrize("cls, prop", [("TrustsIsdigit", "simulator_text: parse_task raised ValueError"),
+                                       ("PaysEcho", "null_response: a null response scored 0.5"),
+                                       ("NoReason", "simulator_text: parse_task returned an Invalid without a reason")])
+def test_check_domain_names_the_first_property_that_fails(tmp_path, cls, prop):
+    (tmp_path / "broken_domains.py").write_text(BROKEN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "examples")])}
+    done = subprocess.run([sys.executable, "-m", "genenv.cli", "check-domain", f"broken_domains:{cls}"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert prop in done.stdout.splitlines()[0] and "example:" in done.stdout
+
+
+def test_check_domain_passes_the_sorting_example_with_a_one_line_summary():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "examples")}
+    done = subprocess.run([sys.executable, "-m", "genenv.cli", "check-domain", "sorting_domain:SortingDomain"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.count("\n") == 1 and "every property holds" in done.stdout
