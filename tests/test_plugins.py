@@ -117,3 +117,44 @@ def test_example_domain_grounds_what_the_simulator_writes():
     assert isinstance(domain.parse_and_validate("31 2"), Invalid)
     assert isinstance(domain.parse_and_validate("1 2 3 4 5 6 7"), Invalid)
     assert domain.score(domain.random_task(np.random.default_rng(0), 4), "0 0 0 0") in (0.0, 1.0)
+
+
+BROKEN_PARSERS = '''
+from sorting_domain import SortingDomain
+
+class AlwaysRaises(SortingDomain):
+    def parse_task(self, text):
+        raise RuntimeError("my parser is broken")
+
+class RaisesOnNewTasks(SortingDomain):
+    """Parses its own seed tasks, and raises on anything the simulator writes that is not one of them."""
+    def parse_task(self, text):
+        if text.strip() not in self.known:
+            raise KeyError("lookup table misses " + text.strip())
+        return super().parse_task(text)
+
+    def seed_tasks(self, rng, n):
+        tasks = super().seed_tasks(rng, n)
+        self.known = getattr(self, "known", set()) | {t.text for t in tasks}
+        return tasks
+'''
+
+
+def test_a_domain_whose_seed_tasks_do_not_parse_is_a_config_error(tmp_path):
+    """Issue 39: a parser that always raised gave exit 0 and `valid 0/8` every epoch with the message lost."""
+    (tmp_path / "broken_parsers.py").write_text(BROKEN_PARSERS)
+    done = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "run"), "domain.name=broken_parsers:AlwaysRaises",
+                *FAST, pythonpath=(tmp_path, EXAMPLES))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "rejects its own seed task" in done.stderr and "RuntimeError: my parser is broken" in done.stderr
+
+
+def test_most_generations_rejected_for_one_reason_is_a_loud_warning_with_the_message(tmp_path):
+    (tmp_path / "broken_parsers.py").write_text(BROKEN_PARSERS)
+    done = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "run"), "epochs=2",
+                "domain.name=broken_parsers:RaisesOnNewTasks", *FAST, pythonpath=(tmp_path, EXAMPLES))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: epoch 0:" in done.stdout + done.stderr and "KeyError" in done.stdout + done.stderr
+    samples = read_jsonl(tmp_path / "run" / "samples" / "epoch_0.jsonl")
+    reasons = [s["reason"] for s in samples if not s["valid"]]
+    assert reasons and all(r.startswith("parser error: KeyError: 'lookup table misses") for r in reasons)

@@ -55,7 +55,7 @@ from genenv.checkpoint import (
 )
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
-from genenv.domains import Task, make_domain
+from genenv.domains import Invalid, Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
@@ -72,6 +72,7 @@ from genenv.metrics import (
     fmt_levels,
     level_means,
     mean,
+    rejection_warning,
     stall_warning,
     summary_line,
     write_samples,
@@ -406,6 +407,7 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
     The metrics rows and samples files are written at once (a killed process loses none of them) but reach the
     disk (fsync) only before each checkpoint: the epochs after it are repeated on resume anyway."""
     recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
+    rejections = 0         # epochs in a row where most generations were rejected for one reason
     last_checkpoint = time.monotonic()
     metrics_path = run_dir / "metrics.jsonl"
     unsynced = [metrics_path]
@@ -424,6 +426,10 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
         append_jsonl(metrics_path, metrics, durable=state.epoch == cfg.epochs)
         bar.update(1)
         log(summary_line(metrics, curriculum.generates))
+        rejected = rejection_warning(metrics)
+        rejections = rejections + 1 if rejected else 0
+        if rejected and rejections % STALL_EPOCHS == 1:   # the first such epoch, then once per 10 in a row
+            log(f"warning: {rejected}")
         idle = 0 if metrics["agent_updates"] else idle + 1
         recent = (recent + [metrics])[-STALL_EPOCHS:]
         if idle and idle % STALL_EPOCHS == 0:  # once per 10 epochs without an agent update
@@ -441,11 +447,25 @@ def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Do
                           "or none")
 
 
+def check_seed_round_trip(domain: Domain, seeds: list[Task], n: int = 8) -> None:
+    """A ConfigError when the domain's own seed tasks, read back as simulator output, do not parse and ground to
+    themselves: the simulator is taught to write tasks like them, so such a domain could accept none."""
+    for task in seeds[:n]:
+        again = domain.parse_and_validate(task.text)
+        if isinstance(again, Invalid):
+            raise ConfigError(f"domain.name: {domain.name!r} rejects its own seed task {task.text[:80]!r}: "
+                              f"{again.reason} (parse_task/validate must accept what seed_tasks writes)")
+        if again.text != task.text or (again.answer or "") != (task.answer or ""):
+            raise ConfigError(f"domain.name: {domain.name!r} reads its own seed task {task.text[:80]!r} back as "
+                              f"another task ({again.text[:80]!r}, answer {again.answer!r})")
+
+
 def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,
                     log) -> tuple[Players, RunState]:
     """The warm-started players and the first state: the seed tasks in the pool (and a fixed-data curriculum's
     set). The seed set never holds a held-out or dev task; ``data_split.json`` says what the split cost."""
     seeds = training_seed_tasks(cfg, domain, split)
+    check_seed_round_trip(domain, seeds)
     accounts = level_accounts(domain, split, seeds)
     atomic_write_json(run_dir / "data_split.json", accounts)
     for sentence in accounts["small_levels"]:

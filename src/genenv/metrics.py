@@ -223,6 +223,24 @@ def stall_warning(recent: list[dict], min_informative_groups: int) -> str | None
             f"({100 * mixed:.1f}% of groups), fewer than agent.min_informative_groups={min_informative_groups}")
 
 
+def rejection_warning(m: dict, share: float = 0.5) -> str | None:
+    """When more than ``share`` of an epoch's generations were rejected for one reason, that reason and an example
+    of where to look; None otherwise (or when fewer than 4 were written)."""
+    generated = m.get("generated") or 0
+    reasons: Counter = Counter()
+    for reason, count in (m.get("invalid_reasons") or {}).items():
+        # one kind of reason, whatever the text it quotes: "parser error: KeyError: 'x'" -> "parser error: KeyError"
+        reasons[":".join(reason.split(":")[:2])] += count
+    if generated < 4 or not reasons:
+        return None
+    reason, count = reasons.most_common(1)[0]
+    if count <= share * generated:
+        return None
+    return (f"epoch {m['epoch']}: {count} of {generated} generations rejected for one reason: {reason!r} (every "
+            f"rejection, with the simulator's text: samples/epoch_{m['epoch']}.jsonl; a parser error is a bug in the "
+            "domain's parse_task or validate)")
+
+
 def summary_line(m: dict, generates: bool) -> str:
     """The epoch in one line (printed after every epoch)."""
     tasks = f"valid {m['valid']:3d}/{m['generated']:3d}" if generates else f"drawn {m['drawn_tasks']:3d}"

@@ -191,7 +191,8 @@ class Domain(abc.ABC):
                 return parsed
             return self.validate(parsed)
         except Exception as err:  # the simulator's text is untrusted: a parser bug must not end the run
-            return Invalid(f"parser error: {type(err).__name__}", text)
+            message = f"parser error: {type(err).__name__}: {err}"   # the message says which bug it is
+            return Invalid(message if len(message) <= 200 else message[:197] + "...", text)
 
 
 class LeveledDomain(Domain):
