@@ -5,6 +5,7 @@ agent's greedy answer (every domain has it)."""
 
 import warnings
 
+import numpy as np
 import pytest
 
 from genenv.algos.env_pg import challenger_groups, greedy_gate
@@ -116,3 +117,33 @@ def test_each_arm_is_named_for_what_it_knows():
                                                                               "env.seed_draw=frontier"]))
     default = information_used(load_config("default"))
     assert any("variation_span" in entry for entry in default) and any("pg_gate" in entry for entry in default)
+
+
+def test_the_text_difficulty_model_learns_what_looks_mastered():
+    """Ridge regression on character n-grams: fit on tasks whose text says how hard they are (many zeros: solved;
+    many other digits: failed), it predicts a new task of each kind on its side of the 0.75 threshold."""
+    from genenv.difficulty import TextDifficulty, fit_ridge, ngram_features
+    rng = np.random.default_rng(0)
+    easy = ["".join(rng.choice(list("0000001"), 8)) for _ in range(40)]
+    hard = ["".join(rng.choice(list("123456789"), 8)) for _ in range(40)]
+    model = TextDifficulty().fit(easy + hard, [1.0] * 40 + [0.0] * 40)
+    assert model.predict("00000010") > 0.75 > model.predict("58214763")
+    assert np.isnan(TextDifficulty().predict("x"))
+    vector = ngram_features("aaa", dims=8, orders=(1,))
+    assert vector.max() == pytest.approx(1.0) and np.count_nonzero(vector) == 1   # 3 a's, one bucket, unit length
+    weights, intercept = fit_ridge(np.array([[0.0], [1.0], [2.0]]), np.array([1.0, 3.0, 5.0]), l2=0.0)
+    assert weights[0] == pytest.approx(2.0) and intercept == pytest.approx(1.0)   # y = 2x + 1 exactly
+
+
+def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
+    cfg = load_config("default", ["env.pg_gate=predicted"])
+    pool = TaskPool()
+    for i in range(60):
+        pool.add(Task(f"0000000{i % 10}+00000000", "p", "a", 1), "generated", 0, 1.0)
+        pool.add(Task(f"{i % 10}7345678+98765432"[:17], "p", "a", 8), "generated", 0, 0.0)
+    gate = pg_gate(cfg, make_domain("addition"), pool)
+    easy, hard = _candidate(1), _candidate(8)
+    easy = easy.updated(parsed=Task("00000003+00000000", "p", "a", 1))
+    hard = hard.updated(parsed=Task("57345678+98765432", "p", "a", 8))
+    assert not gate(easy) and gate(hard)
+    assert "paper" == information_label(cfg).split(" + ")[0] and not any("pg_gate" in e for e in information_used(cfg))

@@ -55,6 +55,7 @@ from genenv.checkpoint import (
 )
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
+from genenv.difficulty import TextDifficulty, recent_outcomes
 from genenv.domains import Invalid, Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
@@ -202,6 +203,10 @@ def pg_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
     gate = cfg.env.pg_gate
     if gate == "greedy":
         return greedy_gate
+    if gate == "predicted":
+        model = TextDifficulty().fit(*recent_outcomes(pool, cfg.env.pg_gate_window))
+        mastered = cfg.curriculum_reward.alpha + cfg.curriculum_reward.k_min
+        return lambda c: not model.predict(c.parsed.text) >= mastered
     if gate == "levels":
         cr = cfg.curriculum_reward
         stats = level_success(pool, domain.levels(), cfg.baseline.oracle_window, cr.alpha, cr.k_min)

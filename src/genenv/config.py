@@ -106,7 +106,7 @@ class AgentConfig(PlayerConfig):
 
 
 # which valid generations may earn the simulator's pg reward (env.pg_gate); "levels" uses the domain's levels
-PG_GATES = ("none", "greedy", "levels")
+PG_GATES = ("none", "greedy", "predicted", "levels")
 
 
 @dataclass
@@ -148,8 +148,13 @@ class EnvConfig(PlayerConfig):
                         "the domain's difficulty levels, the oracle's information: only a task on a level the agent "
                         "has not mastered, recent mean success below alpha + k_min over the last "
                         "baseline.oracle_window rolled-out tasks of that level; a level never rolled out is open; "
-                        "the hardest level when all are mastered; needs a domain with ordered levels)",
+                        "the hardest level when all are mastered; needs a domain with ordered levels); "
+                        "'predicted' (the paper's information: only a task whose success, predicted by a ridge "
+                        "regression on character n-grams of the text fit to the last env.pg_gate_window rolled-out "
+                        "pool tasks, is below alpha + k_min: tasks that look like mastered ones do not pay)",
                         choices=PG_GATES)
+    pg_gate_window: int = knob(1024, "pg_gate=predicted: the most recently added rolled-out pool tasks its "
+                               "difficulty model is fit on", lo=16)
     pg_level_gate: bool = knob(False, "deprecated (one release): true means env.pg_gate=levels")
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)

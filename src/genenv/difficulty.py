@@ -1,0 +1,73 @@
+"""A difficulty estimate the pool learns from p_hat, with no domain levels (issue 37, ``env.pg_gate=predicted``).
+
+Each task's text is turned into hashed character n-gram counts (n = 1-3, ``dims`` buckets, crc32: the same
+buckets in every process); a ridge regression fit on the pool's most recently rolled-out tasks predicts the
+agent's success from them. Where the level gate averages success over a domain's level, this averages it over
+tasks that look alike, so one group's sampling noise on a task of a mastered kind does not count as the frontier.
+Pure numpy; the feature vector of a text is computed once.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+import numpy as np
+
+
+@lru_cache(maxsize=1 << 16)   # a task's vector is computed once per process (pools replay the same texts)
+def ngram_features(text: str, dims: int = 512, orders: tuple[int, ...] = (1, 2, 3)) -> np.ndarray:
+    """Counts of the text's character n-grams in ``dims`` hashed buckets, scaled to unit length (a long text
+    and a short one of the same kind look alike)."""
+    vector = np.zeros(dims)
+    data = text.encode("utf-8", "replace")
+    for n in orders:
+        for i in range(len(data) - n + 1):
+            vector[zlib.crc32(data[i:i + n]) % dims] += 1.0
+    norm = np.linalg.norm(vector)
+    return vector / norm if norm > 0 else vector
+
+
+def fit_ridge(features: np.ndarray, targets: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimising ||X w + b - y||^2 + l2 ||w||^2 (the intercept not penalised)."""
+    mean_x, mean_y = features.mean(0), float(targets.mean())
+    centred = features - mean_x
+    gram = centred.T @ centred + l2 * np.eye(features.shape[1])
+    weights = np.linalg.solve(gram, centred.T @ (targets - mean_y))
+    return weights, mean_y - float(mean_x @ weights)
+
+
+class TextDifficulty:
+    """Predicted success of a task from its text, fit on (text, last p_hat) pairs."""
+
+    def __init__(self, dims: int = 512, l2: float = 1.0):
+        self.dims, self.l2 = dims, l2
+        self.weights: np.ndarray | None = None
+        self.intercept = 0.0
+
+    def features(self, text: str) -> np.ndarray:
+        return ngram_features(text, self.dims)
+
+    def fit(self, texts: list[str], successes: list[float]) -> TextDifficulty:
+        if texts:
+            self.weights, self.intercept = fit_ridge(np.stack([self.features(t) for t in texts]),
+                                                     np.asarray(successes, dtype=float), self.l2)
+        return self
+
+    def predict(self, text: str) -> float:
+        """Predicted success; NaN before any fit."""
+        if self.weights is None:
+            return float("nan")
+        return float(self.features(text) @ self.weights + self.intercept)
+
+
+def recent_outcomes(pool, window: int) -> tuple[list[str], list[float]]:
+    """The texts and last p_hat of the ``window`` most recently added pool tasks that have been rolled out."""
+    texts, rates = [], []
+    for entry in reversed(pool.entries):
+        if entry.p_hat_history:
+            texts.append(entry.task.text)
+            rates.append(entry.p_hat_history[-1])
+            if len(texts) == window:
+                break
+    return texts, rates
