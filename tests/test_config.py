@@ -125,3 +125,21 @@ def test_changed_fields_names_every_differing_leaf_by_its_dotted_key():
     new = {"epochs": 400, "agent": {"lr": 1e-3, "tiny": {"num_layers": 3}}, "name": "default", "extra": 1}
     assert changed_fields(old, new) == {"epochs": (200, 400), "agent.tiny.num_layers": (2, 3), "extra": (None, 1)}
     assert changed_fields(old, old) == {}
+
+
+def test_help_config_errors_and_domains_do_not_load_torch():
+    """Issue 39: every command took 7-9 s before doing anything, because importing the CLI imported torch and
+    transformers. --help, a config error (with a did-you-mean) and `genenv domains` now never import them."""
+    import subprocess
+    import sys
+    probe = ("import sys, contextlib, io\nfrom genenv.cli import main\nout = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+             "    try:\n        code = main({args!r})\n    except SystemExit as e:\n        code = e.code\n"
+             "print(code, 'torch' in sys.modules, 'transformers' in sys.modules, repr(out.getvalue()))")
+    for args, expected_code, text in ((["--help"], 0, "usage: genenv"), (["run", "epoch=3"], 2, "did you mean epochs?"),
+                                      (["domains"], 0, "addition"), (["config", "seed=x"], 2, "seed: expected")):
+        done = subprocess.run([sys.executable, "-c", probe.format(args=args)], capture_output=True, text=True,
+                              timeout=120)
+        code, torch_loaded, transformers_loaded, output = done.stdout.strip().split(" ", 3)
+        assert (int(code), torch_loaded, transformers_loaded) == (expected_code, "False", "False"), (args, done.stderr)
+        assert text in output

@@ -9,24 +9,22 @@ import argparse
 import dataclasses
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import yaml
 
-from genenv.checkpoint import load_run_config
-from genenv.coevolve import run
-from genenv.compare import compare, report_comparison
 from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
-from genenv.curricula import curriculum_names
-from genenv.domains import registered_domains
-from genenv.evaluate import eval_alfworld, eval_apibank, eval_bamboogle, eval_bfcl, eval_split, eval_travelplanner
-from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare
-from genenv.report import report_run, text_table
+
+# The heavy modules (torch, transformers) are imported by the commands that do work, so that `--help`, a config
+# error and `genenv domains` answer at once (they took 7-9 s when this module imported everything).
 
 
 def _run(args) -> int:
 
     if args.resume:
+        from genenv.checkpoint import load_run_config  # noqa: PLC0415 (heavy: see the imports above)
+        from genenv.coevolve import run  # noqa: PLC0415
         run_dir = Path(args.resume)
         if not (run_dir / "config.yaml").exists():
             print(f"genenv: --resume {run_dir}: no config.yaml there (not a run folder)", file=sys.stderr)
@@ -34,7 +32,8 @@ def _run(args) -> int:
         cfg = load_run_config(run_dir, args.overrides)
         run(cfg, run_dir=run_dir, resume=True)
         return 0
-    cfg = load_config(args.preset, args.overrides, args.config)
+    cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads
+    from genenv.coevolve import run  # noqa: PLC0415
     run_dir = Path(args.out) if args.out else Path(cfg.out_dir) / cfg.name
     if (run_dir / "metrics.jsonl").exists():
         print(f"genenv: {run_dir} already holds a run: resume it with `genenv run --resume {run_dir}` "
@@ -46,6 +45,8 @@ def _run(args) -> int:
 
 
 def _compare(args) -> int:
+    from genenv.compare import compare  # noqa: PLC0415
+    from genenv.report import text_table  # noqa: PLC0415
     summary = compare(args.out, preset=args.preset, curricula=args.curricula,
                       seeds=args.seeds, overrides=args.overrides, config_file=args.config,
                       offline_multipliers=args.offline_multipliers, workers=args.workers, target=args.target,
@@ -56,6 +57,8 @@ def _compare(args) -> int:
 
 
 def _report(args) -> int:
+    from genenv.compare import report_comparison  # noqa: PLC0415
+    from genenv.report import report_run, text_table  # noqa: PLC0415
     path = Path(args.path)
     if (path / "compare.json").exists():
         report = report_comparison(path, reference=args.reference, arms=args.arms, dest=args.out)
@@ -76,6 +79,16 @@ def _report(args) -> int:
 
 def _eval(args) -> int:
     """One benchmark's evaluation; a bad path, name or model is one line on stderr and exit status 2."""
+    from genenv.checkpoint import load_run_config  # noqa: PLC0415
+    from genenv.evaluate import (  # noqa: PLC0415
+        eval_alfworld,
+        eval_apibank,
+        eval_bamboogle,
+        eval_bfcl,
+        eval_split,
+        eval_travelplanner,
+    )
+    from genenv.models.registry import ModelNotAvailable  # noqa: PLC0415
     if args.benchmark == "alfworld" and not args.games:
         print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
               file=sys.stderr)
@@ -119,6 +132,7 @@ def _eval(args) -> int:
 
 
 def _models(args) -> int:
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, prepare  # noqa: PLC0415
     if args.action == "list":
         for name, spec in KNOWN_MODELS.items():
             folder = model_folder(name)
@@ -138,9 +152,15 @@ def _models(args) -> int:
 
 
 def _domains(args) -> int:
+    import sys as _sys  # noqa: PLC0415
+
+    from genenv.domains import registered_domains  # noqa: PLC0415
     for name, cls in sorted(registered_domains().items()):
-        doc = (cls.__doc__ or "").strip().splitlines()
-        print(f"{name:12s} {doc[0] if doc else ''}")
+        # the class's docstring, else its module's: the first sentence, whole
+        doc = (cls.__doc__ or getattr(_sys.modules.get(cls.__module__), "__doc__", None) or "").strip()
+        first = " ".join(doc.split("\n\n")[0].split())
+        sentence = first.split(". ")[0].rstrip(".") + "." if first else "(no description)"
+        print(textwrap.fill(f"{name:10s} {sentence}", width=100, subsequent_indent=" " * 11))
     return 0
 
 
@@ -155,6 +175,11 @@ def _config(args) -> int:
         return 0
     print(yaml.safe_dump(to_dict(load_config(args.preset, args.overrides)), sort_keys=False), end="")
     return 0
+
+
+def _curriculum_names() -> tuple[str, ...]:
+    from genenv.curricula import curriculum_names  # noqa: PLC0415
+    return curriculum_names()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -177,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_p.add_argument("overrides", nargs="*", help="dotted overrides applied to every run, e.g. epochs=50")
     cmp_p.add_argument("--preset", default="default")
     cmp_p.add_argument("--config", help="a YAML file applied after the preset")
-    cmp_p.add_argument("--curricula", default=None, help="comma-separated, from: " + ",".join(curriculum_names()))
+    cmp_p.add_argument("--curricula", default=None, help="comma-separated, from: " + ",".join(_curriculum_names()))
     cmp_p.add_argument("--seeds", default="3", help="a count (3 -> seeds 0,1,2) or a list (0,4,7)")
     cmp_p.add_argument("--offline-multipliers", default="1.8,3.3", help="one offline arm per multiplier")
     cmp_p.add_argument("--workers", type=int, default=1, help="runs at a time (each single-threaded when > 1)")

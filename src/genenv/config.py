@@ -8,6 +8,7 @@ field and what is allowed; the CLI turns it into exit status 2.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import typing
 import warnings
 from dataclasses import dataclass, field
@@ -311,7 +312,9 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     for key in data:
         if key not in names:
             allowed = ", ".join(sorted(names))
-            raise ConfigError(f"{prefix}{key}: unknown field; allowed here: {allowed}")
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"did you mean {prefix}{close[0]}? " if close else ""
+            raise ConfigError(f"{prefix}{key}: unknown field; {hint}allowed here: {allowed}")
     kwargs = {}
     for name, f in names.items():
         if name not in data:

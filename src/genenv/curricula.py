@@ -24,7 +24,6 @@ import numpy as np
 from genenv.config import ConfigError
 from genenv.curriculum import in_band
 from genenv.domains.base import Domain, Invalid, Task, registrar
-from genenv.generation import Candidate, validated, write_tasks
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
 from genenv.seeding import phase_rng, phase_seed
@@ -32,6 +31,7 @@ from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
+    from genenv.generation import Candidate
     from genenv.models.policy import Policy
 
 _REGISTRY: dict[str, type[Curriculum]] = {}
@@ -103,6 +103,7 @@ class Offline(Curriculum):
     simulator (paper's Gemini-Offline rows)."""
 
     def fixed_set(self, cfg, domain, env, seeds, rng, journal=None):
+        from genenv.generation import Candidate  # noqa: PLC0415 (torch: imported when a run needs it)
         extra = int(round((cfg.baseline.offline_multiplier - 1.0) * len(seeds)))
         if cfg.baseline.offline_generator == "domain":
             return [Candidate(-1, task, "", [], [], task.text, task) for task in domain.reference_tasks(rng, extra)], \
@@ -141,6 +142,7 @@ class Oracle(Curriculum):
                               f"(random_task(rng, level)); {domain.name!r} does not")
 
     def fresh_tasks(self, cfg, domain, pool, epoch):
+        from genenv.generation import Candidate  # noqa: PLC0415
         rng = phase_rng(cfg.seed, epoch, "oracle")
         bc, cr = cfg.baseline, cfg.curriculum_reward
         stats = level_success(pool, domain.levels(), bc.oracle_window, cr.alpha, cr.k_min)
@@ -255,6 +257,7 @@ def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n
                journal: Path | None = None) -> list[Candidate]:
     """A fixed set's generations: no success statistics in the prompt (nothing is known before training). Shards
     already in ``journal`` are read back, not written again (a run killed while writing resumes there)."""
+    from genenv.generation import write_tasks  # noqa: PLC0415
     return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"),
                        progress=f"{cfg.curriculum} set (generations)" if cfg.progress else None, journal=journal)
 
@@ -264,6 +267,7 @@ def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Ta
     """A fixed-data curriculum's set, written once before training: validated like any generation, the valid
     tasks join the training pool next to the seeds, every rejection is counted. Recorded in ``fixed_set.json``
     and ``samples/fixed_set.jsonl``."""
+    from genenv.generation import validated  # noqa: PLC0415
     written = validated(domain, written, split)
     before = len(pool)
     for item in written:

@@ -74,7 +74,9 @@ def fact_sentence(fact: list[str]) -> str:
 
 @register("multihop")
 class MultiHopDomain(LeveledDomain):
-    """Options: ``reward`` ('em' or 'f1'), ``search_top_k`` (facts per search), ``max_steps`` (actions per
+    """Multi-hop question answering with a search tool over the facts each task carries (Bamboogle's format).
+
+    Options: ``reward`` ('em' or 'f1'), ``search_top_k`` (facts per search), ``max_steps`` (actions per
     episode), ``distractors`` (extra facts per task in the procedural worlds, on top of the level's share)."""
 
     alphabet = string.printable
