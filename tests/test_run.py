@@ -508,3 +508,20 @@ def test_plain_progress_names_the_phase_a_long_step_is_in(monkeypatch):
     assert stream.getvalue().splitlines() == ["epochs: 0/10 (0%), 40 s [generate]",
                                               "epochs: 0/10 (0%), 100 s [agent_update]",
                                               "epochs: 1/10 (10%), 130 s, ~1170 s left"]
+
+
+def test_run_outputs_follow_the_umask_not_0600(tmp_path):
+    """Issue 39: atomic writes made config.yaml, summary files, samples, checkpoints 0600 under umask 022, so
+    collaborators could not read a run. Every file of a run and its report is group- and world-readable."""
+    import stat
+    import subprocess
+    import sys
+    out = tmp_path / "shared-run"
+    for args in (["run", "--preset", "smoke", "--out", str(out), "threads=1", "epochs=1"], ["report", str(out)]):
+        done = subprocess.run([sys.executable, "-m", "genenv.cli", *args], capture_output=True, text=True,
+                              preexec_fn=lambda: os.umask(0o022), timeout=600)
+        assert done.returncode == 0, done.stderr
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) > 10 and (out / "config.yaml") in files and (out / "report.html") in files
+    unreadable = [str(p.relative_to(out)) for p in files if stat.S_IMODE(p.stat().st_mode) & 0o044 != 0o044]
+    assert not unreadable

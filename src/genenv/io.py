@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,7 @@ def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())   # mkstemp makes 0600; the file gets the mode open() would give
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
             handle.flush()
@@ -36,6 +38,17 @@ def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and back, under a lock: there is no other way to read it)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def atomic_write_json(path: str | Path, data) -> None:
@@ -170,7 +183,16 @@ def _write_build(build: Path, write: Callable[[Path], None]) -> Path:
         shutil.rmtree(build)
     build.mkdir(parents=True)
     write(build)
+    umask_modes(_files_under(build))
     return build
+
+
+def umask_modes(paths) -> None:
+    """Give ``paths`` the mode ``open()`` would give a new file under the umask: some writers (safetensors) make
+    their files 0600, which a collaborator cannot read."""
+    mode = 0o666 & ~current_umask()
+    for path in paths:
+        os.chmod(path, mode)
 
 
 def _jsonable(value):

@@ -24,6 +24,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from genenv.io import umask_modes
 from genenv.models.char_level import CharLevelEncoder
 from genenv.seeding import grid_keys, sequence_uniforms
 
@@ -435,10 +436,12 @@ class Policy:
         model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / META_FILE).write_text(json.dumps({"use_chat_template": self.use_chat_template}))
+        umask_modes(p for p in path.iterdir() if p.is_file())
 
     def save_weights(self, file: str | Path) -> None:
         """Only the weights (safetensors; tied embeddings handled): cheap per-epoch checkpoints."""
         save_model(self.model, str(file))
+        umask_modes([file])
 
     def load_weights(self, file: str | Path) -> None:
         load_model(self.model, str(file), device=str(self.device))
