@@ -369,11 +369,15 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     assert not (ckpts / "latest").exists() and (ckpts / "latest.old").exists()
     run(load_config("smoke", [*smoke, "epochs=3"]), run_dir=killed, resume=True, log=lambda m: None)  # then "killed"
     assert json.loads((ckpts / "latest" / "state.json").read_text())["epoch"] == 3
-    assert yaml.safe_load((killed / "config.yaml").read_text())["epochs"] == 3  # the config the run last ran under
+    from genenv.config import run_config_dict
+    assert run_config_dict(killed)["epochs"] == 3      # the config the run last ran under
     messages = []
     run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, resume=True, log=messages.append)
     assert "config changed on resume: epochs 3 -> 4" in messages
-    assert yaml.safe_load((killed / "config.yaml").read_text())["epochs"] == 4
+    assert run_config_dict(killed)["epochs"] == 4
+    assert yaml.safe_load((killed / "config.yaml").read_text())["epochs"] == 4   # what it started with, untouched
+    history = read_jsonl(killed / "config_changes.jsonl")
+    assert [row["changes"] for row in history] == [{"epochs": [4, 3]}, {"epochs": [3, 4]}]
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 
@@ -525,3 +529,26 @@ def test_run_outputs_follow_the_umask_not_0600(tmp_path):
     assert len(files) > 10 and (out / "config.yaml") in files and (out / "report.html") in files
     unreadable = [str(p.relative_to(out)) for p in files if stat.S_IMODE(p.stat().st_mode) & 0o044 != 0o044]
     assert not unreadable
+
+
+def test_a_resume_refuses_what_would_change_the_runs_meaning(smoke_run, tmp_path, capsys):
+    """Issue 39: `--resume RUN curriculum=random` ran the rest as random and rewrote config.yaml to say so. Now a
+    resume may change only epochs, the cadences, threads, progress and the engine; anything else exits 2 naming
+    the field, and config.yaml is never rewritten (accepted changes go to config_changes.jsonl)."""
+    import shutil
+
+    from genenv.cli import main
+    run_dir = tmp_path / "copy"
+    shutil.copytree(smoke_run, run_dir)
+    before = (run_dir / "config.yaml").read_text()
+    refused = (("curriculum=random", "curriculum"), ("seed=9", "seed"), ("env.pg_gate=greedy", "env.pg_gate"),
+               ("agent.tiny.hidden_size=64", "agent.tiny.hidden_size"))
+    for override, field in refused:
+        assert main(["run", "--resume", str(run_dir), override]) == 2
+        err = capsys.readouterr().err
+        assert f"{field}: a resume cannot change it" in err and "Start a new run" in err
+    assert (run_dir / "config.yaml").read_text() == before and not (run_dir / "config_changes.jsonl").exists()
+    assert main(["run", "--resume", str(run_dir), "epochs=4", "eval_every=2", "progress=false"]) == 0
+    assert (run_dir / "config.yaml").read_text() == before
+    assert read_jsonl(run_dir / "config_changes.jsonl")[0]["changes"] == {"epochs": [3, 4], "eval_every": [1, 2]}
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 4

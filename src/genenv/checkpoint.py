@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +23,19 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from genenv.algos.grpo import PolicySample
-from genenv.config import RunConfig, changed_fields, from_dict, merge_overrides, read_yaml, to_dict
-from genenv.io import atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
+from genenv.config import (
+    CONFIG_HISTORY,
+    RESUMABLE_FIELDS,
+    ConfigError,
+    RunConfig,
+    changed_fields,
+    from_dict,
+    merge_overrides,
+    resumable,
+    run_config_dict,
+    to_dict,
+)
+from genenv.io import append_jsonl, atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
 from genenv.models.policy import Policy
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -160,10 +173,27 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
+def _plain(cfg: RunConfig) -> dict:
+    return yaml.safe_load(yaml.safe_dump(to_dict(cfg)))   # a YAML round trip: tuples and lists compare equal
+
+
+def _as_run(data: dict) -> RunConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # a deprecated field of the run's own config: said once
+        return from_dict(RunConfig, data)
+
+
 def config_changes(cfg: RunConfig, run_dir: Path) -> dict[str, tuple]:
-    """The fields where ``cfg`` differs from the run folder's config.yaml (after a YAML round trip, so tuples
-    and lists compare equal)."""
-    return changed_fields(read_yaml(run_dir / "config.yaml"), yaml.safe_load(yaml.safe_dump(to_dict(cfg))))
+    """The fields where ``cfg`` differs from the run folder's config as it runs now (config.yaml and the changes
+    its resumes made)."""
+    return changed_fields(_plain(_as_run(run_config_dict(run_dir))), _plain(cfg))
+
+
+def record_config_changes(run_dir: Path, changes: dict[str, tuple], epoch: int) -> None:
+    """Append a resume's accepted changes to ``config_changes.jsonl`` (config.yaml keeps what the run started
+    with)."""
+    append_jsonl(run_dir / CONFIG_HISTORY, {"resumed_at_epoch": epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                            "changes": {key: list(pair) for key, pair in changes.items()}})
 
 
 # ============================================================================ resuming
@@ -254,6 +284,18 @@ def _restore_metrics(path: Path, epochs_done: int, last_metrics: dict | None) ->
     atomic_write_jsonl(path, rows)
 
 
-def load_run_config(run_dir: str | Path, overrides=()) -> RunConfig:
-    """A run folder's resolved config, with dotted ``overrides`` on top (``genenv run --resume DIR epochs=300``)."""
-    return from_dict(RunConfig, merge_overrides(read_yaml(Path(run_dir) / "config.yaml"), overrides))
+def load_run_config(run_dir: str | Path, overrides=(), resuming: bool = False) -> RunConfig:
+    """A run folder's config as it runs now, with dotted ``overrides`` on top (``genenv run --resume DIR
+    epochs=300``). ``resuming``: an override may change only what leaves the run's meaning alone
+    (``config.RESUMABLE_FIELDS``: epochs, the evaluation and checkpoint cadence, threads, progress, the engine);
+    anything else is a ConfigError naming the field."""
+    current = run_config_dict(run_dir)
+    cfg = _as_run(merge_overrides(current, overrides))
+    if resuming:
+        for key, (old, new) in changed_fields(_plain(_as_run(current)), _plain(cfg)).items():
+            if not resumable(key):
+                raise ConfigError(f"{key}: a resume cannot change it ({old!r} -> {new!r}): it changes what the run "
+                                  "is. Start a new run (another --out) instead; a resume may change "
+                                  + ", ".join(f.rstrip(".") + ("*" if f.endswith(".") else "")
+                                              for f in RESUMABLE_FIELDS))
+    return cfg

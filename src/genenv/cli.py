@@ -29,7 +29,7 @@ def _run(args) -> int:
         if not (run_dir / "config.yaml").exists():
             print(f"genenv: --resume {run_dir}: no config.yaml there (not a run folder)", file=sys.stderr)
             return 2
-        cfg = load_run_config(run_dir, args.overrides)
+        cfg = load_run_config(run_dir, args.overrides, resuming=True)
         run(cfg, run_dir=run_dir, resume=True)
         return 0
     cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads

@@ -49,6 +49,7 @@ from genenv.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     make_players,
+    record_config_changes,
     save_checkpoint,
     save_config,
     save_initial,
@@ -372,9 +373,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         players, state = load_checkpoint(cfg, ckpt, run_dir)
         log(f"resuming {run_dir} at epoch {state.epoch}")
         changed = config_changes(cfg, run_dir)
-        if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config.yaml says so
+        if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config_changes.jsonl says so
             log("config changed on resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
-            save_config(cfg, run_dir)
+            record_config_changes(run_dir, changed, state.epoch)
     else:
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")

@@ -355,6 +355,40 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
+# What a resume may change: nothing that changes what the run is (its curriculum, models, seed, rewards), only how
+# long it runs, how often it evaluates and checkpoints, and where and how fast it computes
+RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "samples_rollouts_shown",
+                    "engine.")
+CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
+
+
+def resumable(field_name: str) -> bool:
+    return any(field_name == f or (f.endswith(".") and field_name.startswith(f)) for f in RESUMABLE_FIELDS)
+
+
+def run_config_dict(run_dir: str | Path) -> dict:
+    """A run folder's config as it runs now: config.yaml (what it was started with, never rewritten) with the
+    changes of every resume (``config_changes.jsonl``) applied in order."""
+    from genenv.io import read_jsonl  # noqa: PLC0415 (io imports numpy; this module stays light)
+    run_dir = Path(run_dir)
+    data = read_yaml(run_dir / "config.yaml")
+    history = run_dir / CONFIG_HISTORY
+    for row in read_jsonl(history) if history.exists() else []:
+        for key, (_, value) in row["changes"].items():
+            data = _deep_merge(data, _nested(key, value))
+    return data
+
+
+def _nested(dotted: str, value) -> dict:
+    out: dict = {}
+    node = out
+    *parents, last = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return out
+
+
 def changed_fields(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     """``{dotted.key: (old value, new value)}`` for every leaf that differs between two nested config dicts
     (a key on one side only counts, with None on the other)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
+from genenv.config import run_config_dict
 from genenv.io import atomic_write_json, atomic_write_text, read_jsonl
 from genenv.stats import gain_recovered, paired_differences
 
@@ -80,7 +80,7 @@ def load_run(path: str | Path, label: str | None = None) -> RunRecord:
     path = Path(path)
     if not (path / "config.yaml").exists():
         raise FileNotFoundError(f"{path}: not a run folder (no config.yaml)")
-    config = yaml.safe_load((path / "config.yaml").read_text()) or {}
+    config = run_config_dict(path) or {}   # config.yaml with the changes its resumes made (epochs=400 ...)
     warm = json.loads((path / "warmstart.json").read_text()) if (path / "warmstart.json").exists() else {}
     fixed = json.loads((path / "fixed_set.json").read_text()) if (path / "fixed_set.json").exists() else None
     split = json.loads((path / "data_split.json").read_text()) if (path / "data_split.json").exists() else None
