@@ -552,3 +552,19 @@ def test_a_resume_refuses_what_would_change_the_runs_meaning(smoke_run, tmp_path
     assert (run_dir / "config.yaml").read_text() == before
     assert read_jsonl(run_dir / "config_changes.jsonl")[0]["changes"] == {"epochs": [3, 4], "eval_every": [1, 2]}
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 4
+
+
+def test_a_run_piped_into_head_stops_quietly_and_its_epoch_lines_fit_100_columns(tmp_path):
+    """Issue 39: `genenv run ... | head` ended with a BrokenPipeError traceback; epoch lines were 147 characters."""
+    import subprocess
+    import sys
+    out = tmp_path / "piped"
+    command = (f"{sys.executable} -m genenv.cli run --preset smoke --out {out} threads=1 epochs=2 2>{tmp_path}/err | "
+               "head -c 1")
+    subprocess.run(["bash", "-c", command], timeout=600)
+    assert "Traceback" not in (tmp_path / "err").read_text()
+    full = subprocess.run([sys.executable, "-m", "genenv.cli", "run", "--preset", "smoke", "--out",
+                           str(tmp_path / "whole"), "threads=1", "epochs=2"], capture_output=True, text=True,
+                          timeout=600)
+    lines = [line for line in full.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(lines) == 2 and all(len(line) <= 100 for line in lines) and "held-out" in lines[-1]

@@ -242,10 +242,15 @@ def rejection_warning(m: dict, share: float = 0.5) -> str | None:
 
 
 def summary_line(m: dict, generates: bool) -> str:
-    """The epoch in one line (printed after every epoch)."""
-    tasks = f"valid {m['valid']:3d}/{m['generated']:3d}" if generates else f"drawn {m['drawn_tasks']:3d}"
-    return (f"epoch {m['epoch']:3d} | {tasks} | p_hat {fmt(m['p_hat_mean'])} "
-            f"| band {fmt(m['band_hit_rate'], '.2f')} | R_env {fmt(m['r_env_mean'])} "
-            f"| level {fmt(m['difficulty_mean'], '.2f')} | eff {fmt(m['effective_fraction'], '.2f')} "
-            f"| upd {m['agent_updates']} | env steps {m['env_steps']} "
-            f"| dev {fmt(m['dev_success'])} | held-out {fmt(m['heldout_success'])} | {m['seconds_total']:.1f}s")
+    """The epoch in one line of at most 100 characters (printed after every epoch; docs/run-folder.md explains
+    each field): valid/written tasks (or drawn), mean p_hat and the share in the band, mean level, the share of
+    rollout groups with mixed rewards (GRPO's signal), agent + simulator optimiser steps, dev and held-out
+    success when evaluated, seconds."""
+    def short(value, spec=".2f"):   # 0.62 -> .62: rates in [0, 1], three columns fewer each
+        return fmt(value, spec).replace("0.", ".", 1) if value is not None else "-"
+    tasks = f"{m['valid']}/{m['generated']} valid" if generates else f"{m['drawn_tasks']} drawn"
+    evaluated = (f" dev {short(m['dev_success'], '.3f')} held-out {short(m['heldout_success'], '.3f')}"
+                 if m.get("heldout_success") is not None else "")
+    return (f"epoch {m['epoch']} {tasks} p_hat {short(m['p_hat_mean'])} band {short(m['band_hit_rate'])} "
+            f"level {fmt(m['difficulty_mean'], '.1f')} mixed {short(m['effective_fraction'])} "
+            f"steps {m['agent_updates']}+{m['env_steps']}{evaluated} {m['seconds_total']:.1f}s")
