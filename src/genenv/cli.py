@@ -27,6 +27,9 @@ def _run(args) -> int:
         from genenv.checkpoint import load_run_config  # noqa: PLC0415 (heavy: see the imports above)
         from genenv.coevolve import run  # noqa: PLC0415
         run_dir = Path(args.resume)
+        if not run_dir.is_dir():
+            print(f"genenv: --resume {run_dir}: no such folder", file=sys.stderr)
+            return 2
         if not (run_dir / "config.yaml").exists():
             print(f"genenv: --resume {run_dir}: no config.yaml there (not a run folder)", file=sys.stderr)
             return 2
@@ -36,6 +39,9 @@ def _run(args) -> int:
     cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads
     from genenv.coevolve import run  # noqa: PLC0415
     run_dir = Path(args.out) if args.out else Path(cfg.out_dir) / cfg.name
+    if run_dir.exists() and not run_dir.is_dir():
+        print(f"genenv: --out {run_dir}: a file is there; a run needs a folder", file=sys.stderr)
+        return 2
     if (run_dir / "metrics.jsonl").exists():
         print(f"genenv: {run_dir} already holds a run: resume it with `genenv run --resume {run_dir}` "
               "or choose another --out / name=", file=sys.stderr)
@@ -201,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Runs every (curriculum, seed) pair as its own run folder under "
                            "OUT/runs/; finished pairs are skipped and unfinished ones resumed on a re-run.")
     cmp_p.add_argument("overrides", nargs="*", help="dotted overrides applied to every run, e.g. epochs=50")
-    cmp_p.add_argument("--preset", default="default")
+    cmp_p.add_argument("--preset", default="default", help="a shipped preset for every run (default: default)")
     cmp_p.add_argument("--config", help="a YAML file applied after the preset")
     cmp_p.add_argument("--curricula", default=None, help="comma-separated, from: " + ",".join(_curriculum_names()))
     cmp_p.add_argument("--seeds", default="3", help="a count (3 -> seeds 0,1,2) or a list (0,4,7)")
@@ -226,10 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comparisons: write summary.json, report.html and plots/ here instead")
     rep_p.set_defaults(func=_report)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
-    ev_p.add_argument("--benchmark", default="bfcl", choices=("bfcl", "alfworld", "api-bank", "bamboogle",
+    ev_p.add_argument("--benchmark", required=True, choices=("bfcl", "alfworld", "api-bank", "bamboogle",
                                                                    "travelplanner", "heldout"),
-                      help="heldout: a config's own dev and held-out sets, scored as `genenv run` scores them "
-                      "(choose the config with --preset/--config/--run and KEY=VALUE overrides)")
+                      help="which benchmark (required: BFCL alone takes tens of minutes on a CPU); heldout: a "
+                      "config's own dev and held-out sets, scored as `genenv run` scores them (choose the config "
+                      "with --preset/--config/--run and KEY=VALUE overrides)")
     ev_p.add_argument("overrides", nargs="*", help="heldout: dotted overrides of the config, e.g. "
                       "domain.options.data=PATH")
     ev_p.add_argument("--preset", default=None, help="heldout: a shipped preset (default: default)")
@@ -245,21 +252,22 @@ def build_parser() -> argparse.ArgumentParser:
                       "to search (search:/answer: protocol, BM25); without it the questions are asked closed-book")
     ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")
     ev_p.add_argument("--alfworld-max-steps", type=int, default=50, help="alfworld: actions per episode")
-    ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple")
+    ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple",
+                      help="bfcl: comma-separated BFCL categories")
     ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
     ev_p.add_argument("--limit", type=int, default=None,
                       help="first N entries of each category (a multi-turn entry scores all its turns)")
-    ev_p.add_argument("--max-new-tokens", type=int, default=128)
-    ev_p.add_argument("--batch-size", type=int, default=8)
+    ev_p.add_argument("--max-new-tokens", type=int, default=128, help="longest response per model step")
+    ev_p.add_argument("--batch-size", type=int, default=8, help="prompts per generate() batch")
     ev_p.add_argument("--max-steps", type=int, default=5,
                       help="bfcl multi-turn: model steps per turn before it ends (BFCL allows 20); bamboogle with "
                       "--corpus: actions per question")
-    ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    ev_p.add_argument("--threads", type=int, default=2)
+    ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
+    ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")
     ev_p.set_defaults(func=_eval)
     mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")
-    mod_p.add_argument("action", choices=("prepare", "list"))
+    mod_p.add_argument("action", choices=("prepare", "list"), help="list the known models, or prepare one")
     mod_p.add_argument("name", nargs="?", help="a known model name, e.g. smollm2")
     mod_p.set_defaults(func=_models)
     dom_p = sub.add_parser("domains", help="list registered domains")
@@ -276,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk_p.add_argument("--seed", type=int, default=0, help="seed of the generated texts")
     chk_p.set_defaults(func=_check_domain)
     cfg_p = sub.add_parser("config", help="print the resolved config (or --describe every field)")
-    cfg_p.add_argument("overrides", nargs="*")
-    cfg_p.add_argument("--preset", default="default")
+    cfg_p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. agent.lr=1e-4")
+    cfg_p.add_argument("--preset", default="default", help="a shipped preset (default: default)")
     cfg_p.add_argument("--describe", action="store_true", help="every field, its default and what it does")
     cfg_p.add_argument("--presets", action="store_true", help="the shipped presets and where they are")
     cfg_p.set_defaults(func=_config)

@@ -371,7 +371,11 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     ckpt = latest_checkpoint(run_dir) if resume else None
     if ckpt is not None:
         players, state = load_checkpoint(cfg, ckpt, run_dir)
-        log(f"resuming {run_dir} at epoch {state.epoch}")
+        if state.epoch >= cfg.epochs:
+            log(f"{run_dir} has finished its {cfg.epochs} epochs: nothing to resume (extend it with "
+                f"`genenv run --resume {run_dir} epochs=N`, N > {cfg.epochs})")
+        else:
+            log(f"resuming {run_dir} at epoch {state.epoch} of {cfg.epochs}")
         changed = config_changes(cfg, run_dir)
         if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config_changes.jsonl says so
             log("config changed on resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))

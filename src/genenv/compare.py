@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config
-from genenv.curricula import curriculum_names
+from genenv.curricula import curriculum_names, make_curriculum
 from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import RunRecord, load_run, reference_label, summarize, write_report
@@ -167,6 +168,9 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         for seed in seed_list:
             configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
                                              config_file)
+        first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
+        check_domain_capabilities(first, make_curriculum(first.curriculum),
+                                  make_domain(first.domain.name, **first.domain.options))
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
@@ -200,6 +204,10 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     with ThreadPoolExecutor(max_workers=workers) as pool:
         codes = list(pool.map(launch, jobs))
     failed = sum(1 for c in codes if c != 0)
+    if failed and not collect(out, arms, seed_list):
+        logs = sorted({str(job[4]) for job, code in zip(jobs, codes) if code != 0})
+        raise ConfigError(f"--out {out}: every run failed ({failed}); nothing to compare. Each run's log says why: "
+                          + ", ".join(logs[:3]) + (" ..." if len(logs) > 3 else ""))
     summary = write_comparison(out, arms, seed_list, target=target, reference=reference)
     if failed:
         log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")

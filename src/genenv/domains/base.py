@@ -9,6 +9,7 @@ domain decides what is true), and how an agent is scored: ``score`` for single-t
 from __future__ import annotations
 
 import abc
+import difflib
 import hashlib
 import importlib
 import importlib.metadata
@@ -296,6 +297,13 @@ def domain_class(name: str) -> type[Domain]:
             raise ConfigError(f"domain.name: cannot import {module_name!r} ({err}); is it on the Python "
                               "path?") from None
         cls = getattr(module, class_name, None)
+        if cls is None:
+            classes = sorted(k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, Domain)
+                             and v.__module__ == module.__name__)
+            close = difflib.get_close_matches(class_name, classes, n=1)
+            raise ConfigError(f"domain.name: module {module_name!r} has no {class_name!r}"
+                              + (f"; did you mean {module_name}:{close[0]}?" if close else "")
+                              + (f" (its domains: {', '.join(classes)})" if classes else " (it defines no Domain)"))
     else:
         points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
         if not points:

@@ -1,0 +1,75 @@
+"""Issue 39, item 10: the CLI's error paths as a user meets them (subprocess, exit codes, one clear line)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _cli(*args, env_path=None):
+    import os
+    env = {**os.environ, "PYTHONPATH": str(env_path or EXAMPLES)}
+    return subprocess.run([sys.executable, "-m", "genenv.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_out_naming_a_file_is_one_clear_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    done = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "afile"))
+    assert done.returncode == 2 and "a file is there; a run needs a folder" in done.stderr
+    assert "Errno" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_missing_resume_folder_says_so():
+    done = _cli("run", "--resume", "/nonexistent/run")
+    assert done.returncode == 2 and "no such folder" in done.stderr
+
+
+def test_a_wrong_class_name_names_the_modules_domains():
+    done = _cli("check-domain", "sorting_domain:SortingDomian")
+    assert done.returncode == 2
+    assert "has no 'SortingDomian'; did you mean sorting_domain:SortingDomain?" in done.stderr
+
+
+def test_eval_without_a_benchmark_asks_for_one():
+    done = _cli("eval", "--model", "smollm2")
+    assert done.returncode == 2 and "--benchmark" in done.stderr
+
+
+def test_every_option_has_help():
+    from genenv.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    missing = [f"{name} {action.option_strings or action.dest}" for name, command in sub.choices.items()
+               for action in command._actions if action.help is None and action.dest != "help"]
+    assert not missing
+
+
+def test_resuming_a_finished_run_says_it_is_finished(tmp_path):
+    run_dir = tmp_path / "done"
+    assert _cli("run", "--preset", "smoke", "--out", str(run_dir), "threads=1", "epochs=1").returncode == 0
+    done = _cli("run", "--resume", str(run_dir))
+    assert done.returncode == 0 and "has finished its 1 epochs: nothing to resume" in done.stdout + done.stderr
+
+
+def test_a_compare_whose_runs_all_fail_is_one_message(tmp_path):
+    (tmp_path / "failing.py").write_text("import sys\nfrom sorting_domain import SortingDomain\n\n"
+                                         "class Fails(SortingDomain):   # fails in a run, not in the warm start\n"
+                                         "    def score(self, task, response):\n"
+                                         "        if 'run' in sys.argv:\n"
+                                         "            raise SystemExit(3)\n"
+                                         "        return super().score(task, response)\n")
+    import os
+    done = _cli("compare", "--preset", "smoke", "--curricula", "random", "--seeds", "1", "--out",
+                str(tmp_path / "cmp"), "domain.name=failing:Fails", "domain.num_seed_tasks=100", "epochs=1",
+                env_path=os.pathsep.join([str(tmp_path), str(EXAMPLES)]))
+    assert done.returncode == 2 and "every run failed (1); nothing to compare" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_compare_refuses_an_arm_its_domain_cannot_run_before_training_anything(tmp_path):
+    done = _cli("compare", "--preset", "smoke", "--curricula", "genenv", "--seeds", "1", "--out", str(tmp_path / "c"),
+                "domain.name=sorting_domain:SortingDomain", "env.pg_gate=levels")
+    assert done.returncode == 2 and "env.pg_gate: 'levels'" in done.stderr and "ordered_levels" in done.stderr
+    assert not (tmp_path / "c" / "runs").exists()
