@@ -143,3 +143,16 @@ def test_help_config_errors_and_domains_do_not_load_torch():
         code, torch_loaded, transformers_loaded, output = done.stdout.strip().split(" ", 3)
         assert (int(code), torch_loaded, transformers_loaded) == (expected_code, "False", "False"), (args, done.stderr)
         assert text in output
+
+
+def test_config_describe_shows_the_presets_values():
+    """Issue 39: `genenv config --describe --preset default` showed the knobs' defaults (lr 3e-4, gate off)."""
+    import contextlib
+    import io
+
+    from genenv.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["config", "--describe", "--preset", "default"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()}
+    assert rows["agent.lr"] == "0.001" and rows["env.pg_gate"] == "'levels'" and rows["epochs"] == "200"

@@ -176,9 +176,9 @@ def _config(args) -> int:
         for name in preset_names():
             print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
         return 0
-    if args.describe:
-        for name, default, help_text in describe():
-            print(f"{name:40s} {default!r:12}  {help_text}")
+    if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
+        for name, value, help_text in describe(values=load_config(args.preset, args.overrides)):
+            print(f"{name:40s} {value!r:12}  {help_text}")
         return 0
     print(yaml.safe_dump(to_dict(load_config(args.preset, args.overrides)), sort_keys=False), end="")
     return 0

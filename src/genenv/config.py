@@ -81,7 +81,8 @@ class PlayerConfig:
 @dataclass
 class AgentConfig(PlayerConfig):
     """The agent policy, trained with GRPO."""
-    lr: float = knob(3e-4, "AdamW learning rate for GRPO (1e-3 collapsed the 0.5M default on the dev set)", lo=0.0)
+    lr: float = knob(3e-4, "AdamW learning rate for GRPO (the default preset sets 1e-3, chosen on the dev set over "
+                     "8 seeds with the 134k-parameter tiny agent, docs/results.md; 3e-3 collapsed it)", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     warmup_steps: int = knob(0, "GRPO steps over which the learning rate rises linearly to lr (0 = none); "
                              "AdamW's first steps move every weight by about lr whatever the gradient's size",
@@ -504,14 +505,15 @@ def merge_overrides(data: dict, overrides) -> dict:
     return data
 
 
-def describe(cls=RunConfig, prefix: str = "") -> list[tuple[str, Any, str]]:
-    """(dotted name, default, help) for every knob: used by the README and `genenv run --help-config`."""
+def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, Any, str]]:
+    """(dotted name, value, help) for every knob: the field's default, or its value in ``values`` (a config of
+    ``cls``, e.g. a preset's: ``genenv config --describe --preset default``)."""
     rows = []
-    default = cls()
+    values = cls() if values is None else values
     for f in dataclasses.fields(cls):
-        value = getattr(default, f.name)
+        value = getattr(values, f.name)
         if dataclasses.is_dataclass(value):
-            rows.extend(describe(type(value), f"{prefix}{f.name}."))
+            rows.extend(describe(type(value), f"{prefix}{f.name}.", value))
         else:
             rows.append((f"{prefix}{f.name}", value, f.metadata.get("help", "")))
     return rows
