@@ -1,0 +1,75 @@
+"""Arms from any comparison folders, paired by seed: every seed's final success and each arm's paired
+difference against a reference, with 95% bootstrap intervals (the decision rules of docs/results.md are written on
+these numbers).
+
+    .venv/bin/python benchmarks/paired_arms.py --metric dev --reference genenv-predicted \\
+        genenv-predicted=runs/dev37b/runs/genenv-predicted random=runs/dev37/runs/random ...
+        [--gain-over random --gain-of oracle]
+
+Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders; only finished runs count, and only seeds every
+arm finished are paired. ``--gain-over B --gain-of C``: the share of C's gain over B that the reference recovers
+(reference - B) / (C - B), with its interval (as ``genenv compare`` prints it for the oracle).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from genenv.report import load_run
+from genenv.stats import gain_recovered, paired_differences
+
+
+def finals(arm_dir: Path, metric: str) -> dict[int, float]:
+    """Seed -> the final ``{metric}_success`` of every finished run under ``arm_dir``."""
+    out = {}
+    for seed_dir in sorted(arm_dir.glob("seed*/")):
+        if not (seed_dir / "config.yaml").exists():
+            continue
+        record = load_run(seed_dir)
+        if record.finished:
+            out[record.seed] = record.rows[-1][f"{metric}_success"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("arms", nargs="+", metavar="LABEL=ARM_DIR")
+    parser.add_argument("--metric", default="dev", choices=("dev", "heldout"))
+    parser.add_argument("--reference", required=True, help="the arm every other is paired against")
+    parser.add_argument("--gain-over", default=None, help="baseline arm of the gain share (e.g. random)")
+    parser.add_argument("--gain-of", default=None, help="ceiling arm of the gain share (e.g. oracle)")
+    args = parser.parse_args()
+    arms = {}
+    for item in args.arms:
+        label, _, path = item.partition("=")
+        arms[label] = finals(Path(path), args.metric)
+    if args.reference not in arms:
+        parser.error(f"--reference {args.reference!r} is not one of the arms")
+    seeds = sorted(set.intersection(*(set(v) for v in arms.values())))
+    print(f"{args.metric} success, seeds finished by every arm: {seeds}")
+    width = max(len(label) for label in arms)
+    for label, values in arms.items():
+        row = " ".join(f"{values[s]:.3f}" for s in seeds)
+        mean = sum(values[s] for s in seeds) / len(seeds) if seeds else float("nan")
+        print(f"{label:<{width}}  mean {mean:.3f}  | {row}")
+    reference = {s: arms[args.reference][s] for s in seeds}
+    for label, values in arms.items():
+        if label == args.reference:
+            continue
+        paired = paired_differences(reference, {s: values[s] for s in seeds})
+        ci = paired["ci95"] or [float("nan")] * 2
+        print(f"{args.reference} minus {label}: {paired['mean']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}], "
+              f"{paired['wins']} of {paired['of']} seeds ahead")
+    if args.gain_over and args.gain_of:
+        gain = gain_recovered(reference, {s: arms[args.gain_over][s] for s in seeds},
+                              {s: arms[args.gain_of][s] for s in seeds})
+        ci = gain.get("ci95")
+        ratio = "undefined" if gain["ratio"] is None else f"{gain['ratio']:.0%}"
+        print(f"{args.reference} recovers {ratio}" + (f" [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else "") +
+              f" of {args.gain_of}'s gain over {args.gain_over} ({gain['reference_gain']:+.3f} of "
+              f"{gain['ceiling_gain']:+.3f})")
+
+
+if __name__ == "__main__":
+    main()
