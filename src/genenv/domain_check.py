@@ -31,6 +31,10 @@ from genenv.domains.base import Domain, Invalid, Task
 PROPERTIES = ("seed_round_trip", "simulator_text", "agent_response", "null_response")
 _PUNCTUATION_ONLY = ("", " ", "\n", "\t  \n", ".", "?", "!?", "...", "-", "{}", "[]", "[{}]", "[{}, {}]", "()", ",;:",
                      "\"\"", "''", "answer:", "answer: ?")
+# a structure with nothing in it: lists and objects of meaningless keys (a plan of empty days; an empty answer)
+_EMPTY_STRUCTURES = ("[{}]", "[{}, {}]", "[{\"x\": 1}]", "[{\"days\": 1}]", "{\"answer\": \"\"}", "[[]]")
+# what an answer may be renamed to: text that normalises to nothing under the usual answer normalisation
+_EMPTY_NAMES = ("The", "+", "{}", "a .")
 _ODD = ("\u00b9", "\u0663", "\x00", "\u202e", "\ud7ff", "\U0001f600", "\u00a0", "\r\n", "\\", "\ufeff")
 
 
@@ -49,7 +53,8 @@ class Failure:
 class DomainCheck:
     domain: str
     counts: dict = field(default_factory=lambda: dict.fromkeys(PROPERTIES, 0))
-    failures: list[Failure] = field(default_factory=list)
+    failed: dict = field(default_factory=lambda: dict.fromkeys(PROPERTIES, 0))   # failing examples per property
+    failures: list[Failure] = field(default_factory=list)   # the first failure of each property
 
     @property
     def ok(self) -> bool:
@@ -128,7 +133,7 @@ def null_responses(task: Task, observation="") -> list[str]:
     (a multihop world's facts) is not something it can echo."""
     observation = observation if isinstance(observation, str) else json.dumps(observation, default=str)
     shown = task.prompt + "\n" + observation
-    texts = [*_PUNCTUATION_ONLY, task.prompt, observation, task.prompt + task.prompt,
+    texts = [*_PUNCTUATION_ONLY, *_EMPTY_STRUCTURES, task.prompt, observation, task.prompt + task.prompt,
              *([task.text] if task.text and task.text in shown else [])]
     answer = (task.answer or "").strip()
     return [t for t in dict.fromkeys(texts) if not answer or t.strip() != answer]
@@ -169,6 +174,23 @@ def _mutated(rng: np.random.Generator, text: str, alphabet: str) -> str:
     return "".join(chars)
 
 
+def targeted_texts(tasks: list[Task]) -> list[str]:
+    """Texts aimed at known holes: each task's text with its answer renamed everywhere to something that
+    normalises to nothing (a world whose answer entity is 'The'), and each answer with its ASCII digits written
+    as other Unicode digits (a superscript one passes str.isdigit, then int() raises; an Arabic-Indic three
+    converts)."""
+    out = []
+    for task in tasks:
+        answer = (task.answer or "").strip()
+        if answer and answer in task.text:
+            out += [task.text.replace(answer, name) for name in _EMPTY_NAMES]
+        if any(c in "0123456789" for c in answer):
+            out += [answer.translate(str.maketrans("0123456789", digits))
+                    for digits in ("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079",
+                                   "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")]
+    return out
+
+
 def fuzz_texts(rng: np.random.Generator, n: int, real: list[str], alphabet: str | None) -> list[str]:
     """``n`` texts: random printable and domain-alphabet strings, mutations of ``real`` texts, malformed JSON, odd
     characters, and a few very long ones."""
@@ -207,6 +229,7 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
 
     def record(prop: str, example: str, problem: str | None) -> None:
         report.counts[prop] += 1
+        report.failed[prop] += bool(problem)
         if problem and prop not in seen:
             seen.add(prop)
             report.failures.append(Failure(prop, example, problem))
@@ -223,7 +246,7 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
         record("seed_round_trip", task.text, read)
     real = [t.text for t in seeds] + [t.answer or "" for t in seeds]
     accepted: list[Task] = []   # fuzzed simulator texts the domain accepted: valid tasks too
-    for text in fuzz_texts(rng, examples, real, domain.alphabet):
+    for text in targeted_texts(seeds) + fuzz_texts(rng, examples, real, domain.alphabet):
         problem = simulator_text_problem(domain, text)
         record("simulator_text", text, problem)
         if problem is None and len(accepted) < tasks:
@@ -236,7 +259,8 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
     answers = [t.answer or "" for t in checked]
     per_task = max(1, examples // len(checked))
     for task in checked:
-        for response in fuzz_texts(rng, per_task, answers + [task.prompt], domain.alphabet)[:per_task]:
+        for response in targeted_texts([task]) + fuzz_texts(rng, per_task, answers + [task.prompt],
+                                                             domain.alphabet)[:per_task]:
             record("agent_response", response, agent_response_problem(domain, task, response))
         observation = domain.reset(task, seed=0)[1]
         for response in null_responses(task, observation):
@@ -245,4 +269,5 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
 
 
 __all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "fuzz_texts",
+           "targeted_texts",
            "null_response_problem", "null_responses", "response_rewards", "simulator_text_problem"]
