@@ -179,7 +179,7 @@ def test_eval_writes_bfcl_result_files(tmp_path):
 
 def test_unknown_category_is_one_clear_error(capsys):
     from genenv.cli import main
-    assert main(["eval", "--model", "smollm2", "--categories", "simple_python,nope"]) == 2
+    assert main(["eval", "--benchmark", "bfcl", "--model", "smollm2", "--categories", "simple_python,nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nope" in err[0]
 
