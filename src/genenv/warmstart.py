@@ -215,8 +215,11 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     for round_index in range(first_round, ws.max_rounds):
         if ws.steps == 0:
             break
-        if progress is not None and round_index > 0:  # another round: the bar grows with it
+        if progress is not None and round_index > 0:  # another round: the bar grows with it, and says so
             progress.total = ws.steps * (round_index + 1)
+        label = getattr(progress, "set_postfix_str", None)   # tqdm and PlainProgress have one
+        if label is not None and ws.max_rounds > 1:
+            label(f"round {round_index + 1} of at most {ws.max_rounds}")
         if round_index == first_round:
             skip(progress, ws.steps * first_round)   # the rounds a resumed warm start had finished
         curve = _finetune(policy, examples, ws, rng, progress, journal, saved, round_index, dict(info))
