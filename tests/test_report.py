@@ -330,3 +330,31 @@ def test_budget_to_match_measures_the_baseline_against_the_references_final(tmp_
     partial = budget_to_match(reference, baseline)
     assert partial["left_out"] == [1] and [r["seed"] for r in partial["per_seed"]] == [0]
     assert partial["mean_curve"]["rollouts"] == 400.0                # seed 0's own curve reaches 0.5 at 400
+
+
+def test_report_axes_show_rates_on_zero_to_one_short_series_with_markers_and_whole_epochs():
+    """Issue 39: a one-point series was invisible, constant rates got ranges like -0.04..0.04, held-out success
+    zoomed to 0.236-0.244, epochs had fractional ticks, one seed showed +- 0.000 and the reference was paired
+    with itself."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from genenv.report import plot_heldout, plot_metric, results_columns
+    runs = [_record("genenv", 0, [0.236, 0.244, 0.240])]
+    for row in runs[0].rows:
+        row["invalid_rate"] = 0.0
+    runs[0].rows[-1]["env_kl_to_initial"] = 0.3           # one point only
+    fig, axes = plt.subplots(1, 3)
+    plot_heldout({"genenv": runs}, axes[0])
+    plot_metric({"genenv": runs}, axes[1], "invalid_rate", "share")
+    plot_metric({"genenv": runs}, axes[2], "env_kl_to_initial", "KL")
+    assert axes[0].get_ylim() == (-0.02, 1.02) and axes[1].get_ylim() == (-0.02, 1.02)
+    assert axes[2].lines[0].get_marker() == "o" and axes[0].lines[0].get_marker() == "o"
+    ticks = axes[1].xaxis.get_major_locator().tick_values(0, 2)
+    assert all(float(t).is_integer() for t in ticks)
+    plt.close(fig)
+    summary = summarize({"genenv": runs, "random": [_record("random", 0, [0.2, 0.2, 0.2])]}, reference="genenv")
+    cells = {key: cells for key, _, cells in results_columns(summary)}
+    assert cells["difference"][0] == "(the reference)" and cells["difference"][1].startswith("+0.040")
+    assert cells["final"][0].endswith("(1 seed)") and "+-" not in cells["final"][0]

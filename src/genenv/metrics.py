@@ -104,7 +104,8 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in items).items())),
         "task_length_mean": mean([len(g.token_ids) for g in generated]),
         "rollout_success_mean": mean([float(e.reward >= cr.success_threshold) for e in fresh_episodes]),
-        "response_length_mean": mean([e.response_tokens for e in fresh_episodes]),
+        # every rollout of the epoch (replay included): a run whose simulator wrote no valid task still has some
+        "response_length_mean": mean([e.response_tokens for e in all_episodes]),
         "drawn_tasks": len(drawn),
         "rollouts_this_epoch": len(all_episodes),
         "train_success_mean": mean(all_success),

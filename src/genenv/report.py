@@ -268,6 +268,25 @@ def _window(groups) -> int:
     return max(1, min(10, epochs // 20))
 
 
+SHORT_SERIES = 12   # a series with at most this many points is drawn with markers (one point is otherwise invisible)
+RATE_KEYS = {"invalid_rate", "p_hat_mean", "band_hit_rate", "effective_fraction", "train_success_mean"}
+
+
+def _integer_epochs(ax) -> None:
+    """Epoch axes tick at whole epochs."""
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 (matplotlib is imported with the first figure)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _rate_axis(ax) -> None:
+    """A rate's axis spans [0, 1] (a constant or a small dip is shown at its true size, not zoomed to fill)."""
+    ax.set_ylim(-0.02, 1.02)
+
+
+def _marker(points: int) -> str | None:
+    return "o" if points <= SHORT_SERIES else None
+
+
 def plot_heldout(groups, ax):
     colors = _colors(groups)
     for label, runs in groups.items():
@@ -278,12 +297,14 @@ def plot_heldout(groups, ax):
         length = min(c[0].size for c in curves)
         xs = np.mean([c[0][:length] for c in curves], axis=0)
         ys = np.array([c[1][:length] for c in curves])
-        ax.plot(xs, ys.mean(0), color=colors[label], label=f"{label} (n={len(curves)})", lw=2)
+        ax.plot(xs, ys.mean(0), color=colors[label], label=f"{label} (n={len(curves)})", lw=2,
+                marker=_marker(len(xs)), ms=3)
         if len(curves) > 1:
             ax.fill_between(xs, ys.min(0), ys.max(0), color=colors[label], alpha=0.15)
     ax.set_xlabel("agent rollouts")
     ax.set_ylabel("held-out success")
-    ax.legend(fontsize=8)
+    _rate_axis(ax)
+    ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
 
 
@@ -298,21 +319,24 @@ def plot_p_hat(groups, axes, alpha: float, k_min: float):
         if band is not None:
             drawn = True
             epochs, mean, lo, hi = band
-            ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6)
+            ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6, marker=_marker(len(epochs)), ms=3)
             ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
         band = _per_epoch_band(runs, "band_hit_rate", window)
         if band is not None:
-            ax_band.plot(band[0], band[1], color=colors[label], label=label, lw=1.6)
+            ax_band.plot(band[0], band[1], color=colors[label], label=label, lw=1.6, marker=_marker(len(band[0])),
+                         ms=3)
     if not drawn:  # e.g. a simulator that wrote no valid task: nothing was scored
         for target in axes:
             target.text(0.5, 0.5, "no scored tasks in these runs", ha="center", va="center",
                         transform=target.transAxes)
-    ax.set_ylim(-0.02, 1.02)
+    _rate_axis(ax)
     ax.set_ylabel("p_hat")
     ax.set_xlabel("epoch")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
-    ax_band.set_ylim(-0.02, 1.02)
+    _integer_epochs(ax)
+    _integer_epochs(ax_band)
+    _rate_axis(ax_band)
     ax_band.set_ylabel("band-hit rate")
     ax_band.set_xlabel("epoch")
     ax_band.grid(alpha=0.3)
@@ -326,15 +350,19 @@ def plot_metric(groups, ax, key: str, ylabel: str):
         if band is None:
             continue
         epochs, mean, lo, hi = band
-        ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6)
+        ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6, marker=_marker(len(epochs)), ms=3)
         ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
         drawn = True
     if not drawn:
-        ax.text(0.5, 0.5, "no data in these runs", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, f"no data in these runs ({key} is never recorded)", ha="center", va="center",
+                transform=ax.transAxes)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
+    _integer_epochs(ax)
+    if key in RATE_KEYS:
+        _rate_axis(ax)
     if drawn:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
 
 
@@ -504,8 +532,9 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
         column("information", "knows (beyond the paper's seed tasks, verifier and rollouts)",
                lambda s: s.get("information") or "?"),
         column("seeds", "seeds", lambda s: str(len(s["seeds"]))),
-        column("final", "held-out final (mean +- std)",
-               lambda s: f"{_fmt(s['heldout_final']['mean'])} +- {_fmt(s['heldout_final']['std'])}"),
+        column("final", "held-out final (mean +- std over seeds)",
+               lambda s: _fmt(s['heldout_final']['mean']) + (f" +- {_fmt(s['heldout_final']['std'])}"
+                                                              if s['heldout_final'].get('n', 0) > 1 else " (1 seed)")),
         column("per_seed", "per seed", lambda s: " ".join(_fmt(v) for v in s["heldout_final"]["per_seed"])),
     ]
     if has_step_accuracy(summary):
@@ -522,8 +551,9 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
         column("reach", f"rollouts to reach {_fmt(summary.get('target_success'))}", reach),
         column("paired_reach", f"rollouts to reach {summary.get('reference')}'s final, per seed (multiple of its "
                "own)", lambda s: _paired_text(s["paired_to_reference_final"])),
-        column("difference", f"{summary.get('reference')} minus it, final (95% CI; seeds it wins)",
-               lambda s: _difference_text(s["reference_minus_this"]["final"])),
+        ("difference", f"{summary.get('reference')} minus it, final (95% CI; seeds it wins)",
+         ["(the reference)" if label == summary.get("reference") else
+          _difference_text(s["reference_minus_this"]["final"]) for label, s in curricula.items()]),
         column("p_hat", "p_hat (epoch >= 2)", lambda s: _fmt(s["p_hat_mean_from_epoch_2"]["mean"])),
         column("band", "band hit (epoch >= 2)", lambda s: _fmt(s["band_hit_rate_from_epoch_2"]["mean"], ".2f")),
     ]
@@ -532,6 +562,19 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
 
 TEXT_COLUMNS = ("curriculum", "seeds", "final", "single_step", "difference", "auc", "tasks", "rollouts", "updates",
                 "reach")
+
+
+COLUMNS_EXPLAINED = (
+    "<p class='note'><b>The columns.</b> <i>knows</i>: what the arm's method is given beyond the paper's (the seed "
+    "tasks, the verifier, the agent's rollouts): the domain's difficulty levels or its generator are the oracle's "
+    "information. <i>held-out final</i>: greedy success on the held-out set after the last epoch, mean and spread "
+    "over seeds. <i>minus it</i>: the reference arm's final success minus this arm's, paired by seed (the same "
+    "warm start), with a 95% bootstrap interval over seeds and the seeds the reference is ahead. <i>AUC</i>: the "
+    "area under the held-out curve over agent rollouts, normalised to [0, 1]. <i>training tasks</i>: the pool's "
+    "size at the end. <i>agent updates</i>: GRPO steps. <i>rollouts to reach</i>: agent rollouts until held-out "
+    "success first reaches the target (mean over the seeds that reach it). <i>p_hat</i> and <i>band hit</i>: the "
+    "mean success of the arm's tasks and the share of them with |p_hat - alpha| &lt;= k_min, from epoch 2 on "
+    "(epochs 0-1 are left out: the warm start's first tasks say little about the curriculum).</p>")
 
 
 def results_table(summary: dict) -> str:
@@ -646,7 +689,7 @@ def write_report(out_dir: str | Path, groups: dict[str, list[RunRecord]], title:
         "the tasks each curriculum chose: the simulator's valid generations for genenv and random, the drawn "
         "tasks (in batches of env.variations) for static, offline and learnability.</p>")
     parts.append(split_note(groups))
-    parts.append("<h2>Results</h2>" + results_table(summary))
+    parts.append("<h2>Results</h2>" + results_table(summary) + COLUMNS_EXPLAINED)
     if summary.get("oracle_gain_recovered"):
         parts.append(f"<p>{html.escape(oracle_gain_text(summary))}</p>")
     parts.append("<h3>Final held-out success per level (mean over seeds)</h3>" + level_table(summary))
