@@ -13,7 +13,6 @@ import json
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +28,9 @@ from genenv.config import (
     ConfigError,
     RunConfig,
     changed_fields,
-    from_dict,
     merge_overrides,
     resumable,
+    run_config,
     run_config_dict,
     to_dict,
 )
@@ -177,16 +176,10 @@ def _plain(cfg: RunConfig) -> dict:
     return yaml.safe_load(yaml.safe_dump(to_dict(cfg)))   # a YAML round trip: tuples and lists compare equal
 
 
-def _as_run(data: dict) -> RunConfig:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)   # a deprecated field of the run's own config: said once
-        return from_dict(RunConfig, data)
-
-
 def config_changes(cfg: RunConfig, run_dir: Path) -> dict[str, tuple]:
     """The fields where ``cfg`` differs from the run folder's config as it runs now (config.yaml and the changes
     its resumes made)."""
-    return changed_fields(_plain(_as_run(run_config_dict(run_dir))), _plain(cfg))
+    return changed_fields(_plain(run_config(run_config_dict(run_dir))), _plain(cfg))
 
 
 def record_config_changes(run_dir: Path, changes: dict[str, tuple], epoch: int) -> None:
@@ -290,9 +283,9 @@ def load_run_config(run_dir: str | Path, overrides=(), resuming: bool = False) -
     (``config.RESUMABLE_FIELDS``: epochs, the evaluation and checkpoint cadence, threads, progress, the engine);
     anything else is a ConfigError naming the field."""
     current = run_config_dict(run_dir)
-    cfg = _as_run(merge_overrides(current, overrides))
+    cfg = run_config(merge_overrides(current, overrides))
     if resuming:
-        for key, (old, new) in changed_fields(_plain(_as_run(current)), _plain(cfg)).items():
+        for key, (old, new) in changed_fields(_plain(run_config(current)), _plain(cfg)).items():
             if not resumable(key):
                 raise ConfigError(f"{key}: a resume cannot change it ({old!r} -> {new!r}): it changes what the run "
                                   "is. Start a new run (another --out) instead; a resume may change "

@@ -57,7 +57,8 @@ from genenv.checkpoint import (
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
 from genenv.difficulty import TextDifficulty, recent_outcomes
-from genenv.domains import Invalid, Task, make_domain
+from genenv.domain_check import seed_round_trip_problem
+from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
@@ -319,7 +320,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
-        if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg_gate == "greedy":
+        if curriculum.trains_simulator and cfg.env.pg_gate == "greedy":   # (a gate implies env.update=pg)
             generated = check_greedy(cfg, domain, players.agent, generated, engine)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
@@ -461,13 +462,10 @@ def check_seed_round_trip(domain: Domain, seeds: list[Task], n: int = 8) -> None
     """A ConfigError when the domain's own seed tasks, read back as simulator output, do not parse and ground to
     themselves: the simulator is taught to write tasks like them, so such a domain could accept none."""
     for task in seeds[:n]:
-        again = domain.parse_and_validate(task.text)
-        if isinstance(again, Invalid):
-            raise ConfigError(f"domain.name: {domain.name!r} rejects its own seed task {task.text[:80]!r}: "
-                              f"{again.reason} (parse_task/validate must accept what seed_tasks writes)")
-        if again.text != task.text or (again.answer or "") != (task.answer or ""):
-            raise ConfigError(f"domain.name: {domain.name!r} reads its own seed task {task.text[:80]!r} back as "
-                              f"another task ({again.text[:80]!r}, answer {again.answer!r})")
+        problem = seed_round_trip_problem(domain, task)
+        if problem:
+            raise ConfigError(f"domain.name: {domain.name!r} {problem} (parse_task/validate must accept what "
+                              "seed_tasks writes)")
 
 
 def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,

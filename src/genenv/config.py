@@ -363,6 +363,14 @@ RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_e
 CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
 
 
+def run_config(data: dict) -> RunConfig:
+    """A run folder's config dict as a RunConfig. A deprecated field in it is read quietly: the run was started with
+    it, and its warning was given then."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return from_dict(RunConfig, data)
+
+
 def resumable(field_name: str) -> bool:
     return any(field_name == f or (f.endswith(".") and field_name.startswith(f)) for f in RESUMABLE_FIELDS)
 
@@ -381,6 +389,7 @@ def run_config_dict(run_dir: str | Path) -> dict:
 
 
 def _nested(dotted: str, value) -> dict:
+    """``a.b.c``, v -> ``{"a": {"b": {"c": v}}}``."""
     out: dict = {}
     node = out
     *parents, last = dotted.split(".")
@@ -427,14 +436,7 @@ def parse_override(text: str) -> dict:
         value = raw
     if isinstance(value, (int, float)) and not isinstance(value, bool) and raw.strip().lower() in (".nan", "nan"):
         value = float("nan")
-    node: dict = {}
-    cursor = node
-    parts = key.split(".")
-    for part in parts[:-1]:
-        cursor[part] = {}
-        cursor = cursor[part]
-    cursor[parts[-1]] = value
-    return node
+    return _nested(key, value)
 
 
 def presets_dir() -> Path:
@@ -476,26 +478,20 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
         if not path.exists():
             raise ConfigError(f"preset: no preset named {preset!r}; available: {', '.join(preset_names())}")
         data = read_yaml(path)
-    preset_domain = data.get("domain") or {}
     later = read_yaml(Path(config_file)) if config_file else {}
     later = merge_overrides(later, overrides)
-    later_name = (later.get("domain") or {}).get("name") if isinstance(later.get("domain"), dict) else None
-    preset_name = preset_domain.get("name", DomainConfig.name) if isinstance(preset_domain, dict) else None
-    if later_name is not None and later_name != preset_name and isinstance(data.get("env"), dict):
-        # a level gate belongs to the preset's domain (its levels were checked there): not inherited
-        later_env = later.get("env") if isinstance(later.get("env"), dict) else {}
-        data["env"] = {k: v for k, v in data["env"].items()
-                       if k not in ("pg_gate", "pg_level_gate") or k in later_env
-                       or (k == "pg_gate" and v != "levels")}
-    data = _deep_merge(data, later)
-    domain = data.get("domain") or {}
-    if (isinstance(domain, dict) and isinstance(preset_domain, dict) and "options" in preset_domain
-            and domain.get("name", DomainConfig.name) != preset_domain.get("name", DomainConfig.name)):
-        later_domain = later.get("domain") if isinstance(later.get("domain"), dict) else {}
-        data["domain"] = {k: v for k, v in domain.items() if k != "options"}
-        if "options" in later_domain:
-            data["domain"]["options"] = later_domain["options"]
-    return from_dict(RunConfig, data)
+    preset_domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
+    later_domain = later.get("domain") if isinstance(later.get("domain"), dict) else {}
+    if "name" in later_domain and later_domain["name"] != preset_domain.get("name", DomainConfig.name):
+        # the preset's options and level gate belong to its domain (its levels were checked there): not inherited
+        if "options" in preset_domain:
+            data["domain"] = {k: v for k, v in preset_domain.items() if k != "options"}
+        if isinstance(data.get("env"), dict):
+            later_env = later.get("env") if isinstance(later.get("env"), dict) else {}
+            data["env"] = {k: v for k, v in data["env"].items()
+                           if k not in ("pg_gate", "pg_level_gate") or k in later_env
+                           or (k == "pg_gate" and v != "levels")}
+    return from_dict(RunConfig, _deep_merge(data, later))
 
 
 def merge_overrides(data: dict, overrides) -> dict:

@@ -168,7 +168,7 @@ def information_used(cfg: RunConfig) -> tuple[str, ...]:
     out = []
     if cfg.curriculum == "oracle":
         out.append("domain levels + generator (oracle)")
-    if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg_gate == "levels":
+    if curriculum.trains_simulator and cfg.env.pg_gate == "levels":   # (a gate implies env.update=pg)
         out.append("domain levels (env.pg_gate=levels)")
     if curriculum.generates and cfg.curriculum != "oracle" and cfg.env.seed_draw == "frontier":
         out.append("domain levels (env.seed_draw=frontier)")

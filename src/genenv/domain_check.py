@@ -86,6 +86,18 @@ def simulator_text_problem(domain: Domain, text: str) -> str | None:
     return _verdict_problem(grounded, "validate")
 
 
+def seed_round_trip_problem(domain: Domain, task: Task) -> str | None:
+    """None when ``task``'s text, read back as simulator output, parses and grounds to the same task (text and
+    answer); else what went wrong. ``genenv run`` makes a failure a config error at start."""
+    again = domain.parse_and_validate(task.text)
+    if isinstance(again, Invalid):
+        return f"rejects its own seed task {task.text[:80]!r}: {again.reason}"
+    if again.text != task.text or (again.answer or "") != (task.answer or ""):
+        return (f"reads its own seed task {task.text[:80]!r} back as another task ({again.text[:80]!r}, answer "
+                f"{again.answer!r})")
+    return None
+
+
 def _verdict_problem(result, where: str) -> str | None:
     if isinstance(result, Invalid):
         if not isinstance(result.reason, str) or not result.reason.strip():
@@ -236,14 +248,8 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
 
     seeds = domain.seed_tasks(np.random.default_rng(seed), tasks)
     for task in seeds:
-        read = simulator_text_problem(domain, task.text)
-        if read is None:
-            again = domain.parse_and_validate(task.text)
-            if isinstance(again, Invalid):
-                read = f"the seed task's own text is rejected: {again.reason}"
-            elif again.text != task.text or (again.answer or "") != (task.answer or ""):
-                read = "the seed task's own text parses to another task"
-        record("seed_round_trip", task.text, read)
+        record("seed_round_trip", task.text,
+               simulator_text_problem(domain, task.text) or seed_round_trip_problem(domain, task))
     real = [t.text for t in seeds] + [t.answer or "" for t in seeds]
     accepted: list[Task] = []   # fuzzed simulator texts the domain accepted: valid tasks too
     for text in targeted_texts(seeds) + fuzz_texts(rng, examples, real, domain.alphabet):
@@ -270,4 +276,5 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
 
 __all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "fuzz_texts",
            "targeted_texts",
-           "null_response_problem", "null_responses", "response_rewards", "simulator_text_problem"]
+           "null_response_problem", "null_responses", "response_rewards", "seed_round_trip_problem",
+           "simulator_text_problem"]

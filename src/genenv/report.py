@@ -12,7 +12,6 @@ import html
 import io
 import json
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,12 +176,10 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
 def run_information(record: RunRecord) -> str | None:
     """What the run's method knows (:func:`genenv.curricula.information_label`), from its config.yaml; None when
     that config no longer loads (a run of an older version with a field since removed)."""
-    from genenv.config import ConfigError, RunConfig, from_dict  # noqa: PLC0415 (report stays light to import)
+    from genenv.config import ConfigError, run_config  # noqa: PLC0415 (report stays light to import)
     from genenv.curricula import information_label  # noqa: PLC0415
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)   # a deprecated field in an older run's config
-            return information_label(from_dict(RunConfig, record.config))
+        return information_label(run_config(record.config))
     except ConfigError:
         return None
 
