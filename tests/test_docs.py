@@ -13,7 +13,7 @@ from genenv.cli import build_parser, main
 from genenv.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUN_FOR_REAL = {("domains",), ("config", "--describe"), ("config", "--presets")}
 
 

@@ -82,7 +82,7 @@ class PlayerConfig:
 class AgentConfig(PlayerConfig):
     """The agent policy, trained with GRPO."""
     lr: float = knob(3e-4, "AdamW learning rate for GRPO (the default preset sets 1e-3, chosen on the dev set over "
-                     "8 seeds with the 134k-parameter tiny agent, docs/results.md; 3e-3 collapsed it)", lo=0.0)
+                     "8 seeds with the 134k-parameter tiny agent, docs/results-log.md; 3e-3 collapsed it)", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     warmup_steps: int = knob(0, "GRPO steps over which the learning rate rises linearly to lr (0 = none); "
                              "AdamW's first steps move every weight by about lr whatever the gradient's size",
@@ -130,7 +130,7 @@ class EnvConfig(PlayerConfig):
                                "default, what every run so far used)", lo=0.0)
     update: str = knob("pg", "how the simulator learns: 'pg' (beyond the paper: policy gradient on R_env rescaled "
                        "to [0, 1] within each seed's variations, like R-Zero's challenger; chosen on the dev set, "
-                       "docs/results.md) or 'rwr' (the paper: reward-weighted regression on in-band tasks; the "
+                       "docs/results-log.md) or 'rwr' (the paper: reward-weighted regression on in-band tasks; the "
                        "paper preset)", choices=("rwr", "pg"))
     pg_steps: int = knob(4, "pg: optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
     pg_minibatch_groups: int = knob(16, "pg: seed groups per step", lo=1)
@@ -141,7 +141,7 @@ class EnvConfig(PlayerConfig):
     pg_reward: str = knob("rescaled", "pg: a valid task's reward: 'rescaled' (R_env rescaled to [0, 1]: 0 for a task "
                           "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
                           "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers "
-                          "tasks the agent mostly fails, docs/results.md)", choices=("rescaled", "interior"))
+                          "tasks the agent mostly fails, docs/results-log.md)", choices=("rescaled", "interior"))
     pg_gate: str = knob("none", "pg (beyond the paper): which valid tasks may earn their reward; the others earn 0, "
                         "what a useless valid task earns, so the simulator is not paid for a mastered task's "
                         "sampling noise. 'none' (the paper's information: every valid task); 'greedy' (the paper's "

@@ -133,7 +133,7 @@ class Oracle(Curriculum):
     Why not the level closest to alpha: a tiny agent is nearly deterministic per task, so a level's p_hat is
     bimodal; with the mean rule the oracle trained on a mastered level (mean 0.9) whenever the next one sat at
     0.05, because 0.4 < 0.45, and the band rule does the same while the next level has no task in the band.
-    The frontier rule moves on (held-out 0.449 against 0.392 for band over 8 seeds, docs/results.md)."""
+    The frontier rule moves on (held-out 0.449 against 0.392 for band over 8 seeds, docs/results-log.md)."""
     generates = True
 
     def check(self, domain):

@@ -54,7 +54,7 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     ends, where a group of rollouts all fail or all succeed and carry no learning signal. With alpha = 0.5 it
     orders tasks like :func:`frontier_reward`; with alpha < 0.5 it prefers tasks the agent mostly fails over
     tasks it mostly solves, without paying for tasks it never solves (R_env with alpha < 0.5 does: a
-    simulator then drifts to impossible tasks, measured in docs/results.md). Vectorised."""
+    simulator then drifts to impossible tasks, measured in docs/results-log.md). Vectorised."""
     p_hat = np.asarray(p_hat, dtype=float)
     reward = np.where((p_hat > 0.0) & (p_hat < 1.0), alpha_reward(p_hat, alpha, beta), 0.0)
     return float(reward) if reward.ndim == 0 else reward

@@ -5,7 +5,7 @@ Each seed's ``variations`` generations form a group. A valid generation's reward
 invalid one earns ``invalid_reward`` (default 0, what a useless valid task earns). Advantages are the rewards
 minus the group's mean, not divided by its standard deviation: with the raw R_env (0.61 for a useless valid task
 at beta = 2) and normalised advantages, "valid against invalid" was worth a full +-1 at any beta and the
-simulator learned validity alone, drifting to tasks nobody solves (measured, docs/results.md). The simulator
+simulator learned validity alone, drifting to tasks nobody solves (measured, docs/results-log.md). The simulator
 takes clipped-surrogate steps (:func:`genenv.algos.grpo.grpo_step`) with a k3 KL penalty to
 its initial policy, under the same max-KL cap per update as RWR (:class:`genenv.algos.kl_cap.KLCap`).
 Groups whose generations all earned the same reward carry no signal and are left out.
