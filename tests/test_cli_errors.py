@@ -7,9 +7,9 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _cli(*args, env_path=None):
+def _cli(*args, env_path=None, **env_vars):
     import os
-    env = {**os.environ, "PYTHONPATH": str(env_path or EXAMPLES)}
+    env = {**os.environ, "PYTHONPATH": str(env_path or EXAMPLES), **env_vars}
     return subprocess.run([sys.executable, "-m", "genenv.cli", *args], capture_output=True, text=True, env=env,
                           timeout=600)
 
@@ -73,3 +73,35 @@ def test_a_compare_refuses_an_arm_its_domain_cannot_run_before_training_anything
                 "domain.name=sorting_domain:SortingDomain", "env.pg_gate=levels")
     assert done.returncode == 2 and "env.pg_gate: 'levels'" in done.stderr and "ordered_levels" in done.stderr
     assert not (tmp_path / "c" / "runs").exists()
+
+
+def test_a_runs_log_lines_and_its_progress_share_one_stream(tmp_path):
+    """Issue 39, item 9: warm-start lines, epoch lines and progress all on stdout, in order; stderr keeps
+    warnings and errors only."""
+    done = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "run"), "progress=true",
+                GENENV_CACHE=str(tmp_path / "cache"))   # an empty cache: the warm start runs and logs
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    warm = next(i for i, line in enumerate(out) if line.startswith("agent warm start round 1"))
+    first_epoch = next(i for i, line in enumerate(out) if line.startswith("epoch 0 "))
+    finished = next(i for i, line in enumerate(out) if line.startswith("epochs: 3/3 (100%)"))
+    assert warm < first_epoch < finished
+    assert not [line for line in done.stderr.splitlines() if "warm start" in line or line.startswith("epoch")]
+
+
+def test_a_run_killed_in_its_warm_start_resumes(tmp_path):
+    """Issue 39, item 10: a run killed before its first checkpoint leaves a folder with config.yaml only (the warm
+    start's own progress lives in the cache); `--resume` finishes it with the uninterrupted run's metrics."""
+    whole = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "whole"), GENENV_CACHE=str(tmp_path / "c"))
+    assert whole.returncode == 0, whole.stderr
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "config.yaml").write_text((tmp_path / "whole" / "config.yaml").read_text())
+    resumed = _cli("run", "--resume", str(killed), GENENV_CACHE=str(tmp_path / "c"))
+    assert resumed.returncode == 0, resumed.stderr
+    from genenv.io import read_jsonl
+    from genenv.metrics import TIMING_KEYS
+    whole_rows, resumed_rows = ([{k: v for k, v in row.items() if k not in TIMING_KEYS}
+                                 for row in read_jsonl(folder / "metrics.jsonl")]
+                                for folder in (tmp_path / "whole", killed))
+    assert len(whole_rows) == 3 and resumed_rows == whole_rows

@@ -3,6 +3,10 @@
 Redirected to a file or a pipe (``make run > log 2>&1``, CI, a cluster job), a tqdm bar writes hundreds of
 carriage-return refreshes into the log; :class:`PlainProgress` writes one line per ``interval`` seconds and
 one when the work ends instead. Both offer the part of tqdm's interface the library uses.
+
+Everything a run tells a person while it works (warm-start lines, epoch lines, progress) goes to one stream,
+standard output, so `genenv run > log` keeps it in order in one file; standard error carries warnings and
+errors only.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from tqdm.auto import tqdm
 
 def progress_bar(total: int, desc: str, enabled: bool = True, initial: int = 0, leave: bool = True,
                  stream=None):
-    """A progress display for ``total`` steps: tqdm when ``stream`` (stderr) is a terminal, else plain lines."""
-    stream = stream or sys.stderr
+    """A progress display for ``total`` steps: tqdm when ``stream`` (stdout, where the run's log lines go) is a
+    terminal, else plain lines."""
+    stream = stream or sys.stdout
     if enabled and not _is_terminal(stream):
         return PlainProgress(total, desc, initial, stream=stream)
     return tqdm(total=total, desc=desc, initial=initial, disable=not enabled, dynamic_ncols=True, leave=leave,
@@ -51,7 +56,7 @@ class PlainProgress:
 
     def __init__(self, total: int, desc: str, initial: int = 0, interval: float = 30.0, stream=None):
         self.total, self.desc, self.n, self.interval = total, desc, initial, interval
-        self.stream = stream or sys.stderr
+        self.stream = stream or sys.stdout
         self._initial = initial
         self._start = self._last = time.monotonic()
         self._closed = False
