@@ -4,6 +4,7 @@ import base64
 import html
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from genenv.cli import main
 from genenv.compare import Arm, compare, parse_arms, parse_extra_arm, parse_seeds, report_comparison, run_dir_of
 from genenv.config import ConfigError, load_config
 from genenv.io import read_jsonl
-from genenv.report import PLOTS, RunRecord, area_under_curve, rollouts_to_reach, smooth, summarize
+from genenv.report import PLOTS, RunRecord, area_under_curve, report_run, rollouts_to_reach, smooth, summarize
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -353,8 +354,58 @@ def test_report_axes_show_rates_on_zero_to_one_short_series_with_markers_and_who
     assert axes[2].lines[0].get_marker() == "o" and axes[0].lines[0].get_marker() == "o"
     ticks = axes[1].xaxis.get_major_locator().tick_values(0, 2)
     assert all(float(t).is_integer() for t in ticks)
+    # the one KL point sits at its epoch on the run's whole epoch axis, on a KL axis from 0 with room above it
+    low, high = axes[2].get_xlim()
+    assert low < 0 and 2 < high < 3
+    assert axes[2].get_ylim()[0] == 0 and 0.3 < axes[2].get_ylim()[1] < 0.4
     plt.close(fig)
     summary = summarize({"genenv": runs, "random": [_record("random", 0, [0.2, 0.2, 0.2])]}, reference="genenv")
     cells = {key: cells for key, _, cells in results_columns(summary)}
     assert cells["difference"][0] == "(the reference)" and cells["difference"][1].startswith("+0.040")
     assert cells["final"][0].endswith("(1 seed)") and "+-" not in cells["final"][0]
+
+
+def _render_in_chromium(page: Path, screenshot: Path) -> dict:
+    """Open ``page`` in headless Chromium (Debian's, driven by playwright): what the console said, what the page
+    asked the network for, each image's load state, the page's width and a full-page screenshot."""
+    chromium = Path(shutil.which("chromium") or "/usr/bin/chromium")
+    if not chromium.exists():
+        print("skipped: no Chromium here (.ci/run installs Debian's chromium; `apt-get install chromium`)")
+        pytest.skip("no Chromium (.ci/run installs Debian's chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    found: dict = {"console": [], "requests": []}
+    with sync_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(chromium), args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        tab.on("console", lambda message: found["console"].append(f"{message.type}: {message.text}"))
+        tab.on("pageerror", lambda error: found["console"].append(f"pageerror: {error}"))
+        tab.on("request", lambda request: found["requests"].append(request.url))
+        tab.goto(page.resolve().as_uri(), wait_until="load")
+        found["images"] = tab.evaluate("Array.from(document.images).map(i => "
+                                       "({alt: i.alt, complete: i.complete, width: i.naturalWidth}))")
+        found["page_width"], found["window_width"] = tab.evaluate(
+            "[document.documentElement.scrollWidth, window.innerWidth]")
+        tab.screenshot(path=str(screenshot), full_page=True)
+        browser.close()
+    return found
+
+
+@pytest.mark.slow
+def test_reports_render_in_a_real_browser(comparison, tmp_path):
+    """Issue 39, item 5: the comparison's and one run's report.html, opened in headless Chromium: no console
+    message, nothing fetched beyond the file itself (self-contained), every plot decoded, no sideways scroll,
+    and a screenshot of the whole page."""
+    out, summary, _ = comparison
+    one_run = next(p.parent for p in out.rglob("config.yaml"))
+    report_run(one_run)
+    for page in (out / "report.html", one_run / "report.html"):
+        shot = tmp_path / f"{page.parent.name}.png"
+        found = _render_in_chromium(page, shot)
+        assert found["console"] == [], found["console"]
+        assert found["requests"] == [page.resolve().as_uri()], found["requests"]
+        assert len(found["images"]) >= 8
+        assert all(image["complete"] and image["width"] > 0 for image in found["images"]), found["images"]
+        assert found["page_width"] <= found["window_width"]
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000

@@ -269,10 +269,18 @@ SHORT_SERIES = 12   # a series with at most this many points is drawn with marke
 RATE_KEYS = {"invalid_rate", "p_hat_mean", "band_hit_rate", "effective_fraction", "train_success_mean"}
 
 
-def _integer_epochs(ax) -> None:
-    """Epoch axes tick at whole epochs."""
+def _integer_epochs(ax, last_epoch: int | None = None) -> None:
+    """Epoch axes tick at whole epochs and, given the runs' last epoch, span all of them (a series logged at one
+    epoch only, such as the simulator's KL in a short run, sits at its epoch, not alone on a 0.95-1.05 axis)."""
     from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 (matplotlib is imported with the first figure)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if last_epoch is not None:
+        pad = max(0.2, 0.02 * last_epoch)
+        ax.set_xlim(-pad, last_epoch + pad)
+
+
+def _last_epoch(groups) -> int:
+    return max((row["epoch"] for runs in groups.values() for r in runs for row in r.rows), default=0)
 
 
 def _rate_axis(ax) -> None:
@@ -331,8 +339,8 @@ def plot_p_hat(groups, axes, alpha: float, k_min: float):
     ax.set_xlabel("epoch")
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
-    _integer_epochs(ax)
-    _integer_epochs(ax_band)
+    _integer_epochs(ax, _last_epoch(groups))
+    _integer_epochs(ax_band, _last_epoch(groups))
     _rate_axis(ax_band)
     ax_band.set_ylabel("band-hit rate")
     ax_band.set_xlabel("epoch")
@@ -341,12 +349,13 @@ def plot_p_hat(groups, axes, alpha: float, k_min: float):
 
 def plot_metric(groups, ax, key: str, ylabel: str):
     colors, window = _colors(groups), _window(groups)
-    drawn = False
+    drawn, highest = False, 0.0
     for label, runs in groups.items():
         band = _per_epoch_band(runs, key, window)
         if band is None:
             continue
         epochs, mean, lo, hi = band
+        highest = max(highest, float(np.nanmax(hi)), float(np.nanmax(mean)))
         ax.plot(epochs, mean, color=colors[label], label=label, lw=1.6, marker=_marker(len(epochs)), ms=3)
         ax.fill_between(epochs, lo, hi, color=colors[label], alpha=0.12)
         drawn = True
@@ -355,9 +364,11 @@ def plot_metric(groups, ax, key: str, ylabel: str):
                 transform=ax.transAxes)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
-    _integer_epochs(ax)
+    _integer_epochs(ax, _last_epoch(groups))
     if key in RATE_KEYS:
         _rate_axis(ax)
+    elif drawn:   # counts, lengths, levels, KL: never negative, drawn from 0 so a small change looks small
+        ax.set_ylim(0, max(1.08 * highest, 1e-3))   # the highest point clear of the frame
     if drawn:
         ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
@@ -473,7 +484,9 @@ def plot_p_hat_histogram(runs: list[RunRecord], ax, alpha: float, k_min: float):
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"share of tasks (band: {alpha - k_min:.2f}-{alpha + k_min:.2f})")
     ax.set_ylim(0, 1)
-    ax.legend(title="p_hat", fontsize=7, loc="upper right")
+    _integer_epochs(ax, _last_epoch({"": runs}))
+    ax.set_xlim(min(epochs), max(max(epochs), min(epochs) + 1))
+    ax.legend(title="p_hat", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside, not over
 
 
 def plot_train_by_level(runs: list[RunRecord], ax, window: int):
@@ -489,14 +502,16 @@ def plot_train_by_level(runs: list[RunRecord], ax, window: int):
                     per_epoch.setdefault(row["epoch"], []).append(value)
         epochs = sorted(per_epoch)
         values = smooth(np.array([np.mean(per_epoch[e]) for e in epochs]), window)
-        ax.plot(epochs, values, color=cmap(i / max(1, len(levels) - 1)), label=f"level {level}", lw=1.4)
+        ax.plot(epochs, values, color=cmap(i / max(1, len(levels) - 1)), label=f"level {level}", lw=1.4,
+                marker=_marker(len(epochs)), ms=3)
     if not levels:
         ax.text(0.5, 0.5, "no data in these runs", ha="center", va="center", transform=ax.transAxes)
         return
     ax.set_xlabel("epoch")
     ax.set_ylabel("success")
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7, ncol=2)
+    _integer_epochs(ax, _last_epoch({"": runs}))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))   # beside the data, not over it
     ax.grid(alpha=0.3)
 
 
