@@ -181,7 +181,8 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
                                  rng=phase_rng(cfg.seed, epoch, "agent_update"), passes=ac.update_epochs,
                                  minibatch_groups=ac.minibatch_groups, clip_eps=ac.clip_eps, kl_coef=ac.kl_coef,
                                  entropy_coef=ac.entropy_coef, grad_clip=ac.grad_clip, temperature=ac.temperature,
-                                 micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps)
+                                 micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps,
+                                 shared_prefix=ac.shared_prefix)
     state.nonfinite_skips += skipped
     state.grpo_buffer = []
     state.total_agent_updates += len(steps)

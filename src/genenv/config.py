@@ -105,6 +105,9 @@ class AgentConfig(PlayerConfig):
     micro_batch: int = knob(0, "sequences per forward/backward inside one GRPO step, the gradient accumulated "
                             "over them (the same step up to floating-point summation order, less activation "
                             "memory); 0 = the whole minibatch at once", lo=0)
+    shared_prefix: bool = knob(False, "GRPO encodes each group's common prompt once and its responses against "
+                               "it (Prefix Grouper): the same loss and gradients up to floating-point summation "
+                               "order; pays where prompts are long (real benchmarks), docs/scaling.md")
 
 
 # which valid generations may earn the simulator's pg reward (env.pg_gate); "levels" uses the domain's levels

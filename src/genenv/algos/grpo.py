@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from genenv.algos.optim import guarded_step, shuffled_passes, warmup_lr
+from genenv.models.packing import pack_groups
 from genenv.models.policy import SequenceBatch
 
 
@@ -123,7 +124,8 @@ def prepare_samples(policy, samples: list[PolicySample], batch: SequenceBatch | 
 
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
               entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0, lr: float | None = None,
-              warmup_steps: int = 0, prepared: PreparedSamples | None = None) -> dict:
+              warmup_steps: int = 0, prepared: PreparedSamples | None = None, shared_prefix: bool = False,
+              group_sizes: list[int] | None = None) -> dict:
     """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
 
     ``prepared``: ``samples`` already laid out as tensors (:func:`prepare_samples`; used when the step takes them
@@ -133,21 +135,33 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
 
     ``micro_batch`` > 0: forward and backward that many samples at a time, accumulating the gradient of the same
     token-mean loss (the same step up to floating-point summation order; less activation memory). Micro-batches
-    are cut from the samples sorted by length, so each pads only to its own longest sequence."""
+    are cut from the samples sorted by length, so each pads only to its own longest sequence.
+
+    ``shared_prefix``: each group's common prompt is encoded once (:mod:`genenv.models.packing`), for the policy
+    and the KL reference; ``group_sizes`` says how many consecutive samples form each group (default: the
+    samples with one identical prompt, consecutive). The same loss and gradients up to floating-point summation
+    order. Micro-batches then hold whole groups (at least one), about ``micro_batch`` samples each."""
     policy.set_training(True)
     stats: dict = {}
     whole = micro_batch <= 0 or micro_batch >= len(samples)
-    if whole:
-        chunks = [samples]
-    else:  # sequences of like length together: a chunk pads to its own longest (multi-turn prompts vary 5x)
-        by_length = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
-        chunks = [by_length[i:i + micro_batch] for i in range(0, len(by_length), micro_batch)]
+    if shared_prefix:
+        grouped = _group_chunks(_split_groups(samples, group_sizes), micro_batch)
+        chunks = [[s for group in chunk for s in group] for chunk in grouped]
+        sizes = [[len(group) for group in chunk] for chunk in grouped]
+    else:
+        if whole:
+            chunks = [samples]
+        else:  # sequences of like length together: a chunk pads to its own longest (multi-turn prompts vary 5x)
+            by_length = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+            chunks = [by_length[i:i + micro_batch] for i in range(0, len(by_length), micro_batch)]
+        sizes = [None] * len(chunks)
     tokens = None if whole else float(max(1, sum(len(s.response_ids) for s in samples)))
 
     def losses():  # each micro-batch's forward runs once the previous one's backward is done
-        for chunk in chunks:
+        for chunk, chunk_sizes in zip(chunks, sizes):
             part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef, entropy_coef,
-                                                temperature, prepared if whole else None)
+                                                temperature, prepared if whole and not shared_prefix else None,
+                                                chunk_sizes)
             for key, value in {**part_stats, "loss": part.item()}.items():
                 stats[key] = stats.get(key, 0.0) + value
             yield part
@@ -161,9 +175,66 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     return stats
 
 
+def _split_groups(samples: list[PolicySample], group_sizes: list[int] | None) -> list[list[PolicySample]]:
+    """``samples`` cut into their groups: by ``group_sizes``, or runs of one identical prompt."""
+    if group_sizes is None:
+        groups: list[list[PolicySample]] = []
+        for sample in samples:
+            if groups and groups[-1][0].prompt_ids == sample.prompt_ids:
+                groups[-1].append(sample)
+            else:
+                groups.append([sample])
+        return groups
+    if sum(group_sizes) != len(samples) or min(group_sizes, default=1) < 1:
+        raise ValueError(f"group_sizes {group_sizes} do not cut {len(samples)} samples into non-empty groups")
+    bounds = np.cumsum([0, *group_sizes])
+    return [samples[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _group_chunks(groups: list[list[PolicySample]], micro_batch: int) -> list[list[list[PolicySample]]]:
+    """Whole groups in chunks of about ``micro_batch`` samples (all in one when ``micro_batch`` is 0), groups of
+    like packed length together."""
+    if micro_batch <= 0 or micro_batch >= sum(map(len, groups)):
+        return [groups]
+    ordered = sorted(groups, key=lambda g: sum(len(s.prompt_ids) + len(s.response_ids) for s in g))
+    chunks, current = [], []
+    for group in ordered:
+        if current and sum(map(len, current)) + len(group) > micro_batch:
+            chunks.append(current)
+            current = []
+        current.append(group)
+    return chunks + [current]
+
+
+def _shared_prefix_loss(policy, reference, samples, group_sizes, tokens, clip_eps, kl_coef, entropy_coef,
+                        temperature):
+    """:func:`_grpo_micro_loss` with each group's common prompt encoded once."""
+    groups = _split_groups(samples, group_sizes)
+    packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in group] for group in groups],
+                         policy.tokenizer.pad_token_id)
+    width = packed.response_ids.shape[1]
+    old = np.zeros((len(samples), width), dtype=np.float32)
+    for row, s in enumerate(samples):
+        old[row, :len(s.old_logprobs)] = s.old_logprobs
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
+    logp, entropy = policy.packed_token_logprobs(packed, temperature=temperature, with_entropy=True,
+                                                 entropy_grad=entropy_coef > 0)
+    ref_logp = None
+    if reference is not None and kl_coef > 0:
+        with torch.no_grad():
+            ref_logp, _ = reference.packed_token_logprobs(packed, temperature=temperature)
+    mask = torch.from_numpy(packed.response_mask).to(policy.device)
+    return grpo_loss(logp, torch.from_numpy(old).to(policy.device), ref_logp, advantages, mask, clip_eps, kl_coef,
+                     entropy, entropy_coef, tokens)
+
+
 def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature,
-                     prepared=None):
-    """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean)."""
+                     prepared=None, group_sizes=None):
+    """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean);
+    ``group_sizes`` given: packed by shared prefix (:func:`_shared_prefix_loss`)."""
+    if group_sizes is not None:
+        return _shared_prefix_loss(policy, reference, samples, group_sizes, tokens, clip_eps, kl_coef,
+                                   entropy_coef, temperature)
     prepared = prepared or prepare_samples(policy, samples)
     batch, old, advantages = prepared.batch, prepared.old_logprobs, prepared.advantages
     logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True,
@@ -194,8 +265,9 @@ def grpo_update(policy, reference, optimizer, buffer: list[list[PolicySample]], 
     steps, skipped = [], 0
     minibatches = shuffled_passes(len(buffer), minibatch_groups, rng)
     for _ in range(passes * -(-len(buffer) // minibatch_groups)):
-        step = grpo_step(policy, reference, optimizer, [s for i in next(minibatches) for s in buffer[i]],
-                         **step_options)
+        chosen = next(minibatches)
+        step = grpo_step(policy, reference, optimizer, [s for i in chosen for s in buffer[i]],
+                         group_sizes=[len(buffer[i]) for i in chosen], **step_options)
         skipped += step["skipped"]
         if not step["skipped"]:
             steps.append(step)

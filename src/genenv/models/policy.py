@@ -115,6 +115,22 @@ def _entropy(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int 
                       for block, lse in zip(logits.split(rows_per_block), logsumexp.split(rows_per_block))])
 
 
+def _response_logprobs(logits: torch.Tensor, response_ids: torch.Tensor, temperature: float, with_entropy: bool,
+                       entropy_grad: bool):
+    """Log-probs [B, R] of ``response_ids`` under ``logits`` [B, R, V] (each a logit minus its row's log-sum-exp:
+    no log-softmax over the vocabulary is materialised), and the entropy per token when asked."""
+    logits = logits.float()
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    logsumexp = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
+    entropy = None
+    if with_entropy:
+        with nullcontext() if entropy_grad else torch.no_grad():
+            entropy = _entropy(logits, logsumexp)
+    return logp, entropy
+
+
 def _messages(prompt) -> list[dict]:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
@@ -379,16 +395,28 @@ class Policy:
                 logits = self.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                                     position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
                                     use_cache=False).logits
-            logits = logits[:, :resp_width].float()  # position width-1+t predicts response token t
-            if temperature and temperature != 1.0:
-                logits = logits / temperature
-            logsumexp = torch.logsumexp(logits, dim=-1)
-            logp = logits.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
-            entropy = None
-            if with_entropy:
-                with nullcontext() if entropy_grad else torch.no_grad():
-                    entropy = _entropy(logits, logsumexp)
-        return logp, entropy
+            # position width-1+t predicts response token t
+            return _response_logprobs(logits[:, :resp_width], batch.response_ids, temperature, with_entropy,
+                                      entropy_grad)
+
+    def packed_token_logprobs(self, packed, temperature: float = 1.0, with_entropy: bool = False,
+                              entropy_grad: bool = False):
+        """:meth:`token_logprobs` of a shared-prefix packed batch (:func:`genenv.models.packing.pack_groups`):
+        the same [N, R] log-probs (and entropy), each group's common prompt run once. The attention mask goes in
+        as a 4D additive mask (0 where a column may attend, the dtype's minimum where not), so the model's own
+        attention (sdpa or eager) applies it; only the kept columns reach the LM head."""
+        dev = self.device
+        dtype = next(self.model.parameters()).dtype
+        allowed = torch.from_numpy(packed.allowed).to(dev).unsqueeze(1)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill_(~allowed, torch.finfo(dtype).min)
+        with self.timed():
+            with self._forward_context():
+                logits = self.model(input_ids=torch.from_numpy(packed.input_ids).to(dev), attention_mask=mask,
+                                    position_ids=torch.from_numpy(packed.position_ids).to(dev),
+                                    logits_to_keep=torch.from_numpy(packed.keep).to(dev), use_cache=False).logits
+            index = torch.from_numpy(packed.logit_index).to(dev)
+            return _response_logprobs(logits[index], torch.from_numpy(packed.response_ids).to(dev), temperature,
+                                      with_entropy, entropy_grad)
 
     # ------------------------------------------------------------------ LoRA (optional, peft)
     @property

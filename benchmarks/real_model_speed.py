@@ -1,0 +1,110 @@
+"""A real model's speed on this machine, today's code path against the faster ones, side by side in one run
+(issue 40).
+
+Part ``grpo``: one GRPO step of SmolLM2-135M-Instruct (its real weights) on groups of G responses to API-Bank
+prompts (the ``apibank`` domain's first-turn prompts, the ``smollm2-apibank`` preset's settings: gradient
+checkpointing, micro-batches of 2, a KL reference), unshared (today) against ``agent.shared_prefix`` (each
+group's prompt encoded once; micro-batches then hold whole groups). Responses are fixed random token strings of
+``--response-tokens`` (an API call is 20-60 tokens), so both paths see the same work. Prints the median seconds
+per step of each, the ratio, the columns each runs through the model, and how far their losses and weights
+after the step are apart (they must agree within floating-point tolerance).
+
+Target (issue 40): the GRPO step alone >= 4x today's at the preset's prompt lengths, group size 8.
+
+Usage: python benchmarks/real_model_speed.py [--groups 2] [--group-size 8] [--repeats 3] [--threads 2]
+       [--data ../shared/data/api-bank]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+
+def grpo_groups(policy, domain, groups: int, group_size: int, response_tokens: int, seed: int = 0):
+    """``groups`` API-Bank first-turn prompts, each with ``group_size`` random responses and advantages."""
+    from genenv.algos.grpo import PolicySample  # noqa: PLC0415
+
+    rng = np.random.default_rng(seed)
+    tasks = domain.seed_tasks(rng, groups)
+    samples, sizes, prompt_lengths = [], [], []
+    for task in tasks:
+        _, observation = domain.reset(task, seed=seed)
+        prompt = policy.encode_prompts([domain.agent_context([], observation)])[0]
+        prompt_lengths.append(len(prompt))
+        advantages = rng.normal(size=group_size)
+        for advantage in advantages:
+            response = rng.integers(100, 40000, size=response_tokens).tolist()
+            old = (rng.normal(size=response_tokens) * 0.3 - 3.0).tolist()
+            samples.append(PolicySample(prompt, response, old, float(advantage)))
+        sizes.append(group_size)
+    return samples, sizes, prompt_lengths
+
+
+def bench_grpo(args) -> None:
+    from genenv.algos.grpo import grpo_step  # noqa: PLC0415
+    from genenv.domains import make_domain  # noqa: PLC0415
+    from genenv.models.packing import pack_groups  # noqa: PLC0415
+    from genenv.models.policy import Policy  # noqa: PLC0415
+    from genenv.models.registry import resolve_model  # noqa: PLC0415
+
+    torch.set_num_threads(args.threads)
+    domain = make_domain("apibank", data=args.data, max_task_chars=800)
+    policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+    policy.set_gradient_checkpointing(True)
+    reference = policy.frozen_copy()
+    samples, sizes, lengths = grpo_groups(policy, domain, args.groups, args.group_size, args.response_tokens)
+    batch_columns = len(samples) * (max(lengths) + args.response_tokens)
+    packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in samples[i * args.group_size:
+                                                                           (i + 1) * args.group_size]]
+                          for i in range(args.groups)], policy.tokenizer.pad_token_id)
+    print(f"SmolLM2-135M, {args.groups} groups x {args.group_size} responses of {args.response_tokens} tokens; "
+          f"prompts of {min(lengths)}-{max(lengths)} tokens; threads {args.threads}")
+    print(f"columns through the model per pass: unshared {batch_columns}, shared prefix {packed.columns} "
+          f"({batch_columns / packed.columns:.1f}x fewer)")
+    start = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
+    times: dict[bool, list[float]] = {False: [], True: []}
+    outcome = {}
+    for repeat in range(args.repeats):
+        for shared in (False, True):
+            with torch.no_grad():
+                for name, p in policy.model.named_parameters():
+                    p.copy_(start[name])
+            optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=1e-5)
+            begin = time.perf_counter()
+            stats = grpo_step(policy, reference, optimizer, samples, kl_coef=0.001, micro_batch=args.micro_batch,
+                              shared_prefix=shared, group_sizes=sizes)
+            times[shared].append(time.perf_counter() - begin)
+            if repeat == 0:
+                outcome[shared] = (stats["loss"], {n: p.detach().clone() for n, p in policy.model.named_parameters()})
+            print(f"  repeat {repeat + 1}: {'shared  ' if shared else 'unshared'} {times[shared][-1]:.2f} s",
+                  flush=True)
+    today, shared = statistics.median(times[False]), statistics.median(times[True])
+    weight_gap = max((outcome[True][1][n] - outcome[False][1][n]).abs().max().item() for n in start)
+    print(f"GRPO step (median of {args.repeats}): today {today:.2f} s, shared prefix {shared:.2f} s: "
+          f"{today / shared:.2f}x (target >= 4x)")
+    print(f"agreement: loss {outcome[False][0]:.6g} vs {outcome[True][0]:.6g}; largest weight difference after "
+          f"the step {weight_gap:.2e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=["grpo"], default="grpo")
+    parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--response-tokens", type=int, default=40)
+    parser.add_argument("--micro-batch", type=int, default=2, help="the preset's agent.micro_batch")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
+    args = parser.parse_args()
+    bench_grpo(args)
+
+
+if __name__ == "__main__":
+    main()
