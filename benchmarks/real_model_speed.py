@@ -9,9 +9,14 @@ group's prompt encoded once; micro-batches then hold whole groups). Responses ar
 per step of each, the ratio, the columns each runs through the model, and how far their losses and weights
 after the step are apart (they must agree within floating-point tolerance).
 
+Part ``sampling``: ``Policy.generate`` of G responses to each of ``--groups`` API-Bank prompts, today (each row
+prefills its prompt) against ``prefix_cached_sampling`` (each prompt prefilled once, its KV cache copied to its
+rows), with the same keys; prints the seconds of each and in how many responses the tokens agree.
+
 Target (issue 40): the GRPO step alone >= 4x today's at the preset's prompt lengths, group size 8.
 
-Usage: python benchmarks/real_model_speed.py [--groups 2] [--group-size 8] [--repeats 3] [--threads 2]
+Usage: python benchmarks/real_model_speed.py [--part grpo|sampling] [--groups 2] [--group-size 8] [--repeats 3]
+       [--threads 2]
        [--data ../shared/data/api-bank]
 """
 
@@ -92,9 +97,43 @@ def bench_grpo(args) -> None:
           f"the step {weight_gap:.2e}")
 
 
+def bench_sampling(args) -> None:
+    """Policy.generate of ``group_size`` responses to each of ``groups`` API-Bank prompts, today (every row
+    prefills its prompt) against ``prefix_cached_sampling`` (each prompt prefilled once), with the same keys."""
+    from genenv.domains import make_domain  # noqa: PLC0415
+    from genenv.models.policy import Policy  # noqa: PLC0415
+    from genenv.models.registry import resolve_model  # noqa: PLC0415
+
+    torch.set_num_threads(args.threads)
+    domain = make_domain("apibank", data=args.data, max_task_chars=800)
+    policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+    tasks = domain.seed_tasks(np.random.default_rng(0), args.groups)
+    prompts = [domain.agent_context([], domain.reset(task, seed=0)[1]) for task in tasks]
+    lengths = [len(ids) for ids in policy.encode_prompts(prompts)]
+    print(f"SmolLM2-135M sampling, {args.groups} prompts of {min(lengths)}-{max(lengths)} tokens x "
+          f"{args.group_size} responses of up to {args.max_new_tokens} tokens; threads {args.threads}")
+    times: dict[bool, list[float]] = {False: [], True: []}
+    tokens = {}
+    for repeat in range(args.repeats):
+        for cached in (False, True):
+            policy.prefill_once = cached
+            begin = time.perf_counter()
+            out = policy.generate(prompts, n=args.group_size, max_new_tokens=args.max_new_tokens, seed=repeat)
+            times[cached].append(time.perf_counter() - begin)
+            tokens[cached] = [g.token_ids for group in out for g in group]
+            print(f"  repeat {repeat + 1}: {'prefix-cached' if cached else 'today        '} "
+                  f"{times[cached][-1]:.2f} s, {sum(map(len, tokens[cached]))} tokens", flush=True)
+        same = sum(a == b for a, b in zip(tokens[False], tokens[True]))
+        print(f"  the same tokens in {same} of {len(tokens[False])} responses")
+    today, cached = statistics.median(times[False]), statistics.median(times[True])
+    print(f"sampling (median of {args.repeats}): today {today:.2f} s, prefix-cached {cached:.2f} s: "
+          f"{today / cached:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["grpo"], default="grpo")
+    parser.add_argument("--part", choices=["grpo", "sampling"], default="grpo")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
     parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--response-tokens", type=int, default=40)
@@ -103,7 +142,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
-    bench_grpo(args)
+    {"grpo": bench_grpo, "sampling": bench_sampling}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -152,24 +152,28 @@ def test_groups_default_to_runs_of_one_prompt(tiny_policy):
 
 
 @pytest.mark.slow
-def test_a_run_with_shared_prefix_gives_todays_metrics(tmp_path):
-    """The smoke preset with and without agent.shared_prefix: every metric the same (the sampled rollouts, the
-    pools, success), the losses, KL and entropy equal up to floating-point summation order."""
+def test_a_run_with_the_fast_paths_gives_todays_metrics(tmp_path):
+    """The smoke preset today, with agent.shared_prefix, and with prefix-cached sampling for both players: every
+    metric the same (the sampled rollouts, the pools, success), the losses, KL and entropy equal up to
+    floating-point summation order."""
     from genenv.coevolve import run
     from genenv.config import load_config
     from genenv.io import read_jsonl
     from genenv.metrics import TIMING_KEYS
+    variants = {"today": [], "shared_prefix": ["agent.shared_prefix=true"],
+                "prefix_cached": ["agent.prefix_cached_sampling=true", "env.prefix_cached_sampling=true"]}
     rows = {}
-    for shared in (False, True):
-        cfg = load_config("smoke", [f"agent.shared_prefix={str(shared).lower()}"])
-        rows[shared] = [{k: v for k, v in row.items() if k not in TIMING_KEYS}
-                        for row in read_jsonl(run(cfg, tmp_path / str(shared), log=lambda _: None) / "metrics.jsonl")]
-    assert len(rows[False]) == 3 and any(row["agent_updates"] for row in rows[False])
+    for name, overrides in variants.items():
+        folder = run(load_config("smoke", overrides), tmp_path / name, log=lambda _: None)
+        rows[name] = [{k: v for k, v in row.items() if k not in TIMING_KEYS}
+                      for row in read_jsonl(folder / "metrics.jsonl")]
+    assert len(rows["today"]) == 3 and any(row["agent_updates"] for row in rows["today"])
     floats = ("agent_loss", "agent_kl", "entropy", "clip_fraction")
-    for today, shared in zip(rows[False], rows[True]):
-        assert {k: v for k, v in today.items() if k not in floats} == {k: v for k, v in shared.items()
-                                                                        if k not in floats}
-        for key in floats:
-            assert (today[key] is None) == (shared[key] is None)
-            if today[key] is not None:
-                assert shared[key] == pytest.approx(today[key], rel=1e-2, abs=1e-6), key
+    for name in ("shared_prefix", "prefix_cached"):
+        for today, fast in zip(rows["today"], rows[name]):
+            assert {k: v for k, v in today.items() if k not in floats} == {k: v for k, v in fast.items()
+                                                                            if k not in floats}, name
+            for key in floats:
+                assert (today[key] is None) == (fast[key] is None)
+                if today[key] is not None:
+                    assert fast[key] == pytest.approx(today[key], rel=1e-2, abs=1e-6), (name, key)

@@ -76,6 +76,10 @@ class PlayerConfig:
     gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead "
                                         "of keeping them: less memory for long prompts, one more forward "
                                         "pass per update, the same gradients bit for bit")
+    prefix_cached_sampling: bool = knob(False, "sample a prompt's n responses (a task's rollouts, a seed's "
+                                        "variations) from one prefill of it, its KV cache copied to each: the "
+                                        "same tokens for the same keys up to floating-point differences; pays "
+                                        "where prompts are long (real benchmarks)")
 
 
 @dataclass

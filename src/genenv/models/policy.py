@@ -152,6 +152,8 @@ class Policy:
         self._adapters_off = False  # a base_view: every forward runs with the LoRA adapters disabled
         self._mode_cache: tuple | None = None  # (model, its modules or None): see set_training
         self._prompt_cache: dict[str, array] = {}
+        # sample a prompt's n responses from one prefill of it (PlayerConfig.prefix_cached_sampling)
+        self.prefill_once = False
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
         # a character-level tokenizer (the tiny models'): prompts encoded by dict lookup, the library's ids
@@ -336,7 +338,9 @@ class Policy:
         lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
         sampler = None if uniforms is None else _KeyedSampler(float(temperature), uniforms.to(self.device), width)
-        sequences = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        cache = self._prefill_once(chunk, input_ids, attention) if self.prefill_once else None
+        sequences = self.model.generate(input_ids=input_ids, attention_mask=attention, past_key_values=cache,
                                         generation_config=gen_config,
                                         logits_processor=LogitsProcessorList([sampler] if sampler else []))
         new_tokens = sequences[:, width:].cpu()
@@ -351,6 +355,25 @@ class Policy:
         texts = self.decode_many(kept)
         return [Generation(list(ids), tokens, text, all_logprobs[row][:len(tokens)] if all_logprobs else [], done)
                 for row, (ids, tokens, text, done) in enumerate(zip(chunk, kept, texts, finished))]
+
+    def _prefill_once(self, chunk: list[list[int]], input_ids: torch.Tensor, attention: torch.Tensor):
+        """The KV cache of every row's prompt but its last token, each distinct prompt run through the model once
+        and its cache copied to the rows that share it (a task's G rollouts, a seed's variations); generate()
+        then runs only the last prompt token and the new ones. None when no two rows share a prompt. The
+        positions are generate()'s own (counted from each row's first real token), so the rows see what they
+        see today: the same tokens for the same keys, up to floating-point differences between batch shapes."""
+        first_row: dict[tuple, int] = {}
+        rows = [first_row.setdefault(tuple(ids), len(first_row)) for ids in chunk]
+        if len(first_row) == len(chunk) or input_ids.shape[1] < 2:
+            return None
+        distinct = torch.tensor([rows.index(k) for k in range(len(first_row))], device=self.device)
+        mask = attention[distinct]
+        positions = (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1)
+        prefill = self.model(input_ids=input_ids[distinct, :-1], attention_mask=mask[:, :-1],
+                             position_ids=positions[:, :-1], use_cache=True, logits_to_keep=1)
+        cache = prefill.past_key_values
+        cache.batch_select_indices(torch.tensor(rows, device=self.device))
+        return cache
 
     # ------------------------------------------------------------------ training forward
     def build_batch(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> SequenceBatch:
