@@ -34,7 +34,14 @@ from genenv.config import (
     run_config_dict,
     to_dict,
 )
-from genenv.io import append_jsonl, atomic_write_jsonl, atomic_write_text, build_then_swap, read_jsonl
+from genenv.io import (
+    append_jsonl,
+    atomic_write_jsonl,
+    atomic_write_text,
+    build_then_swap,
+    read_jsonl,
+    read_pool_log,
+)
 from genenv.models.policy import Policy
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -259,14 +266,6 @@ def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players,
             pool.apply(event)
     _restore_metrics(run_dir / "metrics.jsonl", state.epoch, saved_state.get("last_metrics"))
     return players, state
-
-
-def read_pool_log(path: Path, size: int) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, "rb") as handle:
-        data = handle.read(size)
-    return [json.loads(line) for line in data.decode().splitlines() if line]
 
 
 def _restore_metrics(path: Path, epochs_done: int, last_metrics: dict | None) -> None:

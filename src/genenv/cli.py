@@ -63,6 +63,17 @@ def _compare(args) -> int:
     return 1 if summary.get("failed_runs") else 0
 
 
+def _export(args) -> int:
+    from genenv.export import ExportError, export  # noqa: PLC0415
+    try:
+        rows = export(args.path, args.to, args.out)
+    except ExportError as err:
+        print(f"genenv: export: {err}", file=sys.stderr)
+        return 2
+    print(", ".join(f"{name} {count} rows" for name, count in rows.items()) + f": {args.out}")
+    return 0
+
+
 def _report(args) -> int:
     from genenv.compare import report_comparison  # noqa: PLC0415
     from genenv.report import report_run, text_table  # noqa: PLC0415
@@ -231,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep_p.add_argument("--out", default=None,
                        help="comparisons: write summary.json, report.html and plots/ here instead")
     rep_p.set_defaults(func=_report)
+    exp_p = sub.add_parser("export", help="the pool's tasks, every generation and the kept rollouts as parquet "
+                           "or a Hugging Face datasets folder (tasks also in veRL's prompt schema)")
+    exp_p.add_argument("path", help="a run folder or a `genenv compare` folder (every run, with arm and seed)")
+    exp_p.add_argument("--to", required=True, choices=["parquet", "hf"],
+                       help="parquet: DIR/<table>.parquet; hf: a datasets folder (datasets.load_from_disk)")
+    exp_p.add_argument("out", metavar="DIR", help="a new folder to write (refused if it exists)")
+    exp_p.set_defaults(func=_export)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
     ev_p.add_argument("--benchmark", required=True, choices=("bfcl", "alfworld", "api-bank", "bamboogle",
                                                                    "travelplanner", "heldout"),

@@ -204,3 +204,13 @@ def _jsonable(value):
 
 
 _LINE_ENCODER = json.JSONEncoder(default=_jsonable)   # what json.dumps(row, default=_jsonable) builds each call
+
+
+def read_pool_log(path: Path, size: int) -> list[dict]:
+    """The events of a pool log (``checkpoints/*_pool.log.jsonl``) in its first ``size`` bytes: what the
+    checkpoint that recorded ``size`` covers."""
+    if not path.exists():
+        return []
+    with open(path, "rb") as handle:
+        data = handle.read(size)
+    return [json.loads(line) for line in data.decode().splitlines() if line]
