@@ -62,7 +62,7 @@ from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
-from genenv.io import append_jsonl, atomic_write_json
+from genenv.io import append_jsonl, atomic_write_json, read_jsonl
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -86,6 +86,7 @@ from genenv.progress import progress_bar
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
+from genenv.trackers import Trackers
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 # ============================================================================ the phases of an epoch
@@ -402,17 +403,30 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     if engine.workers:
         log(f"engine: {engine.workers} Ray actors on {cfg.engine.address or 'a local Ray'} write tasks, roll out "
             "and evaluate")
+    trackers = Trackers(cfg, run_dir, state.epoch, log)
     try:
-        run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log)
+        run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log, trackers)
+        trackers.summary(run_summary(run_dir), cfg.epochs)
     finally:
         engine.close()
+        trackers.close()
     bar.close()
     export_final(players, run_dir)
     return run_dir
 
 
+def run_summary(run_dir: Path) -> dict:
+    """What the trackers get at the end: success after the warm start and at the last evaluation."""
+    warm = json.loads((run_dir / "warmstart.json").read_text()) if (run_dir / "warmstart.json").exists() else {}
+    rows = [row for row in read_jsonl(run_dir / "metrics.jsonl") if row.get("heldout_success") is not None]
+    last = rows[-1] if rows else {}
+    return {"warmstart_heldout_success": warm.get("heldout_success"), "warmstart_dev_success": warm.get("dev_success"),
+            "final_heldout_success": last.get("heldout_success"), "final_dev_success": last.get("dev_success"),
+            "rollouts": last.get("rollouts")}
+
+
 def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
-               split: DataSplit, engine: Engine, run_dir: Path, bar, log) -> None:
+               split: DataSplit, engine: Engine, run_dir: Path, bar, log, trackers: Trackers | None = None) -> None:
     """Epochs from ``state.epoch`` to the end, each logged; a checkpoint every ``checkpoint_every_s`` seconds
     and after the last epoch (a resume repeats the epochs after the last checkpoint, with the same metrics).
 
@@ -436,6 +450,8 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
             last_checkpoint = time.monotonic()
         add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())
         append_jsonl(metrics_path, metrics, durable=state.epoch == cfg.epochs)
+        if trackers is not None:
+            trackers.log(metrics, epoch)
         bar.update(1)
         log(summary_line(metrics, curriculum.generates))
         rejected = rejection_warning(metrics)

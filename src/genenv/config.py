@@ -257,6 +257,11 @@ class RunConfig:
                                      "metrics whatever this is, repeating the epochs after it", lo=0.0)
     samples_rollouts_shown: int = knob(2, "agent responses kept per task in samples/epoch_N.jsonl", lo=0)
     progress: bool = knob(True, "show progress bars")
+    trackers: list[str] = knob([], "mirror every metrics row, the evaluations and the final summary to these "
+                               "experiment trackers (optional extras; docs/trackers.md); one that fails to start "
+                               "is a warning and the run goes on", choices=("tensorboard", "wandb", "trackio"))
+    tracker_project: str = knob("genenv", "the trackers' project name (a comparison groups its runs under its "
+                                "folder's name)")
     domain: DomainConfig = field(default_factory=DomainConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -300,8 +305,18 @@ def _coerce(path: str, value: Any, tp: Any, meta: dict) -> Any:
     elif tp is dict or origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+    elif origin is list:   # a list of names: [a, b] in YAML, or "a,b" on the command line
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{path}: expected a list of names, e.g. [{', '.join(meta.get('choices') or ('a',))}]"
+                              f", got {value!r}")
     choices, lo, hi = meta.get("choices"), meta.get("lo"), meta.get("hi")
-    if choices and value not in choices:
+    if choices and origin is list:
+        for item in value:
+            if item not in choices:
+                raise ConfigError(f"{path}: {item!r} is not allowed; choose from {', '.join(map(str, choices))}")
+    elif choices and value not in choices:
         raise ConfigError(f"{path}: {value!r} is not allowed; choose one of {', '.join(map(str, choices))}")
     if lo is not None and value < lo:
         raise ConfigError(f"{path}: {value!r} is below the minimum {lo}")
@@ -366,7 +381,7 @@ def to_dict(cfg) -> dict:
 # What a resume may change: nothing that changes what the run is (its curriculum, models, seed, rewards), only how
 # long it runs, how often it evaluates and checkpoints, and where and how fast it computes
 RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "samples_rollouts_shown",
-                    "engine.")
+                    "engine.", "trackers", "tracker_project")
 CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
 
 
