@@ -83,3 +83,40 @@ def test_summary_has_oracle_gain_and_late_calibration():
     line = next(x for x in text_table(summarize(noisy)).splitlines() if "recovers" in x)
     assert line.endswith("the oracle's own gain is not distinguishable from 0 ([-0.050, +0.200]), so this share "
                          "says little")
+
+
+def test_bca_interval_is_scipys():
+    """Against scipy's own BCa bootstrap of the same values, resamples and generator."""
+    import scipy.stats
+
+    from genenv.stats import bca_interval
+    values = [0.031, -0.012, 0.055, 0.020, 0.008, 0.047, -0.003, 0.026]
+    theirs = scipy.stats.bootstrap((np.asarray(values),), np.mean, confidence_level=0.95, n_resamples=10_000,
+                                   method="BCa", rng=np.random.default_rng(0)).confidence_interval
+    assert bca_interval(values) == [theirs.low, theirs.high]
+    percentile = bootstrap_ci(values)
+    assert bca_interval(values) != percentile and bca_interval(values)[0] < np.mean(values) < bca_interval(values)[1]
+    assert bca_interval([0.1, 0.1, 0.1]) is None and bca_interval([0.2]) is None
+
+
+def test_probability_of_improvement_is_rliables():
+    """Against rliable's own metric (one task: a column of runs per algorithm) and by hand."""
+    from genenv.stats import probability_of_improvement
+    x, y = [0.50, 0.42, 0.38, 0.47], [0.41, 0.42, 0.30, 0.45, 0.36]
+    # pairs: 0.50 beats 5; 0.42 beats 0.41, 0.30, 0.36 and ties 0.42 (3.5); 0.38 beats 0.30, 0.36 (2); 0.47 all 5
+    assert probability_of_improvement(x, y) == pytest.approx((5 + 3.5 + 2 + 5) / 20)
+    metrics = pytest.importorskip("rliable.metrics")
+    assert probability_of_improvement(x, y) == pytest.approx(
+        metrics.probability_of_improvement(np.asarray(x)[:, None], np.asarray(y)[:, None]))
+    assert probability_of_improvement(x, x) == 0.5 == metrics.probability_of_improvement(
+        np.asarray(x)[:, None], np.asarray(x)[:, None])
+
+
+def test_paired_differences_carry_bca_and_probability_of_improvement():
+    reference = {0: 0.50, 1: 0.42, 2: 0.38, 3: 0.47}
+    other = {0: 0.41, 1: 0.42, 2: 0.30, 3: 0.45, 4: 0.36}     # seed 4 has no pair: left out of all three
+    paired = paired_differences(reference, other)
+    assert paired["of"] == 4 and paired["wins"] == 3
+    assert paired["ci95_bca"] is not None and paired["ci95_bca"][0] < paired["mean"] < paired["ci95_bca"][1]
+    # pairs over seeds 0-3: 0.50 beats 4; 0.42 beats 2, ties 1 (2.5); 0.38 beats 0.30 (1); 0.47 beats 4
+    assert paired["probability_of_improvement"] == pytest.approx((4 + 2.5 + 1 + 4) / 16)

@@ -566,6 +566,9 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
         ("difference", f"{summary.get('reference')} minus it, final (95% CI; seeds it wins)",
          ["(the reference)" if label == summary.get("reference") else
           _difference_text(s["reference_minus_this"]["final"]) for label, s in curricula.items()]),
+        ("robust", f"the same, BCa 95% CI; P({summary.get('reference')} > it)",
+         ["(the reference)" if label == summary.get("reference") else
+          _robust_text(s["reference_minus_this"]["final"]) for label, s in curricula.items()]),
         column("p_hat", "p_hat (epoch >= 2)", lambda s: _fmt(s["p_hat_mean_from_epoch_2"]["mean"])),
         column("band", "band hit (epoch >= 2)", lambda s: _fmt(s["band_hit_rate_from_epoch_2"]["mean"], ".2f")),
     ]
@@ -581,7 +584,10 @@ COLUMNS_EXPLAINED = (
     "tasks, the verifier, the agent's rollouts): the domain's difficulty levels or its generator are the oracle's "
     "information. <i>held-out final</i>: greedy success on the held-out set after the last epoch, mean and spread "
     "over seeds. <i>minus it</i>: the reference arm's final success minus this arm's, paired by seed (the same "
-    "warm start), with a 95% bootstrap interval over seeds and the seeds the reference is ahead. <i>AUC</i>: the "
+    "warm start), with a 95% bootstrap interval over seeds and the seeds the reference is ahead. <i>the same, "
+    "BCa</i>: scipy's bias-corrected and accelerated interval of that difference, and the probability that a "
+    "seed's run of the reference beats one of this arm (rliable's probability of improvement; 0.5: no edge). "
+    "<i>AUC</i>: the "
     "area under the held-out curve over agent rollouts, normalised to [0, 1]. <i>training tasks</i>: the pool's "
     "size at the end. <i>agent updates</i>: GRPO steps. <i>rollouts to reach</i>: agent rollouts until held-out "
     "success first reaches the target (mean over the seeds that reach it). <i>p_hat</i> and <i>band hit</i>: the "
@@ -635,6 +641,13 @@ def _difference_text(paired: dict) -> str:
     interval = paired["ci95"]
     ci = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
     return f"{paired['mean']:+.3f}{ci} {paired['wins']}/{paired['of']}"
+
+
+def _robust_text(paired: dict) -> str:
+    """The BCa interval and the probability of improvement (summaries written before they existed: "-")."""
+    interval, probability = paired.get("ci95_bca"), paired.get("probability_of_improvement")
+    ci = f"[{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else "-"
+    return f"{ci}; {probability:.2f}" if probability is not None else ci
 
 
 def _paired_text(paired: dict) -> str:
