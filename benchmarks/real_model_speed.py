@@ -13,9 +13,12 @@ Part ``sampling``: ``Policy.generate`` of G responses to each of ``--groups`` AP
 prefills its prompt) against ``prefix_cached_sampling`` (each prompt prefilled once, its KV cache copied to its
 rows), with the same keys; prints the seconds of each and in how many responses the tokens agree.
 
+Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
+(``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
+
 Target (issue 40): the GRPO step alone >= 4x today's at the preset's prompt lengths, group size 8.
 
-Usage: python benchmarks/real_model_speed.py [--part grpo|sampling] [--groups 2] [--group-size 8] [--repeats 3]
+Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|bf16] [--groups 2] [--group-size 8] [--repeats 3]
        [--threads 2]
        [--data ../shared/data/api-bank]
 """
@@ -130,9 +133,60 @@ def bench_sampling(args) -> None:
           f"{today / cached:.2f}x")
 
 
+def bench_bf16(args) -> None:
+    """The GRPO step (shared prefix) and sampling (prefix-cached) of SmolLM2 in float32 against bf16 autocast,
+    on the same API-Bank groups; prints the seconds of each, the ratios, and how far the loss and the sampled
+    log-probs move."""
+    from genenv.algos.grpo import grpo_step  # noqa: PLC0415
+    from genenv.domains import make_domain  # noqa: PLC0415
+    from genenv.models.policy import Policy  # noqa: PLC0415
+    from genenv.models.registry import resolve_model  # noqa: PLC0415
+
+    torch.set_num_threads(args.threads)
+    domain = make_domain("apibank", data=args.data, max_task_chars=800)
+    policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+    policy.set_gradient_checkpointing(True)
+    policy.prefill_once = True
+    reference = policy.frozen_copy()
+    samples, sizes, lengths = grpo_groups(policy, domain, args.groups, args.group_size, args.response_tokens)
+    prompts = [domain.agent_context([], domain.reset(task, seed=0)[1])
+               for task in domain.seed_tasks(np.random.default_rng(0), args.groups)]
+    print(f"SmolLM2-135M, {args.groups} groups x {args.group_size}; prompts of {min(lengths)}-{max(lengths)} tokens; "
+          f"threads {args.threads}")
+    start = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
+    times = {(part, bf16): [] for part in ("grpo", "sampling") for bf16 in (False, True)}
+    seen = {}
+    for repeat in range(args.repeats):
+        for bf16 in (False, True):
+            policy.autocast_bf16 = reference.autocast_bf16 = bf16
+            with torch.no_grad():
+                for name, p in policy.model.named_parameters():
+                    p.copy_(start[name])
+            begin = time.perf_counter()
+            stats = grpo_step(policy, reference, torch.optim.SGD(policy.trainable_parameters(), lr=1e-5), samples,
+                              kl_coef=0.001, micro_batch=args.micro_batch, shared_prefix=True, group_sizes=sizes)
+            times["grpo", bf16].append(time.perf_counter() - begin)
+            begin = time.perf_counter()
+            out = policy.generate(prompts, n=args.group_size, max_new_tokens=args.max_new_tokens, seed=repeat)
+            times["sampling", bf16].append(time.perf_counter() - begin)
+            with torch.no_grad():
+                batch = policy.build_batch([x.prompt_ids for x in samples[:4]], [x.response_ids for x in samples[:4]])
+                logp, _ = policy.token_logprobs(batch)
+            seen[bf16] = (stats["loss"], logp[batch.response_mask.bool()].numpy(), sum(len(g) for g in out))
+            print(f"  repeat {repeat + 1}: {'bf16' if bf16 else 'fp32'} GRPO {times['grpo', bf16][-1]:.2f} s, "
+                  f"sampling {times['sampling', bf16][-1]:.2f} s", flush=True)
+    for part in ("grpo", "sampling"):
+        fp32, bf16 = statistics.median(times[part, False]), statistics.median(times[part, True])
+        print(f"{part} (median of {args.repeats}): fp32 {fp32:.2f} s, bf16 autocast {bf16:.2f} s: {fp32 / bf16:.2f}x")
+    gap = np.abs(seen[False][1] - seen[True][1])
+    print(f"loss fp32 {seen[False][0]:.6g}, bf16 {seen[True][0]:.6g}; log-probs of the same {gap.size} response "
+          f"tokens: mean |difference| {gap.mean():.3g}, largest {gap.max():.3g} (mean log-prob "
+          f"{seen[False][1].mean():.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["grpo", "sampling"], default="grpo")
+    parser.add_argument("--part", choices=["grpo", "sampling", "bf16"], default="grpo")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
     parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
     parser.add_argument("--group-size", type=int, default=8)
@@ -142,7 +196,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
-    {"grpo": bench_grpo, "sampling": bench_sampling}[args.part](args)
+    {"grpo": bench_grpo, "sampling": bench_sampling, "bf16": bench_bf16}[args.part](args)
 
 
 if __name__ == "__main__":

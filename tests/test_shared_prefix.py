@@ -66,10 +66,14 @@ def _smollm2_shaped(tiny_policy):
     return tiny_policy
 
 
-@pytest.mark.parametrize("architecture", ["tiny", "smollm2"])
+@pytest.mark.parametrize("architecture", ["tiny", "tiny-eager", "smollm2"])
 @pytest.mark.parametrize("multi_turn", [False, True])
 def test_packed_logprobs_and_gradients_equal_the_unshared(tiny_policy, architecture, multi_turn):
+    """sdpa takes the mask as booleans, eager attention as an additive mask: both give the unshared numbers."""
     policy = _smollm2_shaped(tiny_policy) if architecture == "smollm2" else tiny_policy
+    if architecture == "tiny-eager":
+        policy.model.set_attn_implementation("eager")
+        assert policy.model.config._attn_implementation == "eager"
     vocab = 49152 if architecture == "smollm2" else 15
     groups = _groups(np.random.default_rng(1), vocab, multi_turn)
     flat = [sample for group in groups for sample in group]

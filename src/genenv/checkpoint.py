@@ -105,6 +105,7 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
             references.append(policy.frozen_copy())
         policy.set_gradient_checkpointing(player.gradient_checkpointing)
         policy.prefill_once = player.prefix_cached_sampling
+        policy.autocast_bf16 = references[-1].autocast_bf16 = player.autocast == "bfloat16"  # the KL's two sides
     agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
     env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
     return Players(agent, references[0], env, references[1], agent_opt, env_opt)

@@ -76,6 +76,10 @@ class PlayerConfig:
     gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead "
                                         "of keeping them: less memory for long prompts, one more forward "
                                         "pass per update, the same gradients bit for bit")
+    autocast: str = knob("none", "bfloat16: every forward pass (sampling, GRPO/RWR log-probs) under torch's bf16 "
+                         "autocast, weights, optimiser state and losses in float32 (faster where the CPU has "
+                         "bf16 matrix units; changes the numbers: benchmarks/real_model_speed.py --part bf16)",
+                         choices=("none", "bfloat16"))
     prefix_cached_sampling: bool = knob(False, "sample a prompt's n responses (a task's rollouts, a seed's "
                                         "variations) from one prefill of it, its KV cache copied to each: the "
                                         "same tokens for the same keys up to floating-point differences; pays "

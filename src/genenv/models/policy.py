@@ -6,7 +6,7 @@ import copy
 import json
 import time
 from array import array
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -154,6 +154,8 @@ class Policy:
         self._prompt_cache: dict[str, array] = {}
         # sample a prompt's n responses from one prefill of it (PlayerConfig.prefix_cached_sampling)
         self.prefill_once = False
+        self.autocast_bf16 = False   # PlayerConfig.autocast: bf16 matrix products, float32 weights
+
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
         # a character-level tokenizer (the tiny models'): prompts encoded by dict lookup, the library's ids
@@ -229,7 +231,15 @@ class Policy:
         return view
 
     def _forward_context(self):
-        return self.model.disable_adapter() if self._adapters_off else nullcontext()
+        """Around every forward pass: the LoRA adapters off for a base view, and bf16 autocast when asked
+        (``autocast_bf16``: matrix products in bfloat16, the weights, optimiser state and loss in float32)."""
+        adapters = self.model.disable_adapter() if self._adapters_off else nullcontext()
+        if not self.autocast_bf16:
+            return adapters
+        stack = ExitStack()
+        stack.enter_context(adapters)
+        stack.enter_context(torch.autocast(device_type=torch.device(self.device).type, dtype=torch.bfloat16))
+        return stack
 
     # ------------------------------------------------------------------ text <-> tokens
     def encode_prompt(self, text: str) -> list[int]:
@@ -426,12 +436,13 @@ class Policy:
                               entropy_grad: bool = False):
         """:meth:`token_logprobs` of a shared-prefix packed batch (:func:`genenv.models.packing.pack_groups`):
         the same [N, R] log-probs (and entropy), each group's common prompt run once. The attention mask goes in
-        as a 4D additive mask (0 where a column may attend, the dtype's minimum where not), so the model's own
-        attention (sdpa or eager) applies it; only the kept columns reach the LM head."""
+        as a 4D mask the model's own attention applies (boolean for sdpa; for eager additive: 0 where a column
+        may attend, the dtype's minimum where not); only the kept columns reach the LM head."""
         dev = self.device
-        dtype = next(self.model.parameters()).dtype
-        allowed = torch.from_numpy(packed.allowed).to(dev).unsqueeze(1)
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=dev).masked_fill_(~allowed, torch.finfo(dtype).min)
+        mask = torch.from_numpy(packed.allowed).to(dev).unsqueeze(1)
+        if self.model.config._attn_implementation != "sdpa":   # sdpa takes the boolean mask (any compute dtype)
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
         with self.timed():
             with self._forward_context():
                 logits = self.model(input_ids=torch.from_numpy(packed.input_ids).to(dev), attention_mask=mask,
