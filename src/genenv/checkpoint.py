@@ -43,6 +43,7 @@ from genenv.io import (
     read_pool_log,
 )
 from genenv.models.policy import Policy
+from genenv.models.remote import REMOTE_FILE, RemoteSimulator
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
 
@@ -55,7 +56,7 @@ class Players:
     env: Policy
     env_ref: Policy
     agent_opt: torch.optim.Optimizer
-    env_opt: torch.optim.Optimizer
+    env_opt: torch.optim.Optimizer | None   # None: a frozen remote simulator (env.backend=openai)
 
     def model_seconds(self) -> float:
         return sum(p.model_seconds for p in (self.agent, self.agent_ref, self.env, self.env_ref))
@@ -97,6 +98,9 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
     is the same model with its adapters switched off (its base weights never change: no copy needed)."""
     references = []
     for name, policy, player in (("agent", agent, cfg.agent), ("env", env, cfg.env)):
+        if isinstance(policy, RemoteSimulator):   # a frozen endpoint: its own reference, no adapters, no optimiser
+            references.append(policy)
+            continue
         if player.lora_rank > 0:
             if not policy.has_lora:
                 policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
@@ -107,7 +111,8 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
         policy.prefill_once = player.prefix_cached_sampling
         policy.autocast_bf16 = references[-1].autocast_bf16 = player.autocast == "bfloat16"  # the KL's two sides
     agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
-    env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
+    env_opt = (None if isinstance(env, RemoteSimulator) else
+               torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay))
     return Players(agent, references[0], env, references[1], agent_opt, env_opt)
 
 
@@ -206,6 +211,8 @@ def save_optimizers(path: Path, optimizers: dict[str, torch.optim.Optimizer], to
     small tensors of a checkpoint taken every epoch, and loaded without unpickling anything."""
     tensors, meta = {"torch_rng": torch_rng.contiguous()}, {}
     for name, optimizer in optimizers.items():
+        if optimizer is None:   # a player that does not train (a frozen remote simulator)
+            continue
         state_dict = optimizer.state_dict()
         scalars = {}
         for index, state in state_dict["state"].items():
@@ -248,7 +255,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
     initial = run_dir / "checkpoints" / "initial"
     agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
-    env = Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype)
+    env = (RemoteSimulator.from_config(cfg.env.openai) if (initial / "env" / REMOTE_FILE).exists() else
+           Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype))
     players = make_players(cfg, agent, env)  # references of the initial weights, then adapters
     agent.load_weights(ckpt / "agent.safetensors")  # the checkpoint holds the adapted model's weights
     env.load_weights(ckpt / "env.safetensors")
@@ -257,7 +265,8 @@ def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players,
     else:  # a run folder written before optimizer states moved to safetensors
         saved = torch.load(ckpt / "optimizers.pt", weights_only=False)
     players.agent_opt.load_state_dict(saved["agent"])
-    players.env_opt.load_state_dict(saved["env"])
+    if players.env_opt is not None:   # (a frozen remote simulator has none)
+        players.env_opt.load_state_dict(saved["env"])
     torch.set_rng_state(saved["torch_rng"])
     saved_state = json.loads((ckpt / "state.json").read_text())
     state = RunState.from_json(saved_state)

@@ -118,6 +118,22 @@ class AgentConfig(PlayerConfig):
                                "order; pays where prompts are long (real benchmarks), docs/scaling.md")
 
 
+@dataclass
+class OpenAIConfig:
+    """env.backend=openai: an OpenAI-compatible endpoint writes the tasks (a frozen simulator, never trained)."""
+    base_url: str = knob("http://127.0.0.1:8080/v1", "the endpoint's base URL (vLLM, SGLang, llama.cpp's server, a "
+                         "hosted API)")
+    model: str = knob("", "the model name the endpoint serves")
+    api_key_env: str = knob("OPENAI_API_KEY", "the environment variable holding the API key (never written to the "
+                            "run folder; a local server needs none)")
+    api: str = knob("chat", "chat: /chat/completions with the simulator prompt as one user message; completions: "
+                    "/completions with the prompt as text", choices=("chat", "completions"))
+    concurrency: int = knob(4, "requests in flight at once", lo=1)
+    timeout_s: float = knob(60.0, "seconds before a request is abandoned (then retried)", lo=0.1)
+    retries: int = knob(2, "retries of a failed request (the client's backoff) before it counts as an invalid "
+                        "generation", lo=0)
+
+
 # which valid generations may earn the simulator's pg reward (env.pg_gate); "levels" uses the domain's levels
 PG_GATES = ("none", "greedy", "predicted", "levels")
 
@@ -126,6 +142,11 @@ PG_GATES = ("none", "greedy", "predicted", "levels")
 class EnvConfig(PlayerConfig):
     """The environment simulator, trained by policy gradient on R_env (``update: pg``) or by the paper's
     reward-weighted regression (``update: rwr``)."""
+    backend: str = knob("local", "local: the simulator is env.model, trained by the curriculum; openai: an "
+                        "OpenAI-compatible endpoint (env.openai) writes the tasks, frozen: for curricula that do not "
+                        "train the simulator (random is the authors' setup; docs/frozen-simulator.md)",
+                        choices=("local", "openai"))
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     seed_draw: str = knob("uniform", "how each epoch's seed tasks (the simulator's prompts) are drawn from the "
                           "training pool: 'uniform', or 'learnability' (beyond the paper: with probability "

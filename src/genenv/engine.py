@@ -106,8 +106,9 @@ class _Worker:
         self.domain = domain
         self.policies = {"agent": agent, "env": env}
         for policy in self.policies.values():
-            policy.device = device
-            policy.model.to(device)
+            if hasattr(policy, "model"):   # (a remote simulator has no local model)
+                policy.device = device
+                policy.model.to(device)
         self.versions = dict(versions)
 
     def load(self, role: str, version: int, state: dict) -> int:

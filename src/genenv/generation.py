@@ -42,6 +42,7 @@ class Candidate:
     source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
     logprobs: tuple[float, ...] = ()   # the simulator's log-probs of token_ids when it sampled them
     greedy_solved: bool | None = None   # env.pg_gate=greedy: did the agent's greedy answer solve it (None: not checked)
+    request_error: str | None = None   # a remote simulator's request that failed (genenv.models.remote): why
 
     @property
     def valid(self) -> bool:
@@ -99,7 +100,7 @@ def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], 
                 bar.update(len(shard["contexts"]) * n)
     gens = [samples for shard_gens in results for samples in shard_gens]
     return [Candidate(batch, seed, context, g.prompt_ids, g.token_ids, g.text, Invalid("unparsed"),
-                      logprobs=tuple(g.logprobs))
+                      logprobs=tuple(g.logprobs), request_error=g.error)
             for batch, (seed, context, samples) in enumerate(zip(seeds, contexts, gens)) for g in samples]
 
 
@@ -130,7 +131,8 @@ def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, s
 def validated(domain: Domain, candidates: list[Candidate], split: DataSplit) -> list[Candidate]:
     """Every candidate parsed and grounded by the domain; a held-out or dev task is rejected. Never raises on
     arbitrary text."""
-    return [c.updated(parsed=split.exclude(domain.parse_and_validate(c.raw))) for c in candidates]
+    return [c.updated(parsed=Invalid(f"simulator request failed: {c.request_error}") if c.request_error
+                      else split.exclude(domain.parse_and_validate(c.raw))) for c in candidates]
 
 
 def with_episodes(candidates: list[Candidate], groups: list[list[Episode]]) -> list[Candidate]:

@@ -29,6 +29,7 @@ from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
+from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.progress import skip
 from genenv.rollout import context_budget, fit_contexts, rollout
@@ -238,6 +239,10 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
+    if cfg.env.backend == "openai":   # a frozen endpoint writes the tasks: nothing to warm-start
+        remote = RemoteSimulator.from_config(cfg.env.openai)
+        log(f"simulator: {cfg.env.openai.model or '(no model name)'} at {cfg.env.openai.base_url} (frozen)")
+        return remote, {"rounds": 0, "loss": None, **remote.describe()}
     folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.env.dtype)

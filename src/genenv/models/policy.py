@@ -40,6 +40,7 @@ class Generation:
     text: str
     logprobs: list[float] = field(default_factory=list)
     finished: bool = True
+    error: str | None = None   # a remote simulator's failed request (genenv.models.remote): why, no text
 
 
 @dataclass
