@@ -28,6 +28,11 @@ NOT_IN_WARMSTART = {
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
     "baseline.learnability_floor", "baseline.oracle_exploration", "baseline.oracle_window", "baseline.oracle_rule",
     "agent.warmup_steps",
+    # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
+    "agent.shared_prefix", "agent.prefix_cached_sampling", "env.prefix_cached_sampling", "agent.autocast",
+    "env.autocast", "trackers", "tracker_project",
+    # a remote simulator has no warm start and no cache entry
+    "env.backend", "env.openai",
     # warm starts always run in the driver
     "engine.workers", "engine.address", "engine.cpus_per_worker", "engine.gpus_per_worker", "engine.max_restarts",
 }
