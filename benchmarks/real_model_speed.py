@@ -16,9 +16,14 @@ rows), with the same keys; prints the seconds of each and in how many responses 
 Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
 (``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
 
-Target (issue 40): the GRPO step alone >= 4x today's at the preset's prompt lengths, group size 8.
+Part ``run``: whole epochs of a real-model preset (default ``smollm2-apibank``) as two ``genenv run``s on the
+same warm start, today against the fast options (``--bf16`` adds bf16 autocast): agent rollouts per hour
+(generation + scoring + update) and GRPO steps of each.
 
-Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|bf16] [--groups 2] [--group-size 8] [--repeats 3]
+Targets (issue 40): agent rollouts per hour >= 10x today's at group size 8; the GRPO step alone >= 4x today's
+at the preset's prompt lengths, group size 8.
+
+Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|bf16|run] [--groups 2] [--group-size 8] [--repeats 3]
        [--threads 2]
        [--data ../shared/data/api-bank]
 """
@@ -29,6 +34,7 @@ import argparse
 import os
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -184,9 +190,46 @@ def bench_bf16(args) -> None:
           f"{seen[False][1].mean():.2f})")
 
 
+FAST_OPTIONS = ("agent.shared_prefix=true", "agent.prefix_cached_sampling=true", "env.prefix_cached_sampling=true")
+
+
+def bench_run(args) -> None:
+    """Whole epochs of a real-model preset, today against the fast options (and bf16 autocast with --bf16), each
+    a ``genenv run`` of its own on the same warm start: agent rollouts per hour (generation + scoring + update:
+    rollouts over the epochs' seconds) and GRPO steps, side by side."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    fast = [*FAST_OPTIONS, *(["agent.autocast=bfloat16", "env.autocast=bfloat16"] if args.bf16 else [])]
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for label, options in (("today", []), ("fast", fast)):
+            run_dir = Path(folder) / label
+            command = [sys.executable, "-m", "genenv.cli", "run", "--preset", args.preset, "--out", str(run_dir),
+                       f"epochs={args.epochs}", f"eval_every={args.epochs + 1}", f"threads={args.threads}",
+                       "progress=false", *args.override, *options]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            seconds = sum(row["seconds_total"] for row in rows)
+            rollouts = sum(row["rollouts_this_epoch"] for row in rows)
+            results[label] = (rollouts / seconds * 3600, sum(row["agent_updates"] for row in rows), seconds)
+            print(f"  {label}: {rollouts} rollouts in {seconds:.0f} s = {results[label][0]:.0f}/hour, "
+                  f"{results[label][1]} GRPO steps", flush=True)
+    print(f"{args.preset}, {args.epochs} epochs: agent rollouts per hour today {results['today'][0]:.0f}, with "
+          f"{' '.join(fast)} {results['fast'][0]:.0f}: {results['fast'][0] / results['today'][0]:.2f}x "
+          "(target >= 10x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["grpo", "sampling", "bf16"], default="grpo")
+    parser.add_argument("--part", choices=["grpo", "sampling", "bf16", "run"], default="grpo")
+    parser.add_argument("--preset", default="smollm2-apibank", help="run: the real-model preset")
+    parser.add_argument("--epochs", type=int, default=2, help="run: epochs of each run")
+    parser.add_argument("--bf16", action="store_true", help="run: the fast side also uses bf16 autocast")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="run: an override for both runs (e.g. domain.options.data=PATH, agent.group_size=8)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
     parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
     parser.add_argument("--group-size", type=int, default=8)
@@ -196,7 +239,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
-    {"grpo": bench_grpo, "sampling": bench_sampling, "bf16": bench_bf16}[args.part](args)
+    {"grpo": bench_grpo, "sampling": bench_sampling, "bf16": bench_bf16, "run": bench_run}[args.part](args)
 
 
 if __name__ == "__main__":
