@@ -5,6 +5,7 @@ from genenv.domains import (
     apibank,  # noqa: F401  (registers "apibank"; needs the API-Bank data when used)
     household,  # noqa: F401  (registers "household")
     multihop,  # noqa: F401  (registers "multihop")
+    reasoning_gym,  # noqa: F401  (registers "reasoning_gym"; needs reasoning-gym when used)
     toolcall,  # noqa: F401  (registers "toolcall"; needs bfcl-eval when used)
     travel,  # noqa: F401  (registers "travel"; needs the TravelPlanner data when used)
 )
