@@ -173,12 +173,14 @@ def _domains(args) -> int:
     import sys as _sys  # noqa: PLC0415
 
     from genenv.domains import registered_domains  # noqa: PLC0415
-    for name, cls in sorted(registered_domains().items()):
+    domains = sorted(registered_domains().items())
+    width = max(10, *(len(name) for name, _ in domains))
+    for name, cls in domains:
         # the class's docstring, else its module's: the first sentence, whole
         doc = (cls.__doc__ or getattr(_sys.modules.get(cls.__module__), "__doc__", None) or "").strip()
         first = " ".join(doc.split("\n\n")[0].split())
         sentence = first.split(". ")[0].rstrip(".") + "." if first else "(no description)"
-        print(textwrap.fill(f"{name:10s} {sentence}", width=100, subsequent_indent=" " * 11))
+        print(textwrap.fill(f"{name:{width}s} {sentence}", width=100, subsequent_indent=" " * (width + 1)))
     return 0
 
 

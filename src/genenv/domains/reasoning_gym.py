@@ -1,5 +1,5 @@
-"""reasoning-gym's procedural task families as a domain (issue 43): ``domain.name=reasoning_gym``,
-``domain.options.datasets=[basic_arithmetic, ...]``.
+"""reasoning-gym's procedural task families, each with its own verifier and difficulty levels: the simulator
+writes a family, levels and a seed, reasoning-gym builds the item (options: datasets=[basic_arithmetic, ...]).
 
 reasoning-gym (PyPI ``reasoning-gym``) generates items of over a hundred task families from a configuration and
 a seed, verifies answers with each family's own scorer, and describes each family's difficulty as a curriculum of
