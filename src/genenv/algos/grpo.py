@@ -114,12 +114,7 @@ def prepare_samples(policy, samples: list[PolicySample], batch: SequenceBatch | 
     """``samples`` as tensors on the policy's device (``batch``: their batch, when already built)."""
     if batch is None:
         batch = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
-    width = batch.response_ids.shape[1]
-    old = np.zeros((len(samples), width), dtype=np.float32)  # one array, not a tensor per sample
-    for row, s in enumerate(samples):
-        old[row, :len(s.old_logprobs)] = s.old_logprobs
-    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
-    return PreparedSamples(batch, torch.from_numpy(old).to(policy.device), advantages)
+    return PreparedSamples(batch, *_old_and_advantages(policy, samples, batch.response_ids.shape[1]))
 
 
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
@@ -206,45 +201,39 @@ def _group_chunks(groups: list[list[PolicySample]], micro_batch: int) -> list[li
     return chunks + [current]
 
 
-def _shared_prefix_loss(policy, reference, samples, group_sizes, tokens, clip_eps, kl_coef, entropy_coef,
-                        temperature):
-    """:func:`_grpo_micro_loss` with each group's common prompt encoded once."""
-    groups = _split_groups(samples, group_sizes)
-    packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in group] for group in groups],
-                         policy.tokenizer.pad_token_id)
-    width = packed.response_ids.shape[1]
+def _old_and_advantages(policy, samples: list[PolicySample], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The samples' old log-probs as one [B, width] tensor (one array, not a tensor per sample) and advantages."""
     old = np.zeros((len(samples), width), dtype=np.float32)
     for row, s in enumerate(samples):
         old[row, :len(s.old_logprobs)] = s.old_logprobs
     advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=policy.device)
-    logp, entropy = policy.packed_token_logprobs(packed, temperature=temperature, with_entropy=True,
-                                                 entropy_grad=entropy_coef > 0)
-    ref_logp = None
-    if reference is not None and kl_coef > 0:
-        with torch.no_grad():
-            ref_logp, _ = reference.packed_token_logprobs(packed, temperature=temperature)
-    mask = torch.from_numpy(packed.response_mask).to(policy.device)
-    return grpo_loss(logp, torch.from_numpy(old).to(policy.device), ref_logp, advantages, mask, clip_eps, kl_coef,
-                     entropy, entropy_coef, tokens)
+    return torch.from_numpy(old).to(policy.device), advantages
 
 
 def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature,
                      prepared=None, group_sizes=None):
     """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean);
-    ``group_sizes`` given: packed by shared prefix (:func:`_shared_prefix_loss`)."""
+    ``group_sizes`` given: each group's common prompt encoded once (:mod:`genenv.models.packing`)."""
     if group_sizes is not None:
-        return _shared_prefix_loss(policy, reference, samples, group_sizes, tokens, clip_eps, kl_coef,
-                                   entropy_coef, temperature)
-    prepared = prepared or prepare_samples(policy, samples)
-    batch, old, advantages = prepared.batch, prepared.old_logprobs, prepared.advantages
-    logp, entropy = policy.token_logprobs(batch, temperature=temperature, with_entropy=True,
-                                          entropy_grad=entropy_coef > 0)
+        packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in group]
+                              for group in _split_groups(samples, group_sizes)], policy.tokenizer.pad_token_id)
+        old, advantages = _old_and_advantages(policy, samples, packed.response_ids.shape[1])
+        mask = torch.from_numpy(packed.response_mask).to(policy.device)
+
+        def logprobs(model, **options):
+            return model.packed_token_logprobs(packed, **options)
+    else:
+        prepared = prepared or prepare_samples(policy, samples)
+        old, advantages, mask = prepared.old_logprobs, prepared.advantages, prepared.batch.response_mask
+
+        def logprobs(model, **options):
+            return model.token_logprobs(prepared.batch, **options)
+    logp, entropy = logprobs(policy, temperature=temperature, with_entropy=True, entropy_grad=entropy_coef > 0)
     ref_logp = None
     if reference is not None and kl_coef > 0:
         with torch.no_grad():
-            ref_logp, _ = reference.token_logprobs(batch, temperature=temperature)
-    return grpo_loss(logp, old, ref_logp, advantages, batch.response_mask, clip_eps, kl_coef, entropy,
-                     entropy_coef, tokens)
+            ref_logp, _ = logprobs(reference, temperature=temperature)
+    return grpo_loss(logp, old, ref_logp, advantages, mask, clip_eps, kl_coef, entropy, entropy_coef, tokens)
 
 
 def informative_samples(groups) -> list[list[PolicySample]]:
