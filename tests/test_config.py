@@ -27,7 +27,6 @@ def test_dotted_overrides_and_presets():
 @pytest.mark.parametrize("override, field", [
     ("agent.lr=abc", "agent.lr"),
     ("agent.nope=1", "agent.nope"),
-    ("curriculum=banana", "curriculum"),
     ("curriculum_reward.alpha=1.5", "curriculum_reward.alpha"),
     ("epochs=2.5", "epochs"),
     ("agent.tiny.num_heads=3", "num_heads"),
@@ -35,6 +34,17 @@ def test_dotted_overrides_and_presets():
 def test_bad_values_name_the_field(override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         load_config("default", [override])
+
+
+def test_an_unknown_curriculum_is_refused_before_any_work(capsys, tmp_path):
+    """The curricula's registry checks the name (genenv.curricula.make_curriculum), at run start, in compare
+    before anything runs, and in `genenv config`."""
+    for argv in (["run", "curriculum=banana", "--out", str(tmp_path / "r")], ["config", "curriculum=banana"],
+                 ["compare", "--curricula", "genenv,banana", "--out", str(tmp_path / "c")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "curriculum" in err and "banana" in err and "random" in err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 
 def test_cli_exits_2_with_one_line(capsys):

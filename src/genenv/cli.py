@@ -189,11 +189,14 @@ def _config(args) -> int:
         for name in preset_names():
             print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
         return 0
+    cfg = load_config(args.preset, args.overrides)
+    from genenv.curricula import make_curriculum  # noqa: PLC0415 (the curricula's registry checks the name)
+    make_curriculum(cfg.curriculum)
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
-        for name, value, help_text in describe(values=load_config(args.preset, args.overrides)):
+        for name, value, help_text in describe(values=cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
         return 0
-    print(yaml.safe_dump(to_dict(load_config(args.preset, args.overrides)), sort_keys=False), end="")
+    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     return 0
 
 
