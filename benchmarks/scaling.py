@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from _preset import preset_from_args
 
-from genenv.checkpoint import make_players
 from genenv.coevolve import rollout_budget
 from genenv.config import load_config
 from genenv.engine import make_engine
 from genenv.generation import write_tasks
+from genenv.players import make_players
 from genenv.rollout import rollout
 from genenv.seeding import phase_seed
 from genenv.splits import data_split, training_seed_tasks

@@ -27,9 +27,9 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights(tiny_policy
 
 
 def test_the_config_sets_autocast_on_a_player_and_its_kl_reference():
-    from genenv.checkpoint import make_players
     from genenv.config import TinyModelConfig, load_config
     from genenv.models.tiny import build_tiny_policy
+    from genenv.players import make_players
     tiny = TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2, max_positions=48)
     players = make_players(load_config("smoke", ["agent.autocast=bfloat16"]),
                            build_tiny_policy(tiny, "0123456789+= ", seed=0), build_tiny_policy(tiny, "0123456789+= ",

@@ -65,9 +65,9 @@ def test_rows_with_distinct_prompts_are_not_prefilled(tiny_policy):
 
 
 def test_the_config_switches_it_on_for_each_player(tmp_path):
-    from genenv.checkpoint import make_players
     from genenv.config import TinyModelConfig, load_config
     from genenv.models.tiny import build_tiny_policy
+    from genenv.players import make_players
     cfg = load_config("smoke", ["agent.prefix_cached_sampling=true"])
     tiny = TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2, max_positions=48)
     players = make_players(cfg, build_tiny_policy(tiny, "0123456789+= ", seed=0),

@@ -393,8 +393,8 @@ def test_replayed_tasks_record_the_posterior_p_hat(tmp_path):
 
 
 def test_both_optimisers_take_their_weight_decay_from_the_config():
-    from genenv.checkpoint import make_players
     from genenv.models.tiny import build_tiny_policy
+    from genenv.players import make_players
     cfg = load_config("smoke", ["agent.weight_decay=0.02", "env.weight_decay=0.0"])
     agent = build_tiny_policy(cfg.agent.tiny, "0123456789+", seed=0)
     env = build_tiny_policy(cfg.env.tiny, "0123456789+", seed=1)
@@ -444,8 +444,8 @@ def test_a_lora_players_reference_is_its_own_base_model_not_a_copy():
     """A LoRA player's KL reference is the same model with adapters off: no second copy of the weights, and
     after the adapters train it still gives the initial policy's log-probs (bit for bit: the same base modules
     run on the same inputs); a fully fine-tuned player keeps a frozen copy."""
-    from genenv.checkpoint import make_players
     from genenv.models.tiny import build_tiny_policy
+    from genenv.players import make_players
     cfg = load_config("smoke", ["agent.lora_rank=4"])
     agent = build_tiny_policy(cfg.agent.tiny, "0123456789+=", seed=0)
     env = build_tiny_policy(cfg.env.tiny, "0123456789+=", seed=1)

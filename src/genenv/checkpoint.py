@@ -1,4 +1,4 @@
-"""What a run carries from epoch to epoch (players, state) and its atomic persistence in the run folder.
+"""A run's atomic persistence in the run folder: its players and state (:mod:`genenv.players`) saved and loaded.
 
 ``checkpoints/initial/`` holds the warm-started players (the KL references, as Hugging Face folders);
 ``checkpoints/latest/`` the weights, optimiser states, RNG state and run state after the last finished epoch,
@@ -13,7 +13,6 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -21,7 +20,6 @@ import yaml
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from genenv.algos.grpo import PolicySample
 from genenv.config import (
     CONFIG_HISTORY,
     RESUMABLE_FIELDS,
@@ -44,77 +42,7 @@ from genenv.io import (
 )
 from genenv.models.policy import Policy
 from genenv.models.remote import REMOTE_FILE, RemoteSimulator
-from genenv.pool import EnvPool, TaskPool
-from genenv.seeding import phase_seed
-
-
-@dataclass
-class Players:
-    """The two policies, their frozen initial copies (KL references) and their optimisers."""
-    agent: Policy
-    agent_ref: Policy
-    env: Policy
-    env_ref: Policy
-    agent_opt: torch.optim.Optimizer
-    env_opt: torch.optim.Optimizer | None   # None: a frozen remote simulator (env.backend=openai)
-
-    def model_seconds(self) -> float:
-        return sum(p.model_seconds for p in (self.agent, self.agent_ref, self.env, self.env_ref))
-
-
-@dataclass
-class RunState:
-    epoch: int = 0                         # next epoch to run
-    task_pool: TaskPool = field(default_factory=TaskPool)
-    env_pool: EnvPool = field(default_factory=EnvPool)
-    grpo_buffer: list = field(default_factory=list)   # informative groups waiting for an update
-    last_p_hat_mean: float | None = None
-    total_rollouts: int = 0
-    total_agent_updates: int = 0
-    total_generated: int = 0
-    nonfinite_skips: int = 0
-    # bytes of each pool's append-only log that belong to the last checkpoint written or resumed from
-    pool_log_bytes: dict = field(default_factory=lambda: {"task_pool": 0, "env_pool": 0})
-
-    def to_json(self) -> dict:
-        """Everything but the pools, which live in append-only logs next to the checkpoint."""
-        return {"epoch": self.epoch, "grpo_buffer": [[s.__dict__ for s in g] for g in self.grpo_buffer],
-                "last_p_hat_mean": self.last_p_hat_mean, "total_rollouts": self.total_rollouts,
-                "total_agent_updates": self.total_agent_updates, "total_generated": self.total_generated,
-                "nonfinite_skips": self.nonfinite_skips, "pool_log_bytes": dict(self.pool_log_bytes)}
-
-    @classmethod
-    def from_json(cls, data: dict) -> RunState:
-        state = cls(epoch=data["epoch"], grpo_buffer=[[PolicySample(**s) for s in g] for g in data["grpo_buffer"]])
-        for key in ("last_p_hat_mean", "total_rollouts", "total_agent_updates", "total_generated",
-                    "nonfinite_skips", "pool_log_bytes"):
-            setattr(state, key, data[key])
-        return state
-
-
-def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
-    """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
-    adapters, and the optimisers. A fully fine-tuned player's reference is a frozen copy of it; a LoRA player's
-    is the same model with its adapters switched off (its base weights never change: no copy needed)."""
-    references = []
-    for name, policy, player in (("agent", agent, cfg.agent), ("env", env, cfg.env)):
-        if isinstance(policy, RemoteSimulator):   # a frozen endpoint: its own reference, no adapters, no optimiser
-            references.append(policy)
-            continue
-        if player.lora_rank > 0:
-            if not policy.has_lora:
-                policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
-            references.append(policy.base_view())
-        else:
-            references.append(policy.frozen_copy())
-        policy.set_gradient_checkpointing(player.gradient_checkpointing)
-        policy.prefill_once = player.prefix_cached_sampling
-        policy.autocast_bf16 = references[-1].autocast_bf16 = player.autocast == "bfloat16"  # the KL's two sides
-    agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
-    env_opt = (None if isinstance(env, RemoteSimulator) else
-               torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay))
-    return Players(agent, references[0], env, references[1], agent_opt, env_opt)
-
+from genenv.players import Players, RunState, make_players
 
 # ============================================================================ saving
 

@@ -42,13 +42,10 @@ from genenv.algos.env_pg import challenger_groups, greedy_gate, level_gate, open
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
-    Players,
-    RunState,
     config_changes,
     export_final,
     latest_checkpoint,
     load_checkpoint,
-    make_players,
     record_config_changes,
     save_checkpoint,
     save_config,
@@ -81,6 +78,7 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
+from genenv.players import Players, RunState, make_players
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
 from genenv.rollout import Episode, rollout, single_step_accuracy
