@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv.report import RunRecord, first_reach, load_run, rollouts_to_reach
+from genenv.analysis import RunRecord, first_reach, load_run, rollouts_to_reach
 
 
 def value_at(record: RunRecord, rollouts: float) -> float:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from genenv.report import load_run
+from genenv.analysis import load_run
 from genenv.stats import gain_recovered, paired_differences
 
 

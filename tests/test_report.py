@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from genenv.analysis import RunRecord, area_under_curve, rollouts_to_reach, summarize
 from genenv.cli import main
 from genenv.compare import Arm, compare, parse_arms, parse_extra_arm, parse_seeds, report_comparison, run_dir_of
 from genenv.config import ConfigError, load_config
 from genenv.io import read_jsonl
-from genenv.report import PLOTS, RunRecord, area_under_curve, report_run, rollouts_to_reach, smooth, summarize
+from genenv.report import PLOTS, report_run, smooth
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -228,7 +229,7 @@ def test_report_of_a_non_run_exits_2(tmp_path, capsys):
 
 
 def test_paired_rollouts_hand_values():
-    from genenv.report import paired_rollouts
+    from genenv.analysis import paired_rollouts
     genenv = [_record("genenv", 0, [0.2, 0.4, 0.4]), _record("genenv", 1, [0.3, 0.3])]
     static = [_record("static", 0, [0.1, 0.2, 0.3, 0.4]), _record("static", 1, [0.2, 0.25])]
     result = paired_rollouts(genenv, static)

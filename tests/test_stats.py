@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from tests.test_report import _record
 
-from genenv.report import summarize, text_table
+from genenv.analysis import summarize
+from genenv.report import text_table
 from genenv.stats import bootstrap_ci, paired_differences
 
 

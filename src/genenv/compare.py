@@ -20,12 +20,13 @@ from pathlib import Path
 
 import torch
 
+from genenv.analysis import RunRecord, load_run, summarize
 from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names, make_curriculum
 from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
-from genenv.report import RunRecord, load_run, reference_label, summarize, write_report
+from genenv.report import reference_label, write_report
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 
