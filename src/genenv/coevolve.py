@@ -216,32 +216,48 @@ def pg_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
     return None
 
 
+def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
+                              generated: list[Candidate], selected: list[EnvExample], epoch: int,
+                              rng: np.random.Generator) -> dict | None:
+    """``env.update=pg`` (beyond the paper): policy gradient on every generation's R_env, rescaled within its seed
+    group, for the generations the gate lets earn (:func:`pg_gate`; the others earn what a useless task earns)."""
+    ec, cr = cfg.env, cfg.curriculum_reward
+    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward,
+                               pg_gate(cfg, domain, state.task_pool))
+    return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
+                     minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
+                     max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
+
+
+def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
+                  selected: list[EnvExample], epoch: int, rng: np.random.Generator) -> dict | None:
+    """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
+    exp(lam R_env), with ``env.pool_replay`` also earlier epochs' sets from D_env. None: nothing was in band."""
+    ec = cfg.env
+    if not selected:
+        return None
+    examples, older = list(selected), state.env_pool.before(epoch)
+    if ec.pool_replay > 0 and older:
+        extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
+                 else len(older))
+        examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
+    weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
+    weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
+    return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
+                      batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng)
+
+
+# the simulator's update rules by ``env.update``: each from the epoch's generations to its optimiser steps' result
+SIMULATOR_UPDATES = {"pg": update_by_policy_gradient, "rwr": update_by_rwr}
+
+
 def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
                      selected: list[EnvExample], epoch: int) -> dict:
-    """Phase 8: RWR toward the in-band generations (with ``env.pool_replay``, also earlier weighted sets), or with
-    ``env.update=pg`` policy gradient on every generation's rescaled R_env in its seed group (those the gate lets
-    earn, :func:`pg_gate`); capped at ``env.max_kl``."""
-    ec, rng = cfg.env, phase_rng(cfg.seed, epoch, "env_update")
-    if ec.update == "pg":
-        cr = cfg.curriculum_reward
-        groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward,
-                                   pg_gate(cfg, domain, state.task_pool))
-        result = pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
-                           minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
-                           max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
-    elif not selected:
+    """Phase 8: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``."""
+    rule = SIMULATOR_UPDATES[cfg.env.update]
+    result = rule(cfg, domain, players, state, generated, selected, epoch, phase_rng(cfg.seed, epoch, "env_update"))
+    if result is None:
         return dict(NO_ENV_UPDATE)
-    else:
-        examples, older = list(selected), state.env_pool.before(epoch)
-        if ec.pool_replay > 0 and older:
-            extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
-                     else len(older))
-            examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
-        weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
-        weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
-        result = rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
-                            batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip,
-                            rng=rng)
     state.nonfinite_skips += result["skipped"]
     return {"env_loss": finite_or_none(result["loss"]), "env_kl": finite_or_none(result["kl"]),
             "env_update_kl": result["update_kl"], "env_kl_to_initial": finite_or_none(result["kl_to_initial"]),
