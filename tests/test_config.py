@@ -166,3 +166,12 @@ def test_config_describe_shows_the_presets_values():
         assert main(["config", "--describe", "--preset", "default"]) == 0
     rows = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()}
     assert rows["agent.lr"] == "0.001" and rows["env.pg_gate"] == "'levels'" and rows["epochs"] == "200"
+
+
+def test_the_quick_preset_is_the_default_half_as_long():
+    """`--preset quick` (a first comparison in about ten minutes) differs from the default in its name and
+    epochs only, so what it shows is the default's method."""
+    from genenv.config import to_dict
+    quick, default = to_dict(load_config("quick")), to_dict(load_config("default"))
+    assert {k for k in default if quick[k] != default[k]} == {"name", "epochs"}
+    assert quick["epochs"] == default["epochs"] // 2
