@@ -410,3 +410,14 @@ def test_reports_render_in_a_real_browser(comparison, tmp_path):
         assert all(image["complete"] and image["width"] > 0 for image in found["images"]), found["images"]
         assert found["page_width"] <= found["window_width"]
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+
+
+def test_the_text_table_fits_a_100_column_terminal():
+    """Issue 39, item 9: the table genenv compare prints (6 arms, long labels) wraps in no 100-column terminal."""
+    from genenv.report import text_table
+    groups = {label: [_record(label, seed, [0.2, 0.3 + 0.01 * seed]) for seed in range(3)]
+              for label in ("genenv-predicted", "random", "genenv-levels", "random-frontier", "genenv-none",
+                            "oracle")}
+    table = text_table(summarize(groups, reference="genenv-predicted"))
+    assert all(len(line) <= 100 for line in table.splitlines()), max(table.splitlines(), key=len)
+    assert "minus it [95% CI] wins" in table and "(the reference)" in table

@@ -11,6 +11,7 @@ import base64
 import html
 import io
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -390,8 +391,9 @@ def results_columns(summary: dict) -> list[tuple[str, str, list[str]]]:
     return columns
 
 
-TEXT_COLUMNS = ("curriculum", "seeds", "final", "single_step", "difference", "auc", "tasks", "rollouts", "updates",
-                "reach")
+# the text table's columns and their short headers (a 100-column terminal; report.html has every column, explained)
+TEXT_COLUMNS = {"curriculum": "arm", "seeds": "seeds", "final": "held-out final", "single_step": "single-step",
+                "auc": "AUC", "reach": "to reach {target}", "difference": "minus it [95% CI] wins"}
 
 
 COLUMNS_EXPLAINED = (
@@ -420,15 +422,19 @@ def results_table(summary: dict) -> str:
 
 
 def text_table(summary: dict) -> str:
-    """The same numbers as plain text (``genenv compare`` prints it): the columns in TEXT_COLUMNS."""
-    columns = [c for c in results_columns(summary) if c[0] in TEXT_COLUMNS]
+    """The main numbers as plain text within 100 columns (``genenv compare`` prints it): the columns in
+    TEXT_COLUMNS, "minus it" being the reference arm (marked "(the reference)") minus each arm, paired by seed."""
+    by_key = {key: cells for key, _, cells in results_columns(summary)}
+    columns = [(key, header.format(target=_fmt(summary.get("target_success"))), by_key[key])
+               for key, header in TEXT_COLUMNS.items() if key in by_key]
     widths = [max(len(header), *(len(cell) for cell in cells)) for _, header, cells in columns]
     lines = ["  ".join(header.ljust(w) for (_, header, _), w in zip(columns, widths))]
     for i in range(len(summary["curricula"])):
         lines.append("  ".join(cells[i].ljust(w) for (_, _, cells), w in zip(columns, widths)))
     if summary.get("oracle_gain_recovered"):
-        lines.append(oracle_gain_text(summary))
-    lines += [f"{label} knows: {s.get('information') or '?'}" for label, s in summary["curricula"].items()]
+        lines.append(textwrap.fill(oracle_gain_text(summary), width=100, subsequent_indent="  "))
+    lines += [textwrap.fill(f"{label} knows: {s.get('information') or '?'}", width=100, subsequent_indent="  ")
+              for label, s in summary["curricula"].items()]
     return "\n".join(line.rstrip() for line in lines)
 
 
