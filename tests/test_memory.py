@@ -10,17 +10,31 @@ from genenv.memory import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 MB = 2**20
 
 
+PEAK_FOLLOWS_AND_RESETS = """
+import numpy as np
+from genenv.memory import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+MB = 2**20
+assert reset_peak_rss()
+base = peak_rss_bytes()
+block = np.ones(300 * MB // 8)  # 300 MB, every page touched
+high = peak_rss_bytes()
+assert high - base > 250 * MB and current_rss_bytes() > base + 250 * MB, (base, high)
+del block
+assert peak_rss_bytes() > high - 8 * MB  # the peak remembers (to within the kernel's per-thread batching)
+assert reset_peak_rss()
+assert peak_rss_bytes() < high - 200 * MB  # and forgets once reset
+print("ok")
+"""
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the peak resets through /proc/self/clear_refs (Linux only)")
 def test_the_peak_follows_an_allocation_and_resets():
-    assert reset_peak_rss()
-    base = peak_rss_bytes()
-    block = np.ones(300 * MB // 8)  # 300 MB, every page touched
-    high = peak_rss_bytes()
-    assert high - base > 250 * MB and current_rss_bytes() > base + 250 * MB
-    del block
-    assert peak_rss_bytes() > high - 8 * MB  # the peak remembers (to within the kernel's per-thread batching)
-    assert reset_peak_rss()
-    assert peak_rss_bytes() < high - 200 * MB  # and forgets once reset
+    """In a fresh interpreter: in the test process, memory earlier tests freed but the allocator kept resident
+    can take the allocation without the resident set growing (seen after the SmolLM2 GGUF tests)."""
+    import subprocess
+    done = subprocess.run([sys.executable, "-c", PEAK_FOLLOWS_AND_RESETS], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def _in_a_forked_child(measure) -> int:
