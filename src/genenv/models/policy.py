@@ -373,11 +373,14 @@ class Policy:
         then runs only the last prompt token and the new ones. None when no two rows share a prompt. The
         positions are generate()'s own (counted from each row's first real token), so the rows see what they
         see today: the same tokens for the same keys, up to floating-point differences between batch shapes."""
-        first_row: dict[tuple, int] = {}
-        rows = [first_row.setdefault(tuple(ids), len(first_row)) for ids in chunk]
+        first_row: dict[tuple, int] = {}   # each distinct prompt -> the first row holding it
+        for row, ids in enumerate(chunk):
+            first_row.setdefault(tuple(ids), row)
         if len(first_row) == len(chunk) or input_ids.shape[1] < 2:
             return None
-        distinct = torch.tensor([rows.index(k) for k in range(len(first_row))], device=self.device)
+        order = {key: k for k, key in enumerate(first_row)}   # its place among the distinct prompts
+        rows = [order[tuple(ids)] for ids in chunk]
+        distinct = torch.tensor(list(first_row.values()), device=self.device)
         mask = attention[distinct]
         positions = (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1)
         prefill = self.model(input_ids=input_ids[distinct, :-1], attention_mask=mask[:, :-1],
