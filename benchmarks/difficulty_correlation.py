@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from _preset import preset_from_args
 
-from genenv.curriculum import success_rate
 from genenv.domains import Task
 from genenv.io import read_jsonl
+from genenv.reward import success_rate
 from genenv.rollout import rollout
 from genenv.stats import rank_correlation
 from genenv.warmstart import warm_start_agent

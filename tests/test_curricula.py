@@ -142,7 +142,7 @@ def test_learnability_sampler_falls_back_to_uniform():
 
 
 def test_level_success_is_the_mean_and_band_share_of_recent_tasks():
-    from genenv.curricula import LevelSuccess, level_success
+    from genenv.reward import LevelSuccess, level_success
     pool = TaskPool()
     for i, (level, p_hats) in enumerate([(1, [0.0, 1.0]), (1, [0.5]), (2, [0.25]), (2, []), (1, [0.0])]):
         task = Task(f"t{i}", f"t{i}", "a", level)
@@ -156,8 +156,8 @@ def test_level_success_is_the_mean_and_band_share_of_recent_tasks():
 
 
 def test_choose_level_prefers_the_band_share_then_the_mean_and_explores():
-    from genenv.curricula import LevelSuccess as S
     from genenv.curricula import choose_level
+    from genenv.reward import LevelSuccess as S
     rng = np.random.default_rng(0)
     # bimodal levels: level 2's mean (0.9) is closer to alpha than level 3's (0.05), but level 3 has tasks in band
     stats = {1: S(1.0, 0.0), 2: S(0.9, 0.0), 3: S(0.05, 0.06)}
@@ -171,8 +171,8 @@ def test_choose_level_prefers_the_band_share_then_the_mean_and_explores():
 
 
 def test_choose_level_frontier_rule_moves_past_a_mastered_level_to_one_not_yet_solved():
-    from genenv.curricula import LevelSuccess as S
     from genenv.curricula import choose_level
+    from genenv.reward import LevelSuccess as S
     rng = np.random.default_rng(0)
     # level 2 mastered (0.9), level 3 unsolved (0.05, nothing in the band): band picks 2, frontier picks 3
     stats = {1: S(0.99, 0.0), 2: S(0.9, 0.1), 3: S(0.05, 0.0), 4: S(0.0, 0.0)}

@@ -45,8 +45,7 @@ def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():
 def test_the_level_gate_pays_only_for_levels_not_mastered():
     """env.pg_gate=levels: a mastered level's in-band task earns what a useless one does, so a group of level-2
     noise is no signal and a group mixing levels 2 and 3 favours the level-3 task."""
-    from genenv.algos.env_pg import level_gate, open_levels
-    from genenv.curricula import LevelSuccess
+    from genenv.reward import LevelSuccess, level_gate, open_levels
     stats = {1: LevelSuccess(1.0, 0.0), 2: LevelSuccess(0.8, 0.2), 3: LevelSuccess(0.3, 0.1), 4: None}
     gate = open_levels(stats, mastered=0.75)
     assert gate == {3, 4}

@@ -8,14 +8,15 @@ import warnings
 import numpy as np
 import pytest
 
-from genenv.algos.env_pg import challenger_groups, greedy_gate
-from genenv.coevolve import check_domain_capabilities, pg_gate, run
+from genenv.algos.env_pg import challenger_groups
+from genenv.coevolve import check_domain_capabilities, run
 from genenv.config import ConfigError, load_config
 from genenv.curricula import information_label, information_used, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
 from genenv.pool import TaskPool
+from genenv.reward import greedy_gate, simulator_gate
 
 
 def test_the_level_gate_reads_the_domains_levels_from_epoch_0():
@@ -30,7 +31,7 @@ def test_the_level_gate_reads_the_domains_levels_from_epoch_0():
         pool.add(Task(f"a{i}", "p", "a", 1), "seed", -1, 1.0)
         pool.add(Task(f"b{i}", "p", "a", 2), "seed", -1, 0.875)
     pool.add(Task("c0", "p", "a", 3), "generated", 0, 0.25)
-    gate = pg_gate(cfg, domain, pool)
+    gate = simulator_gate(cfg, domain, pool)
     assert [level for level in domain.levels() if gate(_candidate(level))] == [3, 4, 5, 6, 7, 8]
 
 
@@ -141,7 +142,7 @@ def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
     for i in range(60):
         pool.add(Task(f"0000000{i % 10}+00000000", "p", "a", 1), "generated", 0, 1.0)
         pool.add(Task(f"{i % 10}7345678+98765432"[:17], "p", "a", 8), "generated", 0, 0.0)
-    gate = pg_gate(cfg, make_domain("addition"), pool)
+    gate = simulator_gate(cfg, make_domain("addition"), pool)
     easy, hard = _candidate(1), _candidate(8)
     easy = easy.updated(parsed=Task("00000003+00000000", "p", "a", 1))
     hard = hard.updated(parsed=Task("57345678+98765432", "p", "a", 8))

@@ -421,3 +421,18 @@ def test_the_text_table_fits_a_100_column_terminal():
     table = text_table(summarize(groups, reference="genenv-predicted"))
     assert all(len(line) <= 100 for line in table.splitlines()), max(table.splitlines(), key=len)
     assert "minus it [95% CI] wins" in table and "(the reference)" in table
+
+
+def test_same_metrics_names_each_value_that_differs_and_ignores_clocks():
+    """benchmarks/same_metrics.py: two runs' metrics rows compared key by key; wall-clock and memory keys are not
+    compared, a changed value or a missing row is named with its epoch."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from same_metrics import differences
+    before = [{"epoch": 0, "heldout_success": 0.5, "seconds_total": 3.0, "peak_rss_mb_by_phase": {"rollout": 9}},
+              {"epoch": 1, "heldout_success": 0.6, "env_update_kl": 0.01}]
+    same = [{"epoch": 0, "heldout_success": 0.5, "seconds_total": 4.5, "peak_rss_mb_by_phase": {"rollout": 12}},
+            {"epoch": 1, "heldout_success": 0.6, "env_update_kl": 0.01}]
+    assert differences(before, same) == []
+    changed = [same[0], {"epoch": 1, "heldout_success": 0.6, "env_update_kl": 0.02}]
+    assert differences(before, changed) == ["epoch 1: env_update_kl: 0.01 -> 0.02"]
+    assert differences(before, same[:1]) == ["rows: 2 before, 1 after"]

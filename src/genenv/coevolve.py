@@ -14,9 +14,10 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   6. select_env_batch  keep in-band generations (|p_hat - alpha| <= k_min), weight exp(lam R_env)
   7. grow_pools        rolled-out tasks join D_train with their p_hat; the weighted set joins D_env
   8. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
-                       within its seed's variations, only for the tasks env.pg_gate lets earn (pg_gate, read
-                       after step 7 so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted
-                       regression on step 6's set; either with KL to the initial simulator and a max-KL cap
+                       within its seed's variations, only for the tasks env.pg_gate lets earn (read after step 7
+                       so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted regression on
+                       step 6's set; either with KL to the initial simulator and a max-KL cap. What each
+                       generation is paid, and under which gate, is computed in one module, genenv.reward
   9. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
 (5), pools (6-7), env_update (8), evaluate (9) and checkpoint.
@@ -37,8 +38,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from genenv import curriculum as cur
-from genenv.algos.env_pg import challenger_groups, greedy_gate, level_gate, open_levels, pg_update
+from genenv.algos.env_pg import challenger_groups, pg_update
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
@@ -52,13 +52,12 @@ from genenv.checkpoint import (
     save_initial,
 )
 from genenv.config import ConfigError, RunConfig
-from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, level_success, make_curriculum
-from genenv.difficulty import TextDifficulty, recent_outcomes
+from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum
 from genenv.domain_check import seed_round_trip_problem
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
-from genenv.generation import Candidate, drawn_candidates, scored, validated, with_episodes, write_tasks
+from genenv.generation import Candidate, drawn_candidates, validated, with_episodes, write_tasks
 from genenv.io import append_jsonl, atomic_write_json, read_jsonl
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
@@ -81,6 +80,7 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState, make_players
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
+from genenv.reward import rwr_weights, scored, simulator_gate, success_rate
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
@@ -198,32 +198,15 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
             for g in generated if g.valid and g.in_band and g.token_ids]
 
 
-def pg_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
-    """The predicate ``env.pg_gate`` puts on which valid generations may earn the pg reward (None: all). The level
-    gate reads the pool after this epoch's tasks joined it, over every level of the domain: a level never rolled
-    out is open (its first tasks are paid), and from epoch 0 on the levels the agent has mastered are shut."""
-    gate = cfg.env.pg_gate
-    if gate == "greedy":
-        return greedy_gate
-    if gate == "predicted":
-        model = TextDifficulty().fit(*recent_outcomes(pool, cfg.env.pg_gate_window))
-        mastered = cfg.curriculum_reward.alpha + cfg.curriculum_reward.k_min
-        return lambda c: not model.predict(c.parsed.text) >= mastered
-    if gate == "levels":
-        cr = cfg.curriculum_reward
-        stats = level_success(pool, domain.levels(), cfg.baseline.oracle_window, cr.alpha, cr.k_min)
-        return level_gate(open_levels(stats, cr.alpha + cr.k_min))
-    return None
-
-
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
                               generated: list[Candidate], selected: list[EnvExample], epoch: int,
                               rng: np.random.Generator) -> dict | None:
     """``env.update=pg`` (beyond the paper): policy gradient on every generation's R_env, rescaled within its seed
-    group, for the generations the gate lets earn (:func:`pg_gate`; the others earn what a useless task earns)."""
+    group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
+    useless task earns)."""
     ec, cr = cfg.env, cfg.curriculum_reward
     groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward,
-                               pg_gate(cfg, domain, state.task_pool))
+                               simulator_gate(cfg, domain, state.task_pool))
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
                      minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
@@ -241,7 +224,7 @@ def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunSt
         extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
                  else len(older))
         examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
-    weights = cur.rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
+    weights = rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
     weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
     return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
                       batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng)
@@ -270,7 +253,7 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
     """Phase 7: D_train records every drawn task's p_hat, gets the valid generations with theirs; D_env the set."""
     cr = cfg.curriculum_reward
     for task, group in zip(drawn_tasks, drawn_groups):
-        p_hat = cur.success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
+        p_hat = success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
         state.task_pool.add(task, "generated", epoch, p_hat)
     for item in generated:
         if item.valid and item.p_hat_task is not None:

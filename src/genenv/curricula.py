@@ -15,17 +15,16 @@ selects it (import its module before the config is loaded, e.g. from a domain pl
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from genenv.config import ConfigError
-from genenv.curriculum import in_band
 from genenv.domains.base import Domain, Invalid, Task, registrar
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
+from genenv.reward import LevelSuccess, level_success
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit
 
@@ -183,30 +182,6 @@ def information_label(cfg: RunConfig) -> str:
     """:func:`information_used` as one short text: ``paper`` or ``paper + ...``."""
     used = information_used(cfg)
     return PAPER_INFORMATION if not used else PAPER_INFORMATION + " + " + "; ".join(used)
-
-
-@dataclass(frozen=True)
-class LevelSuccess:
-    """A level's recent tasks: their mean last p_hat and the share of them in the band."""
-    mean: float
-    band_share: float
-
-
-def level_success(pool: TaskPool, levels: list[int], window: int, alpha: float = 0.5,
-                  k_min: float = 0.25) -> dict[int, LevelSuccess | None]:
-    """Per level, over the ``window`` most recently added pool tasks of that level that have been rolled out: the
-    mean of their last p_hat and the share of them in the band (None: none has been rolled out)."""
-    recent: dict[int, list[float]] = {level: [] for level in levels}
-    by_level = pool.indices_by_level()
-    for level, rates in recent.items():
-        for index in reversed(by_level.get(level, [])):
-            history = pool.entries[index].p_hat_history
-            if history:
-                rates.append(history[-1])
-                if len(rates) == window:
-                    break
-    return {level: LevelSuccess(float(np.mean(rates)), float(np.mean(in_band(np.array(rates), alpha, k_min))))
-            if rates else None for level, rates in recent.items()}
 
 
 def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,

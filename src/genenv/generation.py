@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genenv import curriculum as cur
 from genenv.domains.base import Domain, Invalid, Task
 from genenv.io import append_jsonl, read_jsonl
 from genenv.models.policy import Generation
 from genenv.progress import progress_bar
+from genenv.reward import scored
 from genenv.rollout import Episode, tasks_per_shard
 from genenv.seeding import grid_keys
 from genenv.splits import DataSplit
@@ -139,36 +139,6 @@ def with_episodes(candidates: list[Candidate], groups: list[list[Episode]]) -> l
     """The valid candidates, in order, get the rollout groups ``groups`` (one per valid candidate)."""
     groups_left = iter(groups)
     return [c.updated(episodes=tuple(next(groups_left))) if c.valid else c for c in candidates]
-
-
-def scored(cfg: RunConfig, candidates: list[Candidate]) -> list[Candidate]:
-    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0)."""
-    cr = cfg.curriculum_reward
-    successes_by_batch: dict[int, list[float]] = {}
-    p_hat_task = []
-    for c in candidates:
-        p = None
-        if c.valid and c.episodes:
-            rewards = [e.reward for e in c.episodes]
-            p = cur.success_rate(rewards, cr.success_threshold, cr.posterior)
-            successes_by_batch.setdefault(c.batch, []).extend(rewards)
-        p_hat_task.append(p)
-    by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
-    out = []
-    for c, p_task in zip(candidates, p_hat_task):
-        if p_task is None:
-            out.append(c)
-            continue
-        if cr.p_hat_level != "batch":
-            p = p_task
-        elif c.batch in by_batch:
-            p = by_batch[c.batch]
-        else:
-            p = by_batch[c.batch] = cur.success_rate(successes_by_batch[c.batch], cr.success_threshold,
-                                                     cr.posterior)
-        out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=cur.alpha_reward(p, cr.alpha, cr.beta),
-                             in_band=cur.in_band(p, cr.alpha, cr.k_min)))
-    return out
 
 
 def drawn_candidates(cfg: RunConfig, tasks: list[Task], groups: list[list[Episode]]) -> list[Candidate]:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv import curriculum as cur
 from genenv.config import RunConfig
 from genenv.domains.base import Domain
 from genenv.generation import Candidate
 from genenv.io import atomic_write_jsonl
 from genenv.memory import peak_rss_bytes, reset_peak_rss
+from genenv.reward import in_band
 from genenv.rollout import Episode
 
 # measurements of the machine (time, memory): they differ between machines and runs of the same seed
@@ -96,7 +96,7 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         "invalid_rate": (1.0 - valid_count / len(generated)) if generated else (0.0 if generates else None),
         "invalid_reasons": dict(reasons),
         "p_hat_mean": mean(batch_p),
-        "band_hit_rate": mean([float(cur.in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
+        "band_hit_rate": mean([float(in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
         "r_env_mean": mean([g.r_env for g in (generated if generates else drawn)]),
         "in_band_tasks": sum(1 for g in items if g.in_band),
         "p_hat_histogram": p_hat_histogram([g.p_hat_task for g in items]),

@@ -1,7 +1,7 @@
 """A policy-gradient update of the simulator (beyond the paper), like R-Zero's and Agent0's challengers.
 
 Each seed's ``variations`` generations form a group. A valid generation's reward is its R_env rescaled to [0, 1]
-(:func:`genenv.curriculum.frontier_reward`: 0 for a task the agent always solves or always fails, 1 at alpha); an
+(:func:`genenv.reward.frontier_reward`: 0 for a task the agent always solves or always fails, 1 at alpha); an
 invalid one earns ``invalid_reward`` (default 0, what a useless valid task earns). Advantages are the rewards
 minus the group's mean, not divided by its standard deviation: with the raw R_env (0.61 for a useless valid task
 at beta = 2) and normalised advantages, "valid against invalid" was worth a full +-1 at any beta and the
@@ -20,44 +20,7 @@ import numpy as np
 from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
-from genenv.curriculum import frontier_reward, interior_reward
-
-
-def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
-                       shape: str = "rescaled", gate: Callable | None = None) -> list[float]:
-    """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
-    (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
-    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`, :func:`greedy_gate`), a
-    valid task it shuts out earns 0, what a useless valid task earns."""
-    def valid_reward(c) -> float:
-        if gate is not None and not gate(c):
-            return 0.0
-        if shape == "rescaled":
-            return float(frontier_reward(c.r_env, alpha, beta))
-        return float(interior_reward(c.p_hat, alpha, beta))
-    return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
-
-
-def open_levels(stats: dict, mastered: float) -> set[int]:
-    """The levels the agent has not mastered, from :func:`genenv.curricula.level_success` statistics over the
-    domain's levels: a level whose recent mean success is below ``mastered`` or that has never been rolled out
-    (its first tasks are paid); when every level is mastered, the hardest one (as the oracle's frontier rule falls
-    back)."""
-    if not stats:
-        return set()
-    levels = {level for level, stat in stats.items() if stat is None or stat.mean < mastered}
-    return levels or {max(stats)}
-
-
-def level_gate(levels: set[int]) -> Callable:
-    """``env.pg_gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
-    return lambda c: c.parsed.level in levels
-
-
-def greedy_gate(c) -> bool:
-    """``env.pg_gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
-    task that was not checked (its sampled rollouts all agreed, so it earns 0 anyway) is not shut out."""
-    return c.greedy_solved is not True
+from genenv.reward import challenger_rewards
 
 
 def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,

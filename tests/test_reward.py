@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from genenv.curriculum import (
+from genenv.reward import (
     alpha_reward,
     frontier_reward,
     in_band,
@@ -106,3 +106,74 @@ def test_the_scalar_shortcuts_give_the_array_arithmetics_values():
     assert success_rate([[1.0, 0.0], [1.0, 1.0]]) == 0.75   # nested lists still go through numpy's ravel
     with pytest.raises(ValueError):
         success_rate([])
+
+
+def _scored_candidates(p_hat_level: str):
+    from genenv.config import load_config
+    from genenv.domains import Invalid, Task
+    from genenv.generation import Candidate
+    from genenv.reward import scored
+    from genenv.rollout import Episode
+
+    task = Task("1+1", "1+1", "2", 1)
+
+    def episodes(*rewards):
+        return tuple(Episode(task, reward=float(r)) for r in rewards)
+
+    seed = Task("s", "s")
+    candidates = [Candidate(0, seed, "", [], [], "a", task, episodes(1, 1, 1, 0)),     # 3 of 4
+                  Candidate(0, seed, "", [], [], "b", task, episodes(0, 0, 0, 1)),     # 1 of 4
+                  Candidate(0, seed, "", [], [], "c", Invalid("bad")),                 # invalid: untouched
+                  Candidate(1, seed, "", [], [], "d", task, episodes(1, 1, 1, 1)),     # always solved
+                  Candidate(1, seed, "", [], [], "e", task)]                           # valid, never rolled out
+    cfg = load_config("smoke", [f"curriculum_reward.p_hat_level={p_hat_level}", "curriculum_reward.k_min=0.1"])
+    return scored(cfg, candidates)
+
+
+def test_scored_puts_p_hat_r_env_and_the_band_on_each_task():
+    """Task-level p_hat: 0.75, 0.25 and 1.0, R_env exp(-2 (p - 0.5)^2) = 0.8825, 0.8825, 0.6065; no task within
+    k_min = 0.1 of alpha. The invalid and the never-rolled-out generation keep R_env 0 and no p_hat."""
+    out = _scored_candidates("task")
+    assert [c.p_hat_task for c in out] == [0.75, 0.25, None, 1.0, None]
+    assert [c.p_hat for c in out] == [0.75, 0.25, None, 1.0, None]
+    assert [c.r_env for c in out] == pytest.approx([0.88250, 0.88250, 0.0, 0.60653, 0.0], abs=1e-5)
+    assert [c.in_band for c in out] == [False] * 5
+
+
+def test_scored_with_batch_p_hat_gives_a_seed_batch_one_p_hat():
+    """Batch-level p_hat: seed 0's two rolled-out tasks pool their 8 rollouts (4 of 8 = 0.5: R_env 1, in band);
+    seed 1's only rolled-out task keeps its own 1.0. Each task's own p_hat stays in p_hat_task."""
+    out = _scored_candidates("batch")
+    assert [c.p_hat for c in out] == [0.5, 0.5, None, 1.0, None]
+    assert [c.p_hat_task for c in out] == [0.75, 0.25, None, 1.0, None]
+    assert [c.r_env for c in out] == pytest.approx([1.0, 1.0, 0.0, 0.60653, 0.0], abs=1e-5)
+    assert [c.in_band for c in out] == [True, True, False, False, False]
+
+
+def test_challenger_rewards_rescale_r_env_and_pay_a_shut_task_what_a_useless_one_earns():
+    """Valid tasks earn (R_env - floor) / (1 - floor), floor = exp(-0.5) = 0.6065 at beta 2; an invalid one
+    invalid_reward; a valid task the gate shuts out 0."""
+    from genenv.domains import Invalid, Task
+    from genenv.generation import Candidate
+    from genenv.reward import challenger_rewards
+
+    def candidate(level, r_env, valid=True):
+        return Candidate(0, Task("s", "s"), "", [], [], "x", Task("t", "t", "a", level) if valid else Invalid("no"),
+                         r_env=r_env)
+
+    floor = float(np.exp(-0.5))
+    members = [candidate(2, 1.0), candidate(3, 1.0), candidate(3, 0.8825), candidate(3, 0.0, valid=False)]
+    assert challenger_rewards(members, 0.5, 2.0) == pytest.approx([1.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
+    assert challenger_rewards(members, 0.5, 2.0, invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
+        pytest.approx([0.0, 1.0, (0.8825 - floor) / (1 - floor), -0.5])
+
+
+def test_the_old_module_name_warns_and_gives_the_same_functions():
+    import importlib
+    import sys
+
+    import genenv.reward as reward
+    sys.modules.pop("genenv.curriculum", None)
+    with pytest.warns(FutureWarning, match="genenv.reward"):
+        old = importlib.import_module("genenv.curriculum")
+    assert old.alpha_reward is reward.alpha_reward and old.success_rate is reward.success_rate

@@ -1,0 +1,235 @@
+"""What the simulator is paid for each generation, in one place: the paper's quantities and the pg update's reward.
+
+The paper's (Eqs. 2-3): a task's empirical success p_hat over its rollouts (:func:`success_rate`), the
+alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (:func:`alpha_reward`) and the band |p_hat - alpha|
+<= k_min that decides which generations reward-weighted regression keeps (:func:`in_band`, :func:`rwr_weights`).
+:func:`scored` puts them on an epoch's candidates (an invalid or never rolled-out generation: R_env 0, out of band).
+
+Beyond the paper, the policy-gradient update (``env.update=pg``, :mod:`genenv.algos.env_pg`) pays each generation
+:func:`challenger_rewards`: R_env rescaled to [0, 1] (:func:`frontier_reward`) or its interior form, 0 (or
+``env.pg_invalid_reward``) for an invalid one, and 0 for a valid task that the gate ``env.pg_gate`` shuts out
+(:func:`simulator_gate`: the domain's levels, the agent's greedy answer, or a difficulty the pool learns from
+p_hat). The per-level statistics the level gate shares with the oracle curriculum are here too
+(:func:`level_success`). Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from genenv.difficulty import TextDifficulty, recent_outcomes
+
+if TYPE_CHECKING:
+    from genenv.config import RunConfig
+    from genenv.domains.base import Domain
+    from genenv.generation import Candidate
+    from genenv.pool import TaskPool
+
+
+def success_rate(rewards, success_threshold: float = 1.0, posterior: bool = False) -> float:
+    """Empirical success p_hat = k / n of a group of rollout rewards (paper Eq. 2).
+
+    A rollout succeeds when its reward is >= ``success_threshold``. With ``posterior`` the Beta(1,1)
+    posterior mean (k + 1) / (n + 2) is returned instead, which never sits exactly at 0 or 1.
+    """
+    if isinstance(rewards, (list, tuple)) and all(isinstance(r, (float, int)) for r in rewards):
+        # a plain list of numbers (every group of rollouts, hundreds an epoch): counted without numpy's
+        # per-call cost; the count is exact, so the quotient is the same float
+        size, successes = len(rewards), float(sum(r >= success_threshold for r in rewards))
+    else:
+        values = np.asarray(rewards, dtype=float).ravel()
+        size, successes = values.size, float(np.sum(values >= success_threshold))
+    if size == 0:
+        raise ValueError("success_rate needs at least one reward")
+    if posterior:
+        return (successes + 1.0) / (size + 2.0)
+    return successes / size
+
+
+def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
+    """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (paper Eq. 3). Vectorised."""
+    if isinstance(p_hat, float):  # one task's p_hat without building an array: the same arithmetic (numpy
+        # squares a 0-d array with C's pow, as Python's ** does; gap * gap rounds differently in rare cases)
+        return float(np.exp(-beta * (p_hat - alpha) ** 2))
+    p_hat = np.asarray(p_hat, dtype=float)
+    reward = np.exp(-beta * (p_hat - alpha) ** 2)
+    return float(reward) if reward.ndim == 0 else reward
+
+
+def frontier_reward(r_env, alpha: float = 0.5, beta: float = 2.0):
+    """R_env rescaled to [0, 1] over p_hat in [0, 1]: 0 for the p_hat furthest from alpha (a task always solved
+    or always failed when alpha = 0.5), 1 at alpha. The same ordering as R_env without its floor
+    exp(-beta max(alpha, 1 - alpha)^2) (0.61 at the paper's beta = 2), so that a useless valid task is worth what
+    an invalid one is, not 61% of an ideal one. All zeros when beta = 0 (R_env is flat). Vectorised."""
+    r_env = np.asarray(r_env, dtype=float)
+    floor = float(np.exp(-beta * max(alpha, 1.0 - alpha) ** 2))
+    if floor >= 1.0:
+        reward = np.zeros_like(r_env)
+    else:
+        reward = np.clip((r_env - floor) / (1.0 - floor), 0.0, 1.0)
+    return float(reward) if reward.ndim == 0 else reward
+
+
+def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
+    """exp(-beta (p_hat - alpha)^2) for 0 < p_hat < 1 and 0 at p_hat = 0 or 1: R_env without its value at the
+    ends, where a group of rollouts all fail or all succeed and carry no learning signal. With alpha = 0.5 it
+    orders tasks like :func:`frontier_reward`; with alpha < 0.5 it prefers tasks the agent mostly fails over
+    tasks it mostly solves, without paying for tasks it never solves (R_env with alpha < 0.5 does: a
+    simulator then drifts to impossible tasks, measured in docs/results-log.md). Vectorised."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    reward = np.where((p_hat > 0.0) & (p_hat < 1.0), alpha_reward(p_hat, alpha, beta), 0.0)
+    return float(reward) if reward.ndim == 0 else reward
+
+
+def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
+    """True where |p_hat - alpha| <= k_min: the batches the simulator may learn from."""
+    if isinstance(p_hat, float):
+        return abs(p_hat - alpha) <= k_min + 1e-12
+    p_hat = np.asarray(p_hat, dtype=float)
+    inside = np.abs(p_hat - alpha) <= k_min + 1e-12
+    return bool(inside) if inside.ndim == 0 else inside
+
+
+def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True):
+    """Reward-weighted-regression weights exp(lam * R_env), normalised to sum to one by default.
+
+    Computed with the maximum subtracted first so that large ``lam`` never overflows.
+    """
+    r_env = np.asarray(r_env, dtype=float).ravel()
+    if r_env.size == 0:
+        return r_env
+    logits = lam * r_env
+    weights = np.exp(logits - logits.max())
+    if normalize:
+        return weights / weights.sum()
+    return weights * np.exp(logits.max())
+
+
+def learning_signal(p_hat):
+    """p (1 - p): the variance of a Bernoulli reward, proportional to the REINFORCE signal (Prop. 1)."""
+    p_hat = np.asarray(p_hat, dtype=float)
+    value = p_hat * (1.0 - p_hat)
+    return float(value) if value.ndim == 0 else value
+
+
+# ----- an epoch's candidates: p_hat, R_env, the band (the paper) ---------------------------------------------
+
+def scored(cfg: RunConfig, candidates: list[Candidate]) -> list[Candidate]:
+    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0)."""
+    cr = cfg.curriculum_reward
+    successes_by_batch: dict[int, list[float]] = {}
+    p_hat_task = []
+    for c in candidates:
+        p = None
+        if c.valid and c.episodes:
+            rewards = [e.reward for e in c.episodes]
+            p = success_rate(rewards, cr.success_threshold, cr.posterior)
+            successes_by_batch.setdefault(c.batch, []).extend(rewards)
+        p_hat_task.append(p)
+    by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
+    out = []
+    for c, p_task in zip(candidates, p_hat_task):
+        if p_task is None:
+            out.append(c)
+            continue
+        if cr.p_hat_level != "batch":
+            p = p_task
+        elif c.batch in by_batch:
+            p = by_batch[c.batch]
+        else:
+            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], cr.success_threshold, cr.posterior)
+        out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, cr.alpha, cr.beta),
+                             in_band=in_band(p, cr.alpha, cr.k_min)))
+    return out
+
+
+# ----- the pg update's reward (beyond the paper) --------------------------------------------------------------
+
+def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
+                       shape: str = "rescaled", gate: Callable | None = None) -> list[float]:
+    """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
+    (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
+    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`simulator_gate`), a valid task it shuts
+    out earns 0, what a useless valid task earns."""
+    def valid_reward(c) -> float:
+        if gate is not None and not gate(c):
+            return 0.0
+        if shape == "rescaled":
+            return float(frontier_reward(c.r_env, alpha, beta))
+        return float(interior_reward(c.p_hat, alpha, beta))
+    return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
+
+
+@dataclass(frozen=True)
+class LevelSuccess:
+    """A level's recent tasks: their mean last p_hat and the share of them in the band."""
+    mean: float
+    band_share: float
+
+
+def level_success(pool: TaskPool, levels: list[int], window: int, alpha: float = 0.5,
+                  k_min: float = 0.25) -> dict[int, LevelSuccess | None]:
+    """Per level, over the ``window`` most recently added pool tasks of that level that have been rolled out: the
+    mean of their last p_hat and the share of them in the band (None: none has been rolled out). Read by the level
+    gate and by the oracle curriculum (:mod:`genenv.curricula`)."""
+    recent: dict[int, list[float]] = {level: [] for level in levels}
+    by_level = pool.indices_by_level()
+    for level, rates in recent.items():
+        for index in reversed(by_level.get(level, [])):
+            history = pool.entries[index].p_hat_history
+            if history:
+                rates.append(history[-1])
+                if len(rates) == window:
+                    break
+    return {level: LevelSuccess(float(np.mean(rates)), float(np.mean(in_band(np.array(rates), alpha, k_min))))
+            if rates else None for level, rates in recent.items()}
+
+
+def open_levels(stats: dict, mastered: float) -> set[int]:
+    """The levels the agent has not mastered, from :func:`level_success` statistics over the domain's levels: a
+    level whose recent mean success is below ``mastered`` or that has never been rolled out (its first tasks are
+    paid); when every level is mastered, the hardest one (as the oracle's frontier rule falls back)."""
+    if not stats:
+        return set()
+    levels = {level for level, stat in stats.items() if stat is None or stat.mean < mastered}
+    return levels or {max(stats)}
+
+
+def level_gate(levels: set[int]) -> Callable:
+    """``env.pg_gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
+    return lambda c: c.parsed.level in levels
+
+
+def greedy_gate(c) -> bool:
+    """``env.pg_gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
+    task that was not checked (its sampled rollouts all agreed, so it earns 0 anyway) is not shut out."""
+    return c.greedy_solved is not True
+
+
+def predicted_gate(model: TextDifficulty, mastered: float) -> Callable:
+    """``env.pg_gate=predicted`` (no domain levels): a task may earn unless ``model``, fit on the pool's recent
+    p_hat, predicts its success at ``mastered`` or above."""
+    return lambda c: not model.predict(c.parsed.text) >= mastered
+
+
+def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool) -> Callable | None:
+    """The predicate ``env.pg_gate`` puts on which valid generations may earn the pg reward (None: all). Read after
+    this epoch's rollouts joined the pool: the level gate over every level of the domain (a level never rolled
+    out is open, so its first tasks are paid; from epoch 0 on the levels the agent has mastered are shut), the
+    predicted gate fit on the pool's ``env.pg_gate_window`` latest outcomes. Mastered means a mean success of at
+    least alpha + k_min."""
+    cr = cfg.curriculum_reward
+    mastered = cr.alpha + cr.k_min
+    gate = cfg.env.pg_gate
+    if gate == "greedy":
+        return greedy_gate
+    if gate == "predicted":
+        return predicted_gate(TextDifficulty().fit(*recent_outcomes(pool, cfg.env.pg_gate_window)), mastered)
+    if gate == "levels":
+        stats = level_success(pool, domain.levels(), cfg.baseline.oracle_window, cr.alpha, cr.k_min)
+        return level_gate(open_levels(stats, mastered))
+    return None
