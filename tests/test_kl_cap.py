@@ -1,5 +1,8 @@
 """Optimiser state kept bit for bit: undoing a step (StepSnapshot) and a checkpoint's optimizer file."""
 
+import math
+
+import pytest
 import torch
 
 from genenv.algos.kl_cap import StepSnapshot
@@ -109,3 +112,25 @@ def test_a_small_snapshot_is_kept_with_its_optimizer_and_a_large_one_let_go(tiny
     del optimizer, snapshot
     gc.collect()
     assert alive() is None   # a kept snapshot does not keep its optimiser alive
+
+
+def test_the_cap_estimates_kl_from_the_start_to_now_on_the_starts_samples():
+    """The watched sequences were sampled by the simulator at the start of the update, so the cap's estimate is
+    KL(start || now) = sum_x p(x) log(p(x) / q(x)), not k3 taken the other way round (whose mean over these
+    samples is E_p[p/q - 1 - log(p/q)] = 0.968 here, not any KL). One-token sequences drawn exactly in
+    proportion to p = (0.7, 0.2, 0.1), q = (0.2, 0.3, 0.5): the estimate is the exact expectation."""
+    from types import SimpleNamespace
+
+    from genenv.algos.kl_cap import update_kl
+
+    p, q = [0.7, 0.2, 0.1], [0.2, 0.3, 0.5]
+    tokens = [0] * 70 + [1] * 20 + [2] * 10
+    batch = SimpleNamespace(response_mask=torch.ones(len(tokens), 1))
+    start = torch.log(torch.tensor([[p[t]] for t in tokens], dtype=torch.float64))
+    now = torch.log(torch.tensor([[q[t]] for t in tokens], dtype=torch.float64))
+    policy_now = SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b: (now, None))
+    exact = sum(pi * math.log(pi / qi) for pi, qi in zip(p, q))            # 0.6349
+    assert update_kl(policy_now, [batch], [start]) == pytest.approx(exact, rel=1e-9)
+    assert exact == pytest.approx(0.6349, abs=1e-4)
+    other_way = sum(pi * (pi / qi - 1 - math.log(pi / qi)) for pi, qi in zip(p, q))
+    assert other_way == pytest.approx(0.9685, abs=1e-4)                      # what the old estimator gave

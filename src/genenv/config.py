@@ -194,9 +194,9 @@ class EnvConfig(PlayerConfig):
                           "fewer when the max-KL cap stops the update)", lo=0)
     rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
-    max_kl: float = knob(0.5, "cap on the KL of one epoch's update to the simulator before it, checked after "
-                         "every step on the weighted set: a step past it is undone and ends the update (0 = no cap)",
-                         lo=0.0)
+    max_kl: float = knob(0.5, "cap on KL(simulator before the update || after it) for one epoch's update, "
+                         "estimated after every step on the update's samples (k3, the samples' own side): a step "
+                         "past it is undone and ends the update (0 = no cap)", lo=0.0)
     pool_replay: float = knob(0.0, "share of each RWR batch drawn from earlier epochs' weighted sets", lo=0.0,
                               hi=1.0)
 

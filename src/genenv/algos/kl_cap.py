@@ -1,9 +1,13 @@
 """The max-KL cap of one simulator update, shared by RWR and the policy-gradient update.
 
 Before the update, the policy's log-probs on a fixed set of sequences are kept (no model copy). After each
-optimiser step the per-sequence KL of the policy to them is measured (k3 estimator, summed over tokens, mean
-over sequences); a step that takes it past ``max_kl`` is undone (weights and optimiser state restored) and the
-update stops, so a kept update never exceeds the cap. What a step may have to give back is copied into buffers
+optimiser step the KL(start || now) of the policy at the start of the update to the policy now is estimated on
+them (:func:`update_kl`: k3 with the start as the sampling side, summed over tokens, mean over sequences); a step
+that takes it past ``max_kl`` is undone (weights and optimiser state restored) and the update stops, so a kept
+update never exceeds the cap. The sequences are what the simulator sampled before the update (RWR with
+``env.pool_replay`` adds earlier epochs' samples), so the estimate is unbiased for KL(start || now) on the
+simulator's own samples. (Before issue 42 it computed k3(now, start), an estimate of KL(now || start) only for
+tokens sampled from the updated policy, which these are not.) What a step may have to give back is copied into buffers
 kept for the whole update (:class:`StepSnapshot`), not deep-copied anew before every step.
 """
 
@@ -19,14 +23,16 @@ from genenv.algos.optim import optimizer_params
 
 
 def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """k3 estimate of KL(pi || ref) per sequence, summed over target tokens: [B]."""
+    """k3 estimate of KL(pi || ref) per sequence, summed over target tokens: [B]. ``logp`` is pi's, the policy that
+    sampled the tokens (the estimate is unbiased only then)."""
     return (k3_kl(logp, ref_logp) * mask).sum(-1)
 
 
-def set_kl(policy, batches, other_logps) -> float:
-    """Mean per-sequence KL between ``policy`` now and the log-probs ``other_logps`` on ``batches``."""
-    kls = [sequence_kl(now, other, batch.response_mask)
-           for batch, now, other in zip(batches, logprobs_on(policy, batches), other_logps)]
+def update_kl(policy, batches, start_logps) -> float:
+    """KL(start || now): the mean per-sequence k3 estimate with the start's log-probs ``start_logps`` as the
+    sampling side and ``policy``'s log-probs now as the other, on ``batches`` (sampled by the start)."""
+    kls = [sequence_kl(start, now, batch.response_mask)
+           for batch, now, start in zip(batches, logprobs_on(policy, batches), start_logps)]
     return torch.cat(kls).mean().item()
 
 
@@ -39,7 +45,8 @@ def logprobs_on(policy, batches) -> list[torch.Tensor]:
 
 class KLCap:
     """Watch one update of ``policy`` on ``batches`` (SequenceBatch): ``before_step()`` then, after the optimiser
-    step, ``keep_step()`` (False: the step passed ``max_kl`` and was undone; stop). ``max_kl`` 0: no cap."""
+    step, ``keep_step()`` (False: the step's KL(start || now), :func:`update_kl`, passed ``max_kl`` and it was
+    undone; stop). ``max_kl`` 0: no cap."""
 
     def __init__(self, policy, optimizer, batches, max_kl: float):
         self.policy, self.optimizer, self.batches, self.max_kl = policy, optimizer, batches, max_kl
@@ -57,17 +64,19 @@ class KLCap:
     def keep_step(self) -> bool:
         if not self.start_logps:
             return True
-        update_kl = set_kl(self.policy, self.batches, self.start_logps)
-        if update_kl <= self.max_kl:
-            self.update_kl = update_kl
+        kl = update_kl(self.policy, self.batches, self.start_logps)
+        if kl <= self.max_kl:
+            self.update_kl = kl
             return True
         self._saved.restore()  # (a NaN KL is past the cap too)
-        self.capped, self.rejected_kl = 1, update_kl
+        self.capped, self.rejected_kl = 1, kl
         return False
 
     def kl_to(self, reference) -> float:
-        """The policy's KL to ``reference`` on the watched set (after the update: its KL to the initial one)."""
-        return set_kl(self.policy, self.batches, logprobs_on(reference, self.batches))
+        """KL(``reference`` || the policy now) on the watched set, estimated like the cap's (:func:`update_kl`, with
+        ``reference`` as the sampling side: unbiased when the reference sampled the set, as the start of the
+        update did). After the update, with the initial simulator: ``env_kl_to_initial``."""
+        return update_kl(self.policy, self.batches, logprobs_on(reference, self.batches))
 
 
 KEEP_SNAPSHOT_BYTES = 64 * 2**20
