@@ -13,6 +13,9 @@ Part ``sampling``: ``Policy.generate`` of G responses to each of ``--groups`` AP
 prefills its prompt) against ``prefix_cached_sampling`` (each prompt prefilled once, its KV cache copied to its
 rows), with the same keys; prints the seconds of each and in how many responses the tokens agree.
 
+Part ``engine``: the same sampling (prefix-cached) and greedy answers on transformers against llama.cpp
+(``engine=llama.cpp``, f32 and f16 GGUF weights), with the weight sync's seconds and the tokens' agreement.
+
 Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
 (``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
 
@@ -23,7 +26,8 @@ same warm start, today against the fast options (``--bf16`` adds bf16 autocast):
 Targets (issue 40): agent rollouts per hour >= 10x today's at group size 8; the GRPO step alone >= 4x today's
 at the preset's prompt lengths, group size 8.
 
-Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|bf16|run] [--groups 2] [--group-size 8] [--repeats 3]
+Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|engine|bf16|run]
+       [--groups 2] [--group-size 8] [--repeats 3]
        [--threads 2]
        [--data ../shared/data/api-bank]
 """
@@ -139,6 +143,63 @@ def bench_sampling(args) -> None:
           f"{today / cached:.2f}x")
 
 
+def bench_engine(args) -> None:
+    """Policy.generate of ``group_size`` responses to each of ``groups`` API-Bank prompts (sampled) and one greedy
+    response to each of ``--greedy-prompts`` of them (evaluation), on transformers with prefix-cached sampling
+    against llama.cpp (``engine=llama.cpp``) with f32 and f16 GGUF weights; the same keys. Prints the seconds of
+    each (median, the engines interleaved in every repeat), the ratios, the seconds a weight sync takes, and in how
+    many responses the tokens agree with transformers'."""
+    from genenv.domains import make_domain  # noqa: PLC0415
+    from genenv.models.llamacpp import LlamaCppSampler  # noqa: PLC0415
+    from genenv.models.policy import Policy  # noqa: PLC0415
+    from genenv.models.registry import KNOWN_MODELS, packaged_file, resolve_model  # noqa: PLC0415
+
+    torch.set_num_threads(args.threads)
+    domain = make_domain("apibank", data=args.data, max_task_chars=800)
+    policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+    policy.prefill_once = True
+    tasks = domain.seed_tasks(np.random.default_rng(0), max(args.groups, args.greedy_prompts))
+    prompts = [domain.agent_context([], domain.reset(task, seed=0)[1]) for task in tasks]
+    lengths = [len(ids) for ids in policy.encode_prompts(prompts)]
+    print(f"SmolLM2-135M, {args.groups} prompts of {min(lengths)}-{max(lengths)} tokens x {args.group_size} sampled "
+          f"responses and {args.greedy_prompts} greedy ones of up to {args.max_new_tokens} tokens; threads "
+          f"{args.threads}")
+    template = packaged_file(KNOWN_MODELS["smollm2"])
+    engines = {"transformers": None}
+    for dtype in ("f32", "f16"):
+        sampler = LlamaCppSampler(policy, template, threads=args.threads, dtype=dtype, parallel=args.group_size)
+        begin = time.perf_counter()
+        sampler.sync()
+        print(f"llama.cpp {dtype}: weight sync (GGUF written and loaded) {time.perf_counter() - begin:.2f} s")
+        engines[f"llama.cpp {dtype}"] = sampler
+    times = {name: {"sampled": [], "greedy": []} for name in engines}
+    tokens = {}
+    for repeat in range(args.repeats):
+        for name, sampler in engines.items():
+            policy.fast_sampler = sampler
+            begin = time.perf_counter()
+            out = policy.generate(prompts[:args.groups], n=args.group_size, max_new_tokens=args.max_new_tokens,
+                                  seed=repeat)
+            times[name]["sampled"].append(time.perf_counter() - begin)
+            begin = time.perf_counter()
+            greedy = policy.generate(prompts[:args.greedy_prompts], max_new_tokens=args.max_new_tokens, greedy=True)
+            times[name]["greedy"].append(time.perf_counter() - begin)
+            tokens[name] = ([g.token_ids for group in out for g in group], [g[0].token_ids for g in greedy])
+            print(f"  repeat {repeat + 1}: {name:12} sampled {times[name]['sampled'][-1]:.2f} s "
+                  f"({sum(map(len, tokens[name][0]))} tokens), greedy {times[name]['greedy'][-1]:.2f} s", flush=True)
+    policy.fast_sampler = None
+    base = {kind: statistics.median(times["transformers"][kind]) for kind in ("sampled", "greedy")}
+    for name in engines:
+        same = [sum(a == b for a, b in zip(tokens["transformers"][k], tokens[name][k])) for k in (0, 1)]
+        medians = {kind: statistics.median(times[name][kind]) for kind in ("sampled", "greedy")}
+        line = ", ".join(f"{kind} {seconds:.2f} s ({base[kind] / seconds:.2f}x)" for kind, seconds in medians.items())
+        print(f"{name:16} {line}; the same tokens as transformers in {same[0]} of {len(tokens[name][0])} "
+              f"sampled, {same[1]} of {len(tokens[name][1])} greedy responses")
+    for sampler in engines.values():
+        if sampler is not None:
+            sampler.close()
+
+
 def bench_bf16(args) -> None:
     """The GRPO step (shared prefix) and sampling (prefix-cached) of SmolLM2 in float32 against bf16 autocast,
     on the same API-Bank groups; prints the seconds of each, the ratios, and how far the loss and the sampled
@@ -224,7 +285,7 @@ def bench_run(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["grpo", "sampling", "bf16", "run"], default="grpo")
+    parser.add_argument("--part", choices=["grpo", "sampling", "engine", "bf16", "run"], default="grpo")
     parser.add_argument("--preset", default="smollm2-apibank", help="run: the real-model preset")
     parser.add_argument("--epochs", type=int, default=2, help="run: epochs of each run")
     parser.add_argument("--bf16", action="store_true", help="run: the fast side also uses bf16 autocast")
@@ -232,6 +293,7 @@ def main() -> None:
                         help="run: an override for both runs (e.g. domain.options.data=PATH, agent.group_size=8)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
     parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
+    parser.add_argument("--greedy-prompts", type=int, default=8, help="engine: prompts answered greedily")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--response-tokens", type=int, default=40)
     parser.add_argument("--micro-batch", type=int, default=2, help="the preset's agent.micro_batch")
@@ -239,7 +301,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
-    {"grpo": bench_grpo, "sampling": bench_sampling, "bf16": bench_bf16, "run": bench_run}[args.part](args)
+    {"grpo": bench_grpo, "sampling": bench_sampling, "engine": bench_engine, "bf16": bench_bf16,
+     "run": bench_run}[args.part](args)
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
                                  minibatch_groups=ac.minibatch_groups, clip_eps=ac.clip_eps, kl_coef=ac.kl_coef,
                                  entropy_coef=ac.entropy_coef, grad_clip=ac.grad_clip, temperature=ac.temperature,
                                  micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps,
-                                 shared_prefix=ac.shared_prefix)
+                                 shared_prefix=ac.shared_prefix, recompute_old_logprobs=ac.sampler != "transformers")
     state.nonfinite_skips += skipped
     state.grpo_buffer = []
     state.total_agent_updates += len(steps)
@@ -209,7 +209,8 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
                                simulator_gate(cfg, domain, state.task_pool))
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
                      minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
-                     max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng)
+                     max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,
+                     recompute_old_logprobs=ec.sampler != "transformers")
 
 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],

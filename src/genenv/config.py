@@ -84,6 +84,16 @@ class PlayerConfig:
                                         "variations) from one prefill of it, its KV cache copied to each: the "
                                         "same tokens for the same keys up to floating-point differences; pays "
                                         "where prompts are long (real benchmarks)")
+    sampler: str = knob("transformers", "where generations are decoded: 'llama.cpp' (beyond transformers: a "
+                       "packaged GGUF model such as smollm2, llama-cpp-python built by `make install`; the weights "
+                       "synced after every update that changed them; the updates recompute old log-probs with the "
+                       "trainer; reproducible on one machine and build, not bit for bit across them: "
+                       "docs/scaling.md)", choices=("transformers", "llama.cpp"))
+    sampler_dtype: str = knob("f16", "sampler=llama.cpp: the weights it decodes with: f32 (the trainer's, KV cache "
+                             "f32 too), f16 or bf16 (half the memory traffic; greedy answers can differ where "
+                             "two tokens are within rounding)", choices=("f32", "f16", "bf16"))
+    sampler_context: int = knob(4096, "sampler=llama.cpp: KV cells, a prompt plus its samples' tokens (a prompt's "
+                               "samples decode side by side as many as fit)", lo=64)
 
 
 @dataclass
@@ -377,7 +387,23 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
     if cls is RunConfig:   # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry)
         _check_pg_gate(obj)
+        _check_sampler(obj)
     return obj
+
+
+def _check_sampler(cfg: RunConfig) -> None:
+    """``{agent,env}.sampler=llama.cpp`` needs a packaged GGUF model (its file is the template the trained weights
+    are written in) and runs in the run's own process."""
+    for name, player in (("agent", cfg.agent), ("env", cfg.env)):
+        if player.sampler == "transformers":
+            continue
+        from genenv.models.registry import KNOWN_MODELS  # noqa: PLC0415 (imports transformers: only when asked)
+        if player.model not in KNOWN_MODELS:
+            raise ConfigError(f"{name}.sampler: llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}); "
+                              f"{name}.model is {player.model!r}")
+        if cfg.engine.workers > 0:
+            raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "
+                              f"{name}.sampler=transformers")
 
 
 def _check_pg_gate(cfg: RunConfig) -> None:

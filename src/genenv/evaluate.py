@@ -109,8 +109,29 @@ def _multi_turn_category(policy, category: str, entries: list[dict], out: Path, 
             "turns_exceeding_context": sum(r["error_type"] == "prompt_exceeds_context" for r in rows)}
 
 
+def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = "transformers",
+                     use_chat_template: bool = False):
+    """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
+    f16 weights written in its packaged GGUF's image (:mod:`genenv.models.llamacpp`; a packaged model only)."""
+    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
+
+    if sampler not in ("transformers", "llama.cpp"):
+        raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
+    if sampler == "llama.cpp" and model not in KNOWN_MODELS:   # refused before any model loads
+        raise ValueError(f"--sampler: llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}), "
+                         f"not {model!r}")
+    policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
+    if sampler == "llama.cpp":
+        from genenv.models.llamacpp import LlamaCppSampler  # noqa: PLC0415
+
+        policy.fast_sampler = LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[model]), threads=threads,
+                                              dtype="f16", context=8192, parallel=1)
+    return policy
+
+
 def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | None = None,
               max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
+              sampler: str = "transformers",
               max_steps: int = 5, log=print, policy=None) -> dict:
     """Accuracy per category and overall. AST categories score one response per entry; multi-turn
     categories score every turn on its own (``genenv.benchmarks.bfcl_multiturn``), so their unit is a turn."""
@@ -127,7 +148,7 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
             raise ValueError(f"--categories: {category!r} is not a BFCL category we score; choose from "
                              f"{', '.join(bfcl.AST_CATEGORIES + bfcl_multiturn.MULTI_TURN_CATEGORIES)}")
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
     out = Path(out)
     scores = {"model": model, "limit": limit, "max_new_tokens": max_new_tokens, "max_steps": max_steps,
               "categories": {}}
@@ -157,6 +178,7 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
 
 def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | None = None, max_steps: int = 50,
                   max_new_tokens: int = 48, max_context_tokens: int = 0, device: str = "cpu", threads: int = 2,
+                  sampler: str = "transformers",
                   log=print, policy=None) -> dict:
     """A household agent on ALFWorld game files (e.g. the official valid_unseen split) in ALFWorld's engine:
     full-episode success and single-step accuracy, overall and per task type; writes OUT/scores.json."""
@@ -166,7 +188,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
     alfworld._require()
     files = alfworld.find_games(games)[:limit or None]
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=device)
+        policy = load_eval_policy(model, log, device, threads, sampler)
     start = time.perf_counter()
     with progress_bar(len(files), "alfworld games", leave=False) as bar:
         scores = alfworld.eval_games(policy, HouseholdDomain(max_steps=max_steps), files, max_steps=max_steps,
@@ -183,7 +205,8 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
 
 
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
-                 max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
+                 max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
+                 sampler: str = "transformers", log=print,
                  policy=None) -> dict:
     """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
     items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
@@ -198,7 +221,7 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
             raise ValueError(f"--levels: {level} is not an API-Bank level; choose from "
                              f"{', '.join(map(str, scored_levels))}")
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
 
     def respond(prompts):
         return _greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank")
@@ -230,7 +253,8 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
 
 
 def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,
-                   max_new_tokens: int = 32, batch_size: int = 8, device: str = "cpu", threads: int = 2, log=print,
+                   max_new_tokens: int = 32, batch_size: int = 8, device: str = "cpu", threads: int = 2,
+                   sampler: str = "transformers", log=print,
                    policy=None, corpus: str | Path | None = None, max_steps: int = 5, top_k: int = 3) -> dict:
     """Bamboogle: EM and F1 over the questions, closed-book, or with ``corpus`` through the ``search:``/``answer:``
     protocol (BM25 over the user's passages, ``top_k`` per search, ``max_steps`` actions per question); every
@@ -239,7 +263,7 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
     questions = bamboogle.load_questions(data, limit)  # bad files fail before the model loads
     passages = bamboogle.load_corpus(corpus) if corpus is not None else None
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
     start = time.perf_counter()
 
     if passages is None:
@@ -275,6 +299,7 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
 
 def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Path, limit: int | None = None,
                        max_new_tokens: int = 1024, batch_size: int = 4, device: str = "cpu", threads: int = 2,
+                       sampler: str = "transformers",
                        log=print, policy=None, hard_denominator: int | None = None) -> dict:
     """TravelPlanner, sole-planning mode: the model writes each plan from the query's reference information; the
     evaluator gives delivery, commonsense and hard micro/macro, final pass rate and the paper's average.
@@ -287,7 +312,7 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     items = (travel_queries.load_train(data, sandbox, limit) if queries == "train"
              else travel_queries.load_queries(queries, limit))
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
     start = time.perf_counter()
     responses = _greedy_with_progress(policy, [item["messages"] for item in items], max_new_tokens, batch_size,
                                       "travelplanner")

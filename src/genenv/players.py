@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from genenv.algos.grpo import PolicySample
-from genenv.config import RunConfig
+from genenv.config import ConfigError, RunConfig
 from genenv.models.policy import Policy
 from genenv.models.remote import RemoteSimulator
 from genenv.pool import EnvPool, TaskPool
@@ -60,6 +60,20 @@ class RunState:
         return state
 
 
+def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
+    """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
+    in the image of its packaged GGUF file. One clear error when llama-cpp-python is missing."""
+    from genenv.models.llamacpp import EngineNotAvailable, LlamaCppSampler  # noqa: PLC0415
+    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
+
+    try:
+        return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[player.model]), threads=cfg.threads,
+                               dtype=player.sampler_dtype, context=player.sampler_context,
+                               parallel=max(cfg.agent.group_size, cfg.env.variations))
+    except EngineNotAvailable as error:
+        raise ConfigError(f"{name}.sampler: {error}") from None
+
+
 def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
     """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
     adapters, and the optimisers. A fully fine-tuned player's reference is a frozen copy of it; a LoRA player's
@@ -77,6 +91,8 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
             references.append(policy.frozen_copy())
         policy.set_gradient_checkpointing(player.gradient_checkpointing)
         policy.prefill_once = player.prefix_cached_sampling
+        if player.sampler == "llama.cpp":
+            policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
         policy.autocast_bf16 = references[-1].autocast_bf16 = player.autocast == "bfloat16"  # the KL's two sides
     agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
     env_opt = (None if isinstance(env, RemoteSimulator) else

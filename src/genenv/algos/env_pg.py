@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples
+from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples, with_trainer_logprobs
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
 from genenv.reward import challenger_rewards
@@ -42,7 +42,7 @@ def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid
 
 def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *, steps: int, minibatch_groups: int,
               clip_eps: float, kl_coef: float, max_kl: float, grad_clip: float, temperature: float,
-              rng: np.random.Generator) -> dict:
+              rng: np.random.Generator, recompute_old_logprobs: bool = False) -> dict:
     """``steps`` clipped-surrogate steps on minibatches of ``minibatch_groups`` groups (passes over the groups,
     each a fresh shuffle), capped in KL like RWR. Returns the mean loss and KL-to-reference of the kept steps,
     the update's KL, the simulator's KL to ``reference`` after it, kept steps, and the KL of an undone step."""
@@ -50,6 +50,8 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
              "kl_capped": 0, "rejected_kl": None, "skipped": 0}
     if not groups or steps <= 0:
         return stats
+    if recompute_old_logprobs:   # samples another engine drew (sampler=llama.cpp): the trainer's own log-probs
+        groups = with_trainer_logprobs(policy, groups, temperature=temperature)
     samples = [s for group in groups for s in group]
     chunks = [samples[i:i + 64] for i in range(0, len(samples), 64)]
     watched = [policy.build_batch([s.prompt_ids for s in c], [s.response_ids for s in c]) for c in chunks]

@@ -247,10 +247,44 @@ def informative_samples(groups) -> list[list[PolicySample]]:
     return informative
 
 
+def with_trainer_logprobs(policy, groups: list[list[PolicySample]], *, temperature: float = 1.0,
+                          micro_batch: int = 0, shared_prefix: bool = False) -> list[list[PolicySample]]:
+    """The groups with every sample's old log-probs recomputed by ``policy`` now (eval mode, no gradients), whole
+    groups about ``micro_batch`` samples at a time, each group's prompt encoded once with ``shared_prefix``. For
+    samples another engine drew (``sampler=llama.cpp``): the importance ratio then compares the trainer with
+    itself, never with the engine's arithmetic."""
+    policy.set_training(False)
+    recomputed: dict[int, list[PolicySample]] = {}   # by id of the group it replaces (chunks reorder groups)
+    with torch.no_grad():
+        for chunk in _group_chunks(groups, micro_batch):
+            samples = [s for group in chunk for s in group]
+            if shared_prefix:
+                packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in group] for group in chunk],
+                                     policy.tokenizer.pad_token_id)
+                logp, _ = policy.packed_token_logprobs(packed, temperature=temperature)
+            else:
+                logp, _ = policy.token_logprobs(policy.build_batch([s.prompt_ids for s in samples],
+                                                                   [s.response_ids for s in samples]),
+                                                temperature=temperature)
+            rows = iter(logp.float().cpu().numpy())
+            for group in chunk:
+                recomputed[id(group)] = [PolicySample(s.prompt_ids, s.response_ids,
+                                                      next(rows)[:len(s.response_ids)].tolist(), s.advantage)
+                                         for s in group]
+    return [recomputed[id(group)] for group in groups]
+
+
 def grpo_update(policy, reference, optimizer, buffer: list[list[PolicySample]], *, rng: np.random.Generator,
-                passes: int, minibatch_groups: int, **step_options) -> tuple[list[dict], int]:
+                passes: int, minibatch_groups: int, recompute_old_logprobs: bool = False,
+                **step_options) -> tuple[list[dict], int]:
     """``passes`` shuffled passes over the buffered groups, one :func:`grpo_step` per ``minibatch_groups``
-    groups. Returns the stats of the steps taken and how many were skipped (non-finite)."""
+    groups. Returns the stats of the steps taken and how many were skipped (non-finite). With
+    ``recompute_old_logprobs`` the buffer's old log-probs are first recomputed by the policy
+    (:func:`with_trainer_logprobs`)."""
+    if recompute_old_logprobs and buffer:
+        buffer = with_trainer_logprobs(policy, buffer, temperature=step_options.get("temperature", 1.0),
+                                       micro_batch=step_options.get("micro_batch", 0),
+                                       shared_prefix=step_options.get("shared_prefix", False))
     steps, skipped = [], 0
     minibatches = shuffled_passes(len(buffer), minibatch_groups, rng)
     for _ in range(passes * -(-len(buffer) // minibatch_groups)):

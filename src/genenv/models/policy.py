@@ -156,6 +156,7 @@ class Policy:
         # sample a prompt's n responses from one prefill of it (PlayerConfig.prefix_cached_sampling)
         self.prefill_once = False
         self.autocast_bf16 = False   # PlayerConfig.autocast: bf16 matrix products, float32 weights
+        self.fast_sampler = None     # PlayerConfig.sampler=llama.cpp: a LlamaCppSampler draws the tokens
 
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -317,6 +318,9 @@ class Policy:
             prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
+        if self.fast_sampler is not None:
+            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, greedy, seed,
+                                            batch_size, keys)
         uniforms = None
         if not greedy:
             if keys is None:
@@ -337,6 +341,22 @@ class Policy:
                 chunk = flat[start:start + batch_size]
                 chunk_uniforms = None if uniforms is None else uniforms[start:start + batch_size]
                 out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature))
+        return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
+
+    def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature, greedy, seed, batch_size,
+                            keys) -> list[list[Generation]]:
+        """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`). The log-probs are
+        the engine's: an update recomputes what it trains on (``recompute_old_logprobs``)."""
+        if not greedy and keys is not None and len(keys) != len(flat):
+            raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
+                             f"x n={n}); give one key per sequence")
+        with self.timed():
+            drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature, greedy,
+                                                                  seed, keys) for pair in samples]
+        eos = self.eos_token_id
+        texts = self.decode_many([tokens for tokens, _ in drawn])
+        out = [Generation(list(ids), tokens, text, logprobs, eos in tokens)
+               for ids, (tokens, logprobs), text in zip(flat, drawn, texts)]
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
     def _generate_chunk(self, chunk, gen_config, uniforms, temperature) -> list[Generation]:

@@ -1,0 +1,219 @@
+"""The sampled phases of a real model on llama.cpp (issue 40, item 3: ``{agent,env}.sampler=llama.cpp``).
+
+llama.cpp (through llama-cpp-python) decodes a small model on CPU several times faster than transformers at
+batch 1. It samples; the trainer trains. The policy's weights are written as a GGUF file in the image of the
+packaged model's own (:func:`genenv.models.gguf_export.write_gguf`) and loaded into llama.cpp, again whenever an
+optimiser step changed them (torch counts every in-place change of a tensor, so a stale copy is never used).
+
+Tokens are drawn as :class:`genenv.models.policy.Policy` draws them: token t of a sequence from softmax(logits /
+T) by the inverse CDF with the sequence's own uniform ``u[t]`` (:func:`genenv.seeding.sequence_uniforms`, fixed
+by the seed and the sequence's key), greedy by argmax. Only the logits come from llama.cpp, so the same keys give
+the same tokens wherever the two engines' logits put the CDF's boundaries alike; llama.cpp's arithmetic is not
+torch's, so a sampled sequence can take another token where its uniform falls within rounding of a boundary, and
+runs with the engine on are reproducible on one machine and build, not bit for bit across machines or against the
+transformers path (greedy answers agree where the top two logits are further apart than that rounding). The
+log-probs a :class:`Generation` carries are llama.cpp's; the updates do not use them: GRPO and the simulator's pg
+update recompute the old log-probs of the samples they train on with the trainer's own forward pass
+(``recompute_old_logprobs``), so sampling mismatches cannot bias the importance ratio.
+
+A prompt's n samples share its prefill: the KV cache keeps the prompt and each sample's tokens are removed after
+it, and a prompt that starts like the previous one only evaluates what is new.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from genenv.seeding import grid_keys, sequence_uniforms
+
+
+class EngineNotAvailable(RuntimeError):
+    """llama-cpp-python is not installed, or the policy has no GGUF template to be written in."""
+
+
+def llama_cpp_module():
+    try:
+        import llama_cpp  # noqa: PLC0415
+    except ImportError as error:
+        raise EngineNotAvailable("sampler=llama.cpp needs llama-cpp-python (`make install` builds it from its source "
+                                 f"distribution): {error}") from error
+    from llama_cpp._logger import set_verbose  # noqa: PLC0415
+
+    set_verbose(False)   # llama.cpp's own log: errors only (it prints every graph tensor at load otherwise)
+    return llama_cpp
+
+
+def draw_token(logits: np.ndarray, temperature: float, uniform: float) -> tuple[int, float]:
+    """The token of softmax(logits / temperature) whose cumulative probability first exceeds ``uniform`` times the
+    total (:func:`genenv.models.policy.sample_by_inverse_cdf`'s rule, in float64), and its log-prob."""
+    scaled = logits.astype(np.float64) / temperature
+    shifted = scaled - scaled.max()
+    probs = np.exp(shifted)
+    cdf = np.cumsum(probs)
+    token = min(int(np.searchsorted(cdf, uniform * cdf[-1], side="right")), len(cdf) - 1)
+    return token, float(shifted[token] - np.log(cdf[-1]))
+
+
+class LlamaCppSampler:
+    """Samples for ``policy`` on llama.cpp, from a GGUF of its current weights written in ``template``'s image.
+
+    A prompt's n samples decode side by side, up to ``parallel`` at a time, as sequences of one batch over a KV
+    cache that holds the prompt once (each sample's sequence is a copy of the prompt's cells, not of its memory):
+    one pass over the weights per step serves all of them. ``threads``: llama.cpp's threads (the run's
+    ``threads``); ``dtype``: the GGUF's weights (f32 keeps the trainer's numbers; f16/bf16 halve the memory
+    traffic); ``context``: the KV cells, a prompt plus its samples' tokens."""
+
+    def __init__(self, policy, template: str | Path, threads: int = 1, dtype: str = "f32", context: int = 4096,
+                 parallel: int = 16, folder: str | Path | None = None):
+        self.llama_cpp = llama_cpp_module()
+        self.policy, self.template, self.threads, self.dtype = policy, Path(template), threads, dtype
+        self.context, self.parallel = context, parallel
+        self._folder = tempfile.TemporaryDirectory(prefix="genenv-gguf-", dir=folder)
+        self._model = self._ctx = self._batch = None
+        self._versions: tuple | None = None
+        self._prompt: list[int] = []       # the prompt sequence 0 holds in the KV cache
+        self.syncs, self.sync_seconds = 0, 0.0
+
+    def _weights_version(self) -> tuple:
+        return tuple(p._version for p in self.policy.model.parameters())
+
+    def sync(self) -> None:
+        """Load the policy's current weights into llama.cpp, unless they are the ones loaded."""
+        version = self._weights_version()
+        if self._ctx is not None and version == self._versions:
+            return
+        from llama_cpp import _internals  # noqa: PLC0415
+
+        from genenv.models.gguf_export import write_gguf  # noqa: PLC0415
+
+        start = time.perf_counter()
+        path = Path(self._folder.name) / "policy.gguf"
+        write_gguf(self.policy, self.template, path, dtype=self.dtype)
+        self._close_model()
+        lc = self.llama_cpp
+        model_params = lc.llama_model_default_params()
+        model_params.use_mmap = False   # the file is rewritten after every update
+        self._model = _internals.LlamaModel(path_model=str(path), params=model_params, verbose=False)
+        params = lc.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_ubatch = self.context, 512, 512
+        params.n_seq_max, params.kv_unified = self.parallel, True
+        params.n_threads = params.n_threads_batch = self.threads
+        if self.dtype == "f32":   # the KV cache too (llama.cpp's default is f16: logits 0.01 from the trainer's)
+            params.type_k = params.type_v = lc.GGML_TYPE_F32
+        self._ctx = _internals.LlamaContext(model=self._model, params=params, verbose=False)
+        self._batch = _internals.LlamaBatch(n_tokens=max(512, self.parallel), embd=0, n_seq_max=1, verbose=False)
+        self._vocab = lc.llama_vocab_n_tokens(self._model.vocab)
+        self._versions, self._prompt = version, []
+        self.syncs += 1
+        self.sync_seconds += time.perf_counter() - start
+
+    def _close_model(self) -> None:
+        for part in (self._batch, self._ctx, self._model):
+            if part is not None:
+                part.close()
+        self._model = self._ctx = self._batch = None
+
+    def close(self) -> None:
+        self._close_model()
+        self._folder.cleanup()
+
+    # ---------------------------------------------------------------- the KV cache and one decode
+    def _forget(self, seq: int, from_position: int) -> None:
+        """Drop sequence ``seq``'s cells from ``from_position`` on (``seq`` -1: every sequence's)."""
+        self.llama_cpp.llama_memory_seq_rm(self._ctx.memory, seq, from_position, -1)
+
+    def _decode(self, rows: list[tuple[int, int, int]]) -> list[np.ndarray]:
+        """Decode (token, position, sequence) rows as one batch; the logits after each row, copied."""
+        batch = self._batch.batch
+        for i, (token, position, seq) in enumerate(rows):
+            batch.token[i], batch.pos[i], batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = \
+                token, position, seq, 1, True
+        batch.n_tokens = len(rows)
+        self._ctx.decode(self._batch)
+        return [np.ctypeslib.as_array(self._ctx.get_logits_ith(i), shape=(self._vocab,)).copy()
+                for i in range(len(rows))]
+
+    def _prefill(self, prompt: list[int]) -> np.ndarray:
+        """Sequence 0 holds ``prompt`` (the cells it shares with the previous prompt kept), every other sequence
+        nothing; the logits after the prompt's last token (always evaluated again)."""
+        common = 0
+        limit = min(len(prompt) - 1, len(self._prompt))
+        while common < limit and self._prompt[common] == prompt[common]:
+            common += 1
+        self._forget(-1, common)
+        for seq in range(1, self.parallel):
+            self._forget(seq, 0)
+        batch = self._batch.batch
+        logits = None
+        for first in range(common, len(prompt), 512):
+            chunk = prompt[first:first + 512]
+            for i, token in enumerate(chunk):
+                batch.token[i], batch.pos[i], batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = \
+                    token, first + i, 0, 1, False
+            batch.logits[len(chunk) - 1] = True
+            batch.n_tokens = len(chunk)
+            self._ctx.decode(self._batch)
+            logits = np.ctypeslib.as_array(self._ctx.get_logits_ith(len(chunk) - 1), shape=(self._vocab,)).copy()
+        self._prompt = list(prompt)
+        return logits
+
+    # ---------------------------------------------------------------- sampling
+    def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float, greedy: bool,
+               seed: int, keys=None) -> list[list[tuple[list[int], list[float]]]]:
+        """For each prompt, ``n`` (tokens, log-probs) pairs: the tokens end at the EOS token when one was drawn;
+        the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record only: the updates
+        recompute them with the trainer (``recompute_old_logprobs``)."""
+        self.sync()
+        uniforms = None
+        if not greedy:
+            keys = grid_keys(0, len(prompt_ids), n) if keys is None else keys
+            uniforms = sequence_uniforms(seed, keys, max_new_tokens)
+        out = []
+        for i, prompt in enumerate(prompt_ids):
+            width = max(1, min(self.parallel, n, (self.context - len(prompt)) // max(1, max_new_tokens)))
+            if len(prompt) + max_new_tokens > self.context:
+                raise ValueError(f"sampler=llama.cpp: a prompt of {len(prompt)} tokens plus {max_new_tokens} new ones "
+                                 f"passes its context of {self.context} (agent/env.sampler_context)")
+            after_prompt = self._prefill(prompt)
+            samples: list[tuple[list[int], list[float]]] = []
+            for first in range(0, n, width):
+                rows = list(range(first, min(n, first + width)))
+                if first:   # the previous samples' cells go; the prompt stays
+                    self._forget(-1, len(prompt))
+                for k in range(1, len(rows)):
+                    self._forget(k, 0)
+                    self.llama_cpp.llama_memory_seq_cp(self._ctx.memory, 0, k, -1, -1)
+                row_uniforms = None if uniforms is None else uniforms[i * n + rows[0]:i * n + rows[-1] + 1]
+                samples += self._decode_together(after_prompt, len(prompt), len(rows), max_new_tokens, temperature,
+                                                 row_uniforms)
+            self._forget(-1, len(prompt))
+            out.append(samples)
+        return out
+
+    def _decode_together(self, logits: np.ndarray, start: int, count: int, max_new_tokens: int, temperature: float,
+                         uniforms) -> list[tuple[list[int], list[float]]]:
+        """``count`` samples after a prompt of ``start`` tokens whose last logits are ``logits``, sequence k of the
+        cache for sample k (holding the prompt), decoded one token each per step."""
+        eos = self.policy.eos_token_id
+        tokens: list[list[int]] = [[] for _ in range(count)]
+        logprobs: list[list[float]] = [[] for _ in range(count)]
+        rows = [logits] * count
+        alive = list(range(count))
+        for t in range(max_new_tokens):
+            for k in alive:
+                if uniforms is None:
+                    tokens[k].append(int(np.argmax(rows[k])))
+                else:
+                    token, logprob = draw_token(rows[k], temperature, float(uniforms[k, t]))
+                    tokens[k].append(token)
+                    logprobs[k].append(logprob)
+            alive = [k for k in alive if tokens[k][-1] != eos]
+            if not alive or t == max_new_tokens - 1:
+                break
+            for k, row in zip(alive, self._decode([(tokens[k][-1], start + t, k) for k in alive])):
+                rows[k] = row
+        return list(zip(tokens, logprobs))

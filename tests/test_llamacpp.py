@@ -1,0 +1,153 @@
+"""Issue 40, item 3: ``{agent,env}.sampler=llama.cpp``. Tokens drawn by the policy's own rule from llama.cpp's logits,
+the weights synced after a change, old log-probs recomputed by the trainer, and clear refusals."""
+
+import numpy as np
+import pytest
+import torch
+
+from genenv.algos.grpo import PolicySample, with_trainer_logprobs
+from genenv.config import ConfigError, load_config
+from genenv.models.llamacpp import draw_token
+from genenv.models.policy import sample_by_inverse_cdf
+from genenv.seeding import grid_keys, sequence_uniforms
+
+
+def test_a_token_is_drawn_by_the_policys_inverse_cdf_rule():
+    """draw_token (numpy, one row) picks the token sample_by_inverse_cdf (torch, the transformers path) picks from the
+    same logits and uniform, at any temperature, and returns its log-prob under softmax(logits / T)."""
+    rng = np.random.default_rng(0)
+    for temperature in (1.0, 0.7, 1.5):
+        logits = rng.normal(size=(200, 50)).astype(np.float32) * 3
+        uniforms = rng.random(200)
+        logprobs = torch.log_softmax(torch.from_numpy(logits).double() / temperature, dim=-1)
+        expected = sample_by_inverse_cdf(logprobs, torch.from_numpy(uniforms)).tolist()
+        drawn = [draw_token(row, temperature, float(u)) for row, u in zip(logits, uniforms)]
+        assert [token for token, _ in drawn] == expected
+        assert [lp for _, lp in drawn] == pytest.approx(
+            [float(logprobs[i, t]) for i, t in enumerate(expected)], abs=1e-9)
+    assert draw_token(np.array([0.0, 5.0, 0.0], dtype=np.float32), 1.0, 0.999999)[0] == 2   # the top of the CDF
+
+
+@pytest.mark.parametrize("shared_prefix, micro_batch", [(False, 0), (True, 0), (True, 3), (False, 2)])
+def test_old_logprobs_are_recomputed_by_the_trainer_in_the_buffers_order(tiny_policy, shared_prefix, micro_batch):
+    """Samples another engine drew carry its log-probs; with_trainer_logprobs replaces them with the policy's own
+    (what token_logprobs gives each sample alone), keeps tokens and advantages, and returns the groups in their
+    order even when micro-batches regroup them by length."""
+    prompts = [tiny_policy.encode_prompt(text) for text in ("s5|12+34>", "s1|1+2>", "s9|123+456>")]
+    groups = [[PolicySample(prompt, [3 + k, 4, 5 + g][:1 + (k + g) % 3], [-9.0] * 3, float(k - 1))
+               for k in range(3)] for g, prompt in enumerate(prompts)]
+    out = with_trainer_logprobs(tiny_policy, groups, micro_batch=micro_batch, shared_prefix=shared_prefix)
+    assert [[s.response_ids for s in g] for g in out] == [[s.response_ids for s in g] for g in groups]
+    assert [[s.advantage for s in g] for g in out] == [[s.advantage for s in g] for g in groups]
+    for group in out:
+        for sample in group:
+            with torch.no_grad():
+                alone = tiny_policy.token_logprobs(tiny_policy.build_batch([sample.prompt_ids],
+                                                                           [sample.response_ids]))[0][0]
+            assert len(sample.old_logprobs) == len(sample.response_ids)
+            assert sample.old_logprobs == pytest.approx(alone.tolist(), abs=1e-5)
+
+
+def test_the_sampler_is_refused_where_it_cannot_run():
+    with pytest.raises(ConfigError, match=r"agent\.sampler: llama.cpp decodes a packaged GGUF model .*'tiny'"):
+        load_config("smoke", ["agent.sampler=llama.cpp"])
+    with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
+        load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
+    with pytest.raises(ConfigError, match="agent.sampler_dtype"):
+        load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.sampler_dtype=q4"])
+
+
+@pytest.fixture(scope="module")
+def smollm2_on_llama_cpp():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (`make install` builds it)")
+    from genenv.models.llamacpp import LlamaCppSampler
+    from genenv.models.policy import Policy
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, packaged_file, resolve_model
+    try:
+        policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+        template = packaged_file(KNOWN_MODELS["smollm2"])
+    except ModelNotAvailable as err:
+        print(f"skipped: {err}")
+        pytest.skip(str(err))
+    sampler = LlamaCppSampler(policy, template, threads=2, dtype="f32", context=1024, parallel=4)
+    yield policy, sampler
+    sampler.close()
+
+
+@pytest.mark.slow
+def test_smollm2_on_llama_cpp_answers_as_transformers_and_follows_the_weights(smollm2_on_llama_cpp):
+    """f32 weights and KV cache: every greedy token is transformers' argmax given the same prefix, up to a rounding
+    tie (its logit within 0.01 of the top one: "Say hello." has one, 2.5e-4 apart, at its second token), and one
+    prompt's 4 copies decoded side by side answer as it does alone; sampled responses keep the keyed draw (most
+    equal to transformers', every token's log-prob near the trainer's); an in-place change of a weight is synced
+    before the next generation, nothing else is."""
+    policy, sampler = smollm2_on_llama_cpp
+    prompts = ["What is the capital of France?", "Call the weather API for Paris tomorrow.", "Say hello."]
+    ids = policy.encode_prompts(prompts)
+    reference = policy.generate(prompts, max_new_tokens=16, greedy=True)
+    sampled_reference = policy.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, seed=7)
+    policy.fast_sampler = sampler
+    try:
+        greedy = policy.generate(prompts, max_new_tokens=16, greedy=True)
+        for answer in greedy:
+            tokens = answer[0].token_ids
+            with torch.no_grad():
+                logits = policy.model(input_ids=torch.tensor([answer[0].prompt_ids + tokens])).logits[0]
+            steps = logits[len(answer[0].prompt_ids) - 1:-1]
+            chosen = steps.gather(1, torch.tensor(tokens).unsqueeze(1)).squeeze(1)
+            assert bool((chosen >= steps.max(-1).values - 0.01).all()), (tokens, steps.max(-1).values - chosen)
+        assert sum(a[0].token_ids == b[0].token_ids for a, b in zip(greedy, reference)) >= 2
+        together = sampler.sample([ids[0]], 4, 16, 1.0, True, 0)[0]
+        assert [tokens for tokens, _ in together] == [greedy[0][0].token_ids] * 4
+        sampled = policy.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, seed=7)
+        pairs = [(a, b) for ga, gb in zip(sampled_reference, sampled) for a, b in zip(ga, gb)]
+        assert sum(a.token_ids == b.token_ids for a, b in pairs) >= 4      # of 12: the same keyed draws
+        uniforms = sequence_uniforms(7, grid_keys(0, 3, 4), 12)
+        for row, (_, b) in enumerate(pairs):
+            with torch.no_grad():   # the trainer's distribution at each step of the engine's response
+                logits = policy.model(input_ids=torch.tensor([b.prompt_ids + b.token_ids])).logits[0]
+            probs = torch.softmax(logits[len(b.prompt_ids) - 1:-1].double(), -1)
+            below = torch.cumsum(probs, -1) - probs                          # the CDF before each token
+            for t, token in enumerate(b.token_ids):   # the keyed uniform falls in the token's slice of the CDF
+                assert below[t, token] - 2e-3 <= uniforms[row, t] <= below[t, token] + probs[t, token] + 2e-3
+            trainer = probs.gather(1, torch.tensor(b.token_ids).unsqueeze(1)).log().squeeze(1).tolist()
+            assert b.logprobs == pytest.approx(trainer, abs=0.1)   # the engine's own (0.06 apart seen): a record only
+        syncs = sampler.syncs
+        policy.generate(prompts[:1], max_new_tokens=2, greedy=True)
+        assert sampler.syncs == syncs                                      # unchanged weights: no sync
+        with torch.no_grad():
+            policy.model.lm_head.weight[reference[0][0].token_ids[0]] -= 100.0   # the first greedy token, buried
+        changed = policy.generate(prompts[:1], max_new_tokens=2, greedy=True)[0][0].token_ids
+        assert sampler.syncs == syncs + 1 and changed[0] != reference[0][0].token_ids[0]
+    finally:
+        policy.fast_sampler = None
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_grpo_update_trains_on_the_trainers_old_logprobs_when_asked(tiny_policy, recompute):
+    """Samples carrying another engine's log-probs (here 0.5 nats above the policy's): without recomputing, the first
+    step's importance ratios sit outside the clip range (clip fraction > 0); with recompute_old_logprobs (what the
+    loop passes under sampler=llama.cpp) they are the trainer's own, ratio 1, nothing clipped."""
+    from genenv.algos.grpo import grpo_update
+
+    prompt = tiny_policy.encode_prompt("s5|12+34>")
+    samples = []
+    for response, advantage in (("46", 1.0), ("99", -1.0)):
+        ids = tiny_policy.encode_target(response)
+        with torch.no_grad():
+            own = tiny_policy.token_logprobs(tiny_policy.build_batch([prompt], [ids]))[0][0].tolist()
+        samples.append(PolicySample(prompt, ids, [lp + 0.5 for lp in own], advantage))
+    opt = torch.optim.AdamW(tiny_policy.model.parameters(), lr=1e-3)
+    steps, skipped = grpo_update(tiny_policy, None, opt, [samples], rng=np.random.default_rng(0), passes=1,
+                                 minibatch_groups=1, recompute_old_logprobs=recompute, clip_eps=0.2)
+    assert skipped == 0 and len(steps) == 1
+    assert (steps[0]["clip_fraction"] == 0.0) == recompute
+
+
+def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
+    """`genenv eval --sampler llama.cpp` on a model folder: one line naming --sampler, before any model loads."""
+    from genenv.evaluate import load_eval_policy
+    with pytest.raises(ValueError, match=r"--sampler: llama.cpp decodes a packaged GGUF model \(smollm2\)"):
+        load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
+    with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
+        load_eval_policy("smollm2", print, "cpu", 1, sampler="vllm")
