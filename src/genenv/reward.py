@@ -26,7 +26,6 @@ from genenv.difficulty import TextDifficulty, recent_outcomes
 if TYPE_CHECKING:
     from genenv.config import RunConfig
     from genenv.domains.base import Domain
-    from genenv.generation import Candidate
     from genenv.pool import TaskPool
 
 
@@ -118,8 +117,9 @@ def learning_signal(p_hat):
 
 # ----- an epoch's candidates: p_hat, R_env, the band (the paper) ---------------------------------------------
 
-def scored(cfg: RunConfig, candidates: list[Candidate]) -> list[Candidate]:
-    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0)."""
+def scored(cfg: RunConfig, candidates: list) -> list:
+    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0), on
+    an epoch's :class:`genenv.generation.Candidate` list (not imported: generation.py imports this module)."""
     cr = cfg.curriculum_reward
     successes_by_batch: dict[int, list[float]] = {}
     p_hat_task = []
