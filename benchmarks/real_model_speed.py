@@ -14,7 +14,7 @@ prefills its prompt) against ``prefix_cached_sampling`` (each prompt prefilled o
 rows), with the same keys; prints the seconds of each and in how many responses the tokens agree.
 
 Part ``engine``: the same sampling (prefix-cached) and greedy answers on transformers against llama.cpp
-(``engine=llama.cpp``, f32 and f16 GGUF weights), with the weight sync's seconds and the tokens' agreement.
+(``sampler=llama.cpp``, f32, f16 and q8_0 GGUF weights), with the weight sync's seconds and the tokens' agreement.
 
 Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
 (``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
@@ -146,9 +146,9 @@ def bench_sampling(args) -> None:
 def bench_engine(args) -> None:
     """Policy.generate of ``group_size`` responses to each of ``groups`` API-Bank prompts (sampled) and one greedy
     response to each of ``--greedy-prompts`` of them (evaluation), on transformers with prefix-cached sampling
-    against llama.cpp (``engine=llama.cpp``) with f32 and f16 GGUF weights; the same keys. Prints the seconds of
-    each (median, the engines interleaved in every repeat), the ratios, the seconds a weight sync takes, and in how
-    many responses the tokens agree with transformers'."""
+    against llama.cpp (``sampler=llama.cpp``) with f32, f16 and q8_0 GGUF weights; the same keys. Prints the
+    seconds of each (median, the engines interleaved in every repeat), the ratios, the seconds a weight sync takes,
+    and in how many responses the tokens agree with transformers'."""
     from genenv.domains import make_domain  # noqa: PLC0415
     from genenv.models.llamacpp import LlamaCppSampler  # noqa: PLC0415
     from genenv.models.policy import Policy  # noqa: PLC0415
@@ -166,7 +166,7 @@ def bench_engine(args) -> None:
           f"{args.threads}")
     template = packaged_file(KNOWN_MODELS["smollm2"])
     engines = {"transformers": None}
-    for dtype in ("f32", "f16"):
+    for dtype in ("f32", "f16", "q8_0"):
         sampler = LlamaCppSampler(policy, template, threads=args.threads, dtype=dtype, parallel=args.group_size)
         begin = time.perf_counter()
         sampler.sync()

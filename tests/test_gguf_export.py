@@ -26,7 +26,7 @@ def test_rotary_layout_by_hand():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, tolerance", [("f32", 0.0), ("bf16", 1e-2)])
+@pytest.mark.parametrize("dtype, tolerance", [("f32", 0.0), ("bf16", 1e-2), ("q8_0", 1e-2)])
 def test_a_trained_policy_reads_back_as_itself(smollm2, tmp_path, dtype, tolerance):
     from transformers import AutoModelForCausalLM
 

@@ -90,8 +90,9 @@ class PlayerConfig:
                        "trainer; reproducible on one machine and build, not bit for bit across them: "
                        "docs/scaling.md)", choices=("transformers", "llama.cpp"))
     sampler_dtype: str = knob("f16", "sampler=llama.cpp: the weights it decodes with: f32 (the trainer's, KV cache "
-                             "f32 too), f16 or bf16 (half the memory traffic; greedy answers can differ where "
-                             "two tokens are within rounding)", choices=("f32", "f16", "bf16"))
+                             "f32 too), f16 or bf16 (half the memory traffic), q8_0 (8-bit blocks, a quarter; "
+                             "greedy answers can differ where two tokens are within rounding)",
+                             choices=("f32", "f16", "bf16", "q8_0"))
     sampler_context: int = knob(4096, "sampler=llama.cpp: KV cells, a prompt plus its samples' tokens (a prompt's "
                                "samples decode side by side as many as fit)", lo=64)
 

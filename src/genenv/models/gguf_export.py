@@ -3,10 +3,10 @@
 The fast inference engine reads GGUF. A policy that started from a packaged GGUF model (SmolLM2) is written back
 in that file's image: every metadata field of the template (architecture, sizes, rope, the tokenizer's
 vocabulary, merges and special tokens, the chat template) is copied, and the tensors are the policy's own
-weights, in float32 (bit for bit what the trainer holds), float16 or bfloat16. Names follow gguf's own
-Hugging Face -> GGUF map. Llama's query and key projections are stored in llama.cpp's rotary layout (each
-head's rows as interleaved pairs rather than two halves), the layout transformers' GGUF reader undoes on load,
-so reading the file back with transformers gives the policy's weights again (tested).
+weights, in float32 (bit for bit what the trainer holds), float16, bfloat16 or 8-bit blocks (q8_0). Names
+follow gguf's own Hugging Face -> GGUF map. Llama's query and key projections are stored in llama.cpp's rotary
+layout (each head's rows as interleaved pairs rather than two halves), the layout transformers' GGUF reader undoes
+on load, so reading the file back with transformers gives the policy's weights again (tested).
 
 LoRA adapters are merged into a copy of the weights first (peft's ``merge_and_unload`` on a copy): llama.cpp
 gets the model the trainer samples from.
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 SKIPPED_FIELDS = ("GGUF.", "general.file_type", "general.quantization_version")
-DTYPES = ("f32", "f16", "bf16")
+DTYPES = ("f32", "f16", "bf16", "q8_0")
 
 
 def to_rotary_layout(weight: np.ndarray, heads: int) -> np.ndarray:
@@ -67,7 +67,7 @@ def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32"
         sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(key, field.contents(), kind, sub_type=sub)
     writer.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                          "bf16": gguf.LlamaFileType.MOSTLY_BF16}[dtype])
+                          "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[dtype])
     count = 0
     tied = getattr(config, "tie_word_embeddings", False)
     for name, weight in _state_dict(policy).items():
@@ -82,9 +82,9 @@ def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32"
             weight = to_rotary_layout(weight, config.num_key_value_heads)
         if weight.ndim >= 2 and dtype == "f16":
             weight = weight.astype(np.float16)
-        elif weight.ndim >= 2 and dtype == "bf16":
-            writer.add_tensor(target, gguf.quants.quantize(weight, gguf.GGMLQuantizationType.BF16),
-                              raw_dtype=gguf.GGMLQuantizationType.BF16)
+        elif weight.ndim >= 2 and dtype in ("bf16", "q8_0"):   # q8_0: blocks of 32 with one scale each
+            kind = gguf.GGMLQuantizationType.BF16 if dtype == "bf16" else gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(target, gguf.quants.quantize(weight, kind), raw_dtype=kind)
             count += 1
             continue
         writer.add_tensor(target, np.ascontiguousarray(weight))
