@@ -7,25 +7,26 @@ import torch
 
 from genenv.algos.grpo import PolicySample, with_trainer_logprobs
 from genenv.config import ConfigError, load_config
-from genenv.models.llamacpp import draw_token
-from genenv.models.policy import sample_by_inverse_cdf
+from genenv.models.policy import keyed_draw, sample_by_inverse_cdf
 from genenv.seeding import grid_keys, sequence_uniforms
 
 
 def test_a_token_is_drawn_by_the_policys_inverse_cdf_rule():
-    """draw_token (numpy, one row) picks the token sample_by_inverse_cdf (torch, the transformers path) picks from the
-    same logits and uniform, at any temperature, and returns its log-prob under softmax(logits / T)."""
+    """keyed_draw (what both the transformers path and llama.cpp's rows go through) picks the token
+    sample_by_inverse_cdf picks from softmax(logits / T) with the same uniform, at any temperature, and returns its
+    log-prob under softmax(logits / T)."""
     rng = np.random.default_rng(0)
     for temperature in (1.0, 0.7, 1.5):
-        logits = rng.normal(size=(200, 50)).astype(np.float32) * 3
-        uniforms = rng.random(200)
-        logprobs = torch.log_softmax(torch.from_numpy(logits).double() / temperature, dim=-1)
-        expected = sample_by_inverse_cdf(logprobs, torch.from_numpy(uniforms)).tolist()
-        drawn = [draw_token(row, temperature, float(u)) for row, u in zip(logits, uniforms)]
-        assert [token for token, _ in drawn] == expected
-        assert [lp for _, lp in drawn] == pytest.approx(
+        logits = torch.from_numpy(rng.normal(size=(200, 50)).astype(np.float32) * 3)
+        uniforms = torch.from_numpy(rng.random(200))
+        logprobs = torch.log_softmax(logits / temperature, dim=-1)
+        expected = sample_by_inverse_cdf(logprobs, uniforms).tolist()
+        tokens, drawn_logprobs = keyed_draw(logits, temperature, uniforms)
+        assert tokens.tolist() == expected
+        assert drawn_logprobs.tolist() == pytest.approx(
             [float(logprobs[i, t]) for i, t in enumerate(expected)], abs=1e-9)
-    assert draw_token(np.array([0.0, 5.0, 0.0], dtype=np.float32), 1.0, 0.999999)[0] == 2   # the top of the CDF
+    top = keyed_draw(torch.tensor([[0.0, 5.0, 0.0]]), 1.0, torch.tensor([0.999999], dtype=torch.float64))[0]
+    assert top.tolist() == [2]   # the top of the CDF
 
 
 @pytest.mark.parametrize("shared_prefix, micro_batch", [(False, 0), (True, 0), (True, 3), (False, 2)])
@@ -97,7 +98,7 @@ def test_smollm2_on_llama_cpp_answers_as_transformers_and_follows_the_weights(sm
             chosen = steps.gather(1, torch.tensor(tokens).unsqueeze(1)).squeeze(1)
             assert bool((chosen >= steps.max(-1).values - 0.01).all()), (tokens, steps.max(-1).values - chosen)
         assert sum(a[0].token_ids == b[0].token_ids for a, b in zip(greedy, reference)) >= 2
-        together = sampler.sample([ids[0]], 4, 16, 1.0, True, 0)[0]
+        together = sampler.sample([ids[0]], 4, 16, 1.0, None)[0]
         assert [tokens for tokens, _ in together] == [greedy[0][0].token_ids] * 4
         sampled = policy.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, seed=7)
         pairs = [(a, b) for ga, gb in zip(sampled_reference, sampled) for a, b in zip(ga, gb)]

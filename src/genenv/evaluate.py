@@ -38,7 +38,7 @@ from genenv.domains import make_domain
 from genenv.domains.household import HouseholdDomain
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
-from genenv.models.registry import resolve_model
+from genenv.models.registry import KNOWN_MODELS, resolve_model
 from genenv.progress import progress_bar
 from genenv.retrieval import Bm25Index
 from genenv.rollout import context_budget
@@ -113,8 +113,6 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
                      use_chat_template: bool = False):
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
     f16 weights written in its packaged GGUF's image (:mod:`genenv.models.llamacpp`; a packaged model only)."""
-    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
-
     if sampler not in ("transformers", "llama.cpp"):
         raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
     if sampler == "llama.cpp" and model not in KNOWN_MODELS:   # refused before any model loads
@@ -122,10 +120,9 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
                          f"not {model!r}")
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
     if sampler == "llama.cpp":
-        from genenv.models.llamacpp import LlamaCppSampler  # noqa: PLC0415
+        from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
 
-        policy.fast_sampler = LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[model]), threads=threads,
-                                              dtype="f16", context=8192, parallel=1)
+        policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype="f16", context=8192, parallel=1)
     return policy
 
 

@@ -63,13 +63,11 @@ class RunState:
 def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
     in the image of its packaged GGUF file. One clear error when llama-cpp-python is missing."""
-    from genenv.models.llamacpp import EngineNotAvailable, LlamaCppSampler  # noqa: PLC0415
-    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
+    from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
 
     try:
-        return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[player.model]), threads=cfg.threads,
-                               dtype=player.sampler_dtype, context=player.sampler_context,
-                               parallel=max(cfg.agent.group_size, cfg.env.variations))
+        return packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.sampler_dtype,
+                                context=player.sampler_context, parallel=max(cfg.agent.group_size, cfg.env.variations))
     except EngineNotAvailable as error:
         raise ConfigError(f"{name}.sampler: {error}") from None
 

@@ -5,9 +5,10 @@ batch 1. It samples; the trainer trains. The policy's weights are written as a G
 packaged model's own (:func:`genenv.models.gguf_export.write_gguf`) and loaded into llama.cpp, again whenever an
 optimiser step changed them (torch counts every in-place change of a tensor, so a stale copy is never used).
 
-Tokens are drawn as :class:`genenv.models.policy.Policy` draws them: token t of a sequence from softmax(logits /
-T) by the inverse CDF with the sequence's own uniform ``u[t]`` (:func:`genenv.seeding.sequence_uniforms`, fixed
-by the seed and the sequence's key), greedy by argmax. Only the logits come from llama.cpp, so the same keys give
+Tokens are drawn as :class:`genenv.models.policy.Policy` draws them, by the same function
+(:func:`genenv.models.policy.keyed_draw`): token t of a sequence from softmax(logits / T) by the inverse CDF with
+the sequence's own uniform ``u[t]`` (:func:`genenv.seeding.sequence_uniforms`, fixed by the seed and the
+sequence's key), greedy by argmax. Only the logits come from llama.cpp, so the same keys give
 the same tokens wherever the two engines' logits put the CDF's boundaries alike; llama.cpp's arithmetic is not
 torch's, so a sampled sequence can take another token where its uniform falls within rounding of a boundary, and
 runs with the engine on are reproducible on one machine and build, not bit for bit across machines or against the
@@ -27,8 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from genenv.seeding import grid_keys, sequence_uniforms
+from genenv.models.policy import keyed_draw
 
 
 class EngineNotAvailable(RuntimeError):
@@ -45,17 +47,6 @@ def llama_cpp_module():
 
     set_verbose(False)   # llama.cpp's own log: errors only (it prints every graph tensor at load otherwise)
     return llama_cpp
-
-
-def draw_token(logits: np.ndarray, temperature: float, uniform: float) -> tuple[int, float]:
-    """The token of softmax(logits / temperature) whose cumulative probability first exceeds ``uniform`` times the
-    total (:func:`genenv.models.policy.sample_by_inverse_cdf`'s rule, in float64), and its log-prob."""
-    scaled = logits.astype(np.float64) / temperature
-    shifted = scaled - scaled.max()
-    probs = np.exp(shifted)
-    cdf = np.cumsum(probs)
-    token = min(int(np.searchsorted(cdf, uniform * cdf[-1], side="right")), len(cdf) - 1)
-    return token, float(shifted[token] - np.log(cdf[-1]))
 
 
 class LlamaCppSampler:
@@ -126,20 +117,22 @@ class LlamaCppSampler:
         """Drop sequence ``seq``'s cells from ``from_position`` on (``seq`` -1: every sequence's)."""
         self.llama_cpp.llama_memory_seq_rm(self._ctx.memory, seq, from_position, -1)
 
-    def _decode(self, rows: list[tuple[int, int, int]]) -> list[np.ndarray]:
-        """Decode (token, position, sequence) rows as one batch; the logits after each row, copied."""
+    def _decode(self, rows: list[tuple[int, int, int]], last_only: bool = False) -> list[np.ndarray]:
+        """Decode (token, position, sequence) rows as one batch; the logits after each row (``last_only``: after
+        the last row only, as for a prompt), copied."""
         batch = self._batch.batch
         for i, (token, position, seq) in enumerate(rows):
             batch.token[i], batch.pos[i], batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = \
-                token, position, seq, 1, True
+                token, position, seq, 1, not last_only
+        batch.logits[len(rows) - 1] = True
         batch.n_tokens = len(rows)
         self._ctx.decode(self._batch)
-        return [np.ctypeslib.as_array(self._ctx.get_logits_ith(i), shape=(self._vocab,)).copy()
-                for i in range(len(rows))]
+        wanted = [len(rows) - 1] if last_only else range(len(rows))
+        return [np.ctypeslib.as_array(self._ctx.get_logits_ith(i), shape=(self._vocab,)).copy() for i in wanted]
 
-    def _prefill(self, prompt: list[int]) -> np.ndarray:
-        """Sequence 0 holds ``prompt`` (the cells it shares with the previous prompt kept), every other sequence
-        nothing; the logits after the prompt's last token (always evaluated again)."""
+    def _prefill(self, prompt: list[int], copies: int) -> np.ndarray:
+        """Sequences 0 to ``copies`` - 1 hold ``prompt`` (the cells it shares with the previous prompt kept),
+        every other sequence nothing; the logits after the prompt's last token (always evaluated again)."""
         common = 0
         limit = min(len(prompt) - 1, len(self._prompt))
         while common < limit and self._prompt[common] == prompt[common]:
@@ -147,68 +140,58 @@ class LlamaCppSampler:
         self._forget(-1, common)
         for seq in range(1, self.parallel):
             self._forget(seq, 0)
-        batch = self._batch.batch
-        logits = None
         for first in range(common, len(prompt), 512):
             chunk = prompt[first:first + 512]
-            for i, token in enumerate(chunk):
-                batch.token[i], batch.pos[i], batch.seq_id[i][0], batch.n_seq_id[i], batch.logits[i] = \
-                    token, first + i, 0, 1, False
-            batch.logits[len(chunk) - 1] = True
-            batch.n_tokens = len(chunk)
-            self._ctx.decode(self._batch)
-            logits = np.ctypeslib.as_array(self._ctx.get_logits_ith(len(chunk) - 1), shape=(self._vocab,)).copy()
+            logits = self._decode([(token, first + i, 0) for i, token in enumerate(chunk)], last_only=True)[0]
+        for seq in range(1, copies):   # a copy of the prompt's cells, not of their memory
+            self.llama_cpp.llama_memory_seq_cp(self._ctx.memory, 0, seq, -1, -1)
         self._prompt = list(prompt)
         return logits
 
     # ---------------------------------------------------------------- sampling
-    def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float, greedy: bool,
-               seed: int, keys=None) -> list[list[tuple[list[int], list[float]]]]:
-        """For each prompt, ``n`` (tokens, log-probs) pairs: the tokens end at the EOS token when one was drawn;
-        the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record only: the updates
-        recompute them with the trainer (``recompute_old_logprobs``)."""
+    def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float,
+               uniforms: torch.Tensor | None) -> list[list[tuple[list[int], list[float]]]]:
+        """For each prompt, ``n`` (tokens, log-probs) pairs, sample j of prompt i drawn with the uniforms of row
+        i * n + j of ``uniforms`` ([prompts * n, max_new_tokens]; None: greedy). The tokens end at the EOS token
+        when one was drawn; the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record
+        only: the updates recompute them with the trainer (``recompute_old_logprobs``)."""
         self.sync()
-        uniforms = None
-        if not greedy:
-            keys = grid_keys(0, len(prompt_ids), n) if keys is None else keys
-            uniforms = sequence_uniforms(seed, keys, max_new_tokens)
         out = []
         for i, prompt in enumerate(prompt_ids):
-            width = max(1, min(self.parallel, n, (self.context - len(prompt)) // max(1, max_new_tokens)))
             if len(prompt) + max_new_tokens > self.context:
                 raise ValueError(f"sampler=llama.cpp: a prompt of {len(prompt)} tokens plus {max_new_tokens} new ones "
                                  f"passes its context of {self.context} (agent/env.sampler_context)")
-            after_prompt = self._prefill(prompt)
+            width = max(1, min(self.parallel, n, (self.context - len(prompt)) // max(1, max_new_tokens)))
+            after_prompt = self._prefill(prompt, width)
             samples: list[tuple[list[int], list[float]]] = []
             for first in range(0, n, width):
-                rows = list(range(first, min(n, first + width)))
-                if first:   # the previous samples' cells go; the prompt stays
+                if first:   # the previous samples' cells go; every sequence keeps the prompt
                     self._forget(-1, len(prompt))
-                for k in range(1, len(rows)):
-                    self._forget(k, 0)
-                    self.llama_cpp.llama_memory_seq_cp(self._ctx.memory, 0, k, -1, -1)
-                row_uniforms = None if uniforms is None else uniforms[i * n + rows[0]:i * n + rows[-1] + 1]
-                samples += self._decode_together(after_prompt, len(prompt), len(rows), max_new_tokens, temperature,
-                                                 row_uniforms)
+                count = min(n, first + width) - first
+                rows = None if uniforms is None else uniforms[i * n + first:i * n + first + count]
+                samples += self._decode_together(after_prompt, len(prompt), count, max_new_tokens, temperature, rows)
             self._forget(-1, len(prompt))
             out.append(samples)
         return out
 
     def _decode_together(self, logits: np.ndarray, start: int, count: int, max_new_tokens: int, temperature: float,
-                         uniforms) -> list[tuple[list[int], list[float]]]:
+                         uniforms: torch.Tensor | None) -> list[tuple[list[int], list[float]]]:
         """``count`` samples after a prompt of ``start`` tokens whose last logits are ``logits``, sequence k of the
-        cache for sample k (holding the prompt), decoded one token each per step."""
+        cache for sample k (holding the prompt), decoded one token each per step, each step's tokens drawn together
+        (:func:`genenv.models.policy.keyed_draw`, the transformers path's own draw)."""
         eos = self.policy.eos_token_id
         tokens: list[list[int]] = [[] for _ in range(count)]
         logprobs: list[list[float]] = [[] for _ in range(count)]
         rows = [logits] * count
         alive = list(range(count))
         for t in range(max_new_tokens):
-            for k in alive:
-                if uniforms is None:
-                    tokens[k].append(int(np.argmax(rows[k])))
-                else:
-                    token, logprob = draw_token(rows[k], temperature, float(uniforms[k, t]))
+            scores = torch.from_numpy(np.stack([rows[k] for k in alive]))
+            if uniforms is None:
+                for k, token in zip(alive, scores.argmax(-1).tolist()):
+                    tokens[k].append(token)
+            else:
+                drawn, drawn_logprobs = keyed_draw(scores, temperature, uniforms[alive, t])
+                for k, token, logprob in zip(alive, drawn.tolist(), drawn_logprobs.tolist()):
                     tokens[k].append(token)
                     logprobs[k].append(logprob)
             alive = [k for k in alive if tokens[k][-1] != eos]
@@ -217,3 +200,11 @@ class LlamaCppSampler:
             for k, row in zip(alive, self._decode([(tokens[k][-1], start + t, k) for k in alive])):
                 rows[k] = row
         return list(zip(tokens, logprobs))
+
+
+def packaged_sampler(policy, model: str, **options) -> LlamaCppSampler:
+    """A :class:`LlamaCppSampler` for ``policy``, loaded from the packaged model named ``model`` (smollm2), its
+    weights written in the image of that package's GGUF file; ``options`` as the class takes them."""
+    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
+
+    return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[model]), **options)

@@ -84,6 +84,15 @@ def sample_by_inverse_cdf(logprobs: torch.Tensor, uniforms: torch.Tensor, rows_p
     return torch.cat(tokens) if tokens else torch.zeros(0, dtype=torch.long)
 
 
+def keyed_draw(scores: torch.Tensor, temperature: float, uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B] tokens drawn from softmax(scores / temperature), row i by its uniform ``uniforms[i]``
+    (:func:`sample_by_inverse_cdf`), and [B] their log-probs: the draw of every sampled token, on transformers and
+    on llama.cpp (:mod:`genenv.models.llamacpp`) alike."""
+    logprobs = torch.log_softmax(scores.float() / temperature, dim=-1)
+    tokens = sample_by_inverse_cdf(logprobs, uniforms)
+    return tokens, logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+
+
 class _KeyedSampler(LogitsProcessor):
     """Draws every sequence's next token itself, from softmax(scores / temperature) with that sequence's own
     uniforms (:func:`genenv.seeding.sequence_uniforms`), and keeps the drawn token's log-prob; it returns scores
@@ -98,9 +107,8 @@ class _KeyedSampler(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         step = input_ids.shape[1] - self.prompt_width
-        logprobs = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        tokens = sample_by_inverse_cdf(logprobs, self.uniforms[:, step])
-        self.steps.append(logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1))
+        tokens, logprobs = keyed_draw(scores, self.temperature, self.uniforms[:, step])
+        self.steps.append(logprobs)
         chosen = torch.full_like(scores, float("-inf"))
         return chosen.scatter_(1, tokens.unsqueeze(1), 0.0)
 
@@ -318,9 +326,6 @@ class Policy:
             prompt_ids = self.encode_prompts(prompts)
         flat = [ids for ids in prompt_ids for _ in range(n)]
         greedy = greedy or temperature == 0.0
-        if self.fast_sampler is not None:
-            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, greedy, seed,
-                                            batch_size, keys)
         uniforms = None
         if not greedy:
             if keys is None:
@@ -329,6 +334,8 @@ class Policy:
                 raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
                                  f"x n={n}); give one key per sequence")
             uniforms = torch.from_numpy(sequence_uniforms(seed, keys, max_new_tokens))
+        if self.fast_sampler is not None:
+            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms)
         # Decoding is generate()'s greedy step either way: a sampled rollout's tokens are drawn by _KeyedSampler,
         # which applies the temperature and keeps each drawn token's log-prob.
         gen_config = GenerationConfig(
@@ -343,16 +350,14 @@ class Policy:
                 out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature))
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
-    def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature, greedy, seed, batch_size,
-                            keys) -> list[list[Generation]]:
-        """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`). The log-probs are
-        the engine's: an update recomputes what it trains on (``recompute_old_logprobs``)."""
-        if not greedy and keys is not None and len(keys) != len(flat):
-            raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
-                             f"x n={n}); give one key per sequence")
+    def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature,
+                            uniforms) -> list[list[Generation]]:
+        """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`) from the same
+        per-sequence ``uniforms`` (None: greedy). The log-probs are the engine's: an update recomputes what it
+        trains on (``recompute_old_logprobs``)."""
         with self.timed():
-            drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature, greedy,
-                                                                  seed, keys) for pair in samples]
+            drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature,
+                                                                  uniforms) for pair in samples]
         eos = self.eos_token_id
         texts = self.decode_many([tokens for tokens, _ in drawn])
         out = [Generation(list(ids), tokens, text, logprobs, eos in tokens)
