@@ -134,6 +134,32 @@ def test_frontier_seed_draw_varies_the_easiest_level_not_yet_mastered():
     assert {t.level for t in draw_seeds(explore, pool, np.random.default_rng(0))} == {1, 2, 3, 4}
 
 
+def test_predicted_seed_draw_varies_the_easiest_learned_group_not_yet_mastered():
+    """env.seed_draw=predicted (no levels): the pool ranked by a difficulty model fit on its p_hat and cut into
+    env.seed_draw_bins groups; the frontier rule picks the easiest group not mastered. Three kinds of task text,
+    always solved, sometimes solved, never solved: every seed is of the middle kind. Before any rollout there is
+    nothing to fit: the uniform draw."""
+    from genenv.coevolve import draw_seeds
+    pool = TaskPool()
+    cfg = load_config("smoke", ["seeds_per_epoch=6", "env.seed_draw=predicted", "env.seed_draw_bins=3",
+                                "baseline.oracle_exploration=0", "curriculum_reward.k_min=0.25"])
+    for i in range(4):
+        pool.add(Task(f"add {i} plus {i}", "x"), "seed", -1)
+    assert draw_seeds(cfg, pool, np.random.default_rng(3)) == pool.sample(np.random.default_rng(3), 6)
+    pool = TaskPool()
+    for i in range(5):
+        for text, p in ((f"add {i} plus {i}", 1.0), (f"multiply {i}{i} by {i}{i}", 0.25),
+                        (f"integrate x^{i} sin(x) dx", 0.0)):
+            pool.add(Task(text, "x"), "seed", -1, p)
+    for s in range(5):
+        assert {t.text.split()[0] for t in draw_seeds(cfg, pool, np.random.default_rng(s))} == {"multiply"}
+    # once the middle kind is mastered too, the frontier moves on to the hardest kind
+    for entry in pool.entries:
+        if entry.task.text.startswith("multiply"):
+            entry.p_hat_history.append(0.875)
+    assert {t.text.split()[0] for t in draw_seeds(cfg, pool, np.random.default_rng(0))} == {"integrate"}
+
+
 def test_learnability_sampler_falls_back_to_uniform():
     pool = TaskPool()
     for i in range(3):

@@ -21,6 +21,7 @@ NOT_IN_WARMSTART = {
     "env.rwr_steps", "env.rwr_batch", "env.kl_coef", "env.max_kl", "env.grad_clip", "env.pool_replay",
     "env.generation_batch", "env.update", "env.pg_steps", "env.pg_minibatch_groups", "env.pg_clip_eps",
     "env.pg_invalid_reward", "env.pg_reward", "env.pg_level_gate", "env.pg_gate", "env.pg_gate_window", "env.seed_draw",
+    "env.seed_draw_bins",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
     "agent.gradient_checkpointing", "env.gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",

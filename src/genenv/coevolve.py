@@ -52,7 +52,7 @@ from genenv.checkpoint import (
     save_initial,
 )
 from genenv.config import ConfigError, RunConfig
-from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum
+from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum, predicted_frontier_seeds
 from genenv.domain_check import seed_round_trip_problem
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
@@ -107,6 +107,11 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
         cr, bc = cfg.curriculum_reward, cfg.baseline
         return frontier_seeds(pool, cfg.seeds_per_epoch, rng, alpha=cr.alpha, k_min=cr.k_min,
                               window=bc.oracle_window, exploration=bc.oracle_exploration)
+    if cfg.env.seed_draw == "predicted":
+        cr, bc = cfg.curriculum_reward, cfg.baseline
+        return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.env.seed_draw_bins,
+                                        fit_window=cfg.env.pg_gate_window, alpha=cr.alpha, k_min=cr.k_min,
+                                        window=bc.oracle_window, exploration=bc.oracle_exploration)
     return pool.sample(rng, cfg.seeds_per_epoch)
 
 

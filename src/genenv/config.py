@@ -165,7 +165,12 @@ class EnvConfig(PlayerConfig):
                           "never rolled out counts as 0.5), so the simulator writes variations of the tasks the "
                           "agent sometimes solves; or 'frontier' (beyond the paper: each seed from the pool's tasks "
                           "of the level the oracle's frontier rule picks, with baseline.oracle_window and "
-                          "baseline.oracle_exploration)", choices=("uniform", "learnability", "frontier"))
+                          "baseline.oracle_exploration); or 'predicted' (beyond the paper, no domain levels: the "
+                          "frontier rule over env.seed_draw_bins learned levels, the pool's tasks ranked by a "
+                          "ridge regression on their text's character n-grams fit to the last env.pg_gate_window "
+                          "rolled-out tasks' p_hat)", choices=("uniform", "learnability", "frontier", "predicted"))
+    seed_draw_bins: int = knob(4, "seed_draw=predicted: how many equal groups of predicted success stand in for "
+                               "levels (4 chosen before any run, not tuned)", lo=1)
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)
@@ -198,8 +203,8 @@ class EnvConfig(PlayerConfig):
                         "regression on character n-grams of the text fit to the last env.pg_gate_window rolled-out "
                         "pool tasks, is below alpha + k_min: tasks that look like mastered ones do not pay)",
                         choices=PG_GATES)
-    pg_gate_window: int = knob(1024, "pg_gate=predicted: the most recently added rolled-out pool tasks its "
-                               "difficulty model is fit on", lo=16)
+    pg_gate_window: int = knob(1024, "pg_gate=predicted and seed_draw=predicted: the most recently added "
+                               "rolled-out pool tasks the difficulty model is fit on", lo=16)
     pg_level_gate: bool = knob(False, "deprecated (one release): true means env.pg_gate=levels")
     rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
                           "fewer when the max-KL cap stops the update)", lo=0)

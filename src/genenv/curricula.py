@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from genenv.config import ConfigError
+from genenv.difficulty import TextDifficulty, predicted_bins, recent_outcomes
 from genenv.domains.base import Domain, Invalid, Task, registrar
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
-from genenv.reward import LevelSuccess, level_success
+from genenv.reward import LevelSuccess, group_success, level_success
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit
 
@@ -224,6 +225,27 @@ def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: f
     for _ in range(n):
         level = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
         members = by_level[level]
+        seeds.append(pool.entries[members[rng.integers(len(members))]].task)
+    return seeds
+
+
+def predicted_frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, bins: int, fit_window: int,
+                             alpha: float, k_min: float, window: int, exploration: float) -> list[Task]:
+    """``env.seed_draw=predicted`` (beyond the paper, no domain levels): :func:`frontier_seeds` with learned
+    levels. A ridge regression on the texts' character n-grams (:mod:`genenv.difficulty`), fit on the pool's
+    ``fit_window`` most recent rolled-out tasks' last p_hat, ranks every pool task by predicted success; the ranks
+    are cut into ``bins`` equal groups, group 1 the easiest; the frontier rule picks a group from each group's
+    recent mean success (its ``window`` latest rolled-out members) and a seed is drawn uniformly from it. Before
+    any task has been rolled out there is nothing to fit: a uniform draw."""
+    texts, rates = recent_outcomes(pool, fit_window)
+    if not texts:
+        return pool.sample(rng, n)
+    groups = predicted_bins(pool, TextDifficulty().fit(texts, rates), bins)
+    stats = group_success(pool, groups, window, alpha, k_min)
+    seeds = []
+    for _ in range(n):
+        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
+        members = groups[group]
         seeds.append(pool.entries[members[rng.integers(len(members))]].task)
     return seeds
 

@@ -71,3 +71,17 @@ def recent_outcomes(pool, window: int) -> tuple[list[str], list[float]]:
             if len(texts) == window:
                 break
     return texts, rates
+
+
+def predicted_bins(pool, model: TextDifficulty, bins: int) -> dict[int, list[int]]:
+    """The pool's entries split into ``bins`` groups of (nearly) equal size by ``model``'s predicted success,
+    group 1 the easiest (highest prediction, ties in pool order): learned stand-ins for a domain's difficulty
+    levels. Each group's indices are in the order the tasks joined, as :meth:`TaskPool.indices_by_level` gives a
+    level's."""
+    if not pool.entries or model.weights is None:
+        return {}
+    features = np.stack([model.features(entry.task.text) for entry in pool.entries])
+    predicted = features @ model.weights + model.intercept
+    order = np.argsort(-predicted, kind="stable")
+    chunks = [chunk for chunk in np.array_split(order, min(bins, len(order))) if len(chunk)]
+    return {rank + 1: sorted(int(i) for i in chunk) for rank, chunk in enumerate(chunks)}

@@ -176,17 +176,24 @@ def level_success(pool: TaskPool, levels: list[int], window: int, alpha: float =
     """Per level, over the ``window`` most recently added pool tasks of that level that have been rolled out: the
     mean of their last p_hat and the share of them in the band (None: none has been rolled out). Read by the level
     gate and by the oracle curriculum (:mod:`genenv.curricula`)."""
-    recent: dict[int, list[float]] = {level: [] for level in levels}
     by_level = pool.indices_by_level()
-    for level, rates in recent.items():
-        for index in reversed(by_level.get(level, [])):
+    return group_success(pool, {level: by_level.get(level, []) for level in levels}, window, alpha, k_min)
+
+
+def group_success(pool: TaskPool, groups: dict[int, list[int]], window: int, alpha: float = 0.5,
+                  k_min: float = 0.25) -> dict[int, LevelSuccess | None]:
+    """:func:`level_success` over any grouping of the pool's entries (each group's indices in the order they
+    joined): per group, the mean last p_hat and band share of its ``window`` most recent rolled-out members."""
+    recent: dict[int, list[float]] = {key: [] for key in groups}
+    for key, rates in recent.items():
+        for index in reversed(groups[key]):
             history = pool.entries[index].p_hat_history
             if history:
                 rates.append(history[-1])
                 if len(rates) == window:
                     break
-    return {level: LevelSuccess(float(np.mean(rates)), float(np.mean(in_band(np.array(rates), alpha, k_min))))
-            if rates else None for level, rates in recent.items()}
+    return {key: LevelSuccess(float(np.mean(rates)), float(np.mean(in_band(np.array(rates), alpha, k_min))))
+            if rates else None for key, rates in recent.items()}
 
 
 def open_levels(stats: dict, mastered: float) -> set[int]:
