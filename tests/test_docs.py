@@ -1,6 +1,7 @@
 """Every command the README and docs/ show is exercised: parsed by the CLI's own parser with its config
 resolved (a renamed flag, preset or knob fails here), the cheap ones run, and the code examples run."""
 
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -53,6 +54,9 @@ def test_every_documented_command_is_valid(where, command, monkeypatch, capsys):
     if program == "python":
         if args[0] == "-c":  # inline code: it must at least parse
             compile(args[1], where, "exec")
+            return
+        if args[0] == "-m":  # a module: it must be importable here
+            assert importlib.util.find_spec(args[1]) is not None, f"{where}: no module {args[1]}"
             return
         script = ROOT / args[0]
         assert script.exists(), f"{where}: {args[0]} does not exist"
