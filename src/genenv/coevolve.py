@@ -11,16 +11,17 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
                        env.pg_gate=greedy, one greedy rollout of each mixed task (check_greedy)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
-  6. select_env_batch  keep in-band generations (|p_hat - alpha| <= k_min), weight exp(lam R_env)
-  7. grow_pools        rolled-out tasks join D_train with their p_hat; the weighted set joins D_env
-  8. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
-                       within its seed's variations, only for the tasks env.pg_gate lets earn (read after step 7
+  6. grow_pools        rolled-out tasks join D_train with their p_hat
+  7. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
+                       within its seed's variations, only for the tasks env.pg_gate lets earn (read after step 6
                        so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted regression on
-                       step 6's set; either with KL to the initial simulator and a max-KL cap. What each
-                       generation is paid, and under which gate, is computed in one module, genenv.reward
-  9. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
+                       the in-band generations (|p_hat - alpha| <= k_min, weights exp(lam R_env)), which it keeps
+                       in D_env for env.pool_replay; either with KL to the initial simulator and a max-KL cap.
+                       What each generation is paid, and under which gate, is computed in one module,
+                       genenv.reward
+  8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
-(5), pools (6-7), env_update (8), evaluate (9) and checkpoint.
+(5), pools (6), env_update (7), evaluate (8) and checkpoint.
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
 from (seed, epoch, phase), so a resumed run repeats exactly. Persistence: :mod:`genenv.checkpoint`; metrics:
 :mod:`genenv.metrics`.
@@ -198,14 +199,13 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
 
 
 def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]:
-    """Phase 6: the in-band valid generations, each with its R_env (turned into exp(lam R_env) weights)."""
+    """RWR's set: the in-band valid generations, each with its R_env (turned into exp(lam R_env) weights)."""
     return [EnvExample(g.context, g.prompt_ids, g.token_ids, float(g.r_env), epoch)
             for g in generated if g.valid and g.in_band and g.token_ids]
 
 
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
-                              generated: list[Candidate], selected: list[EnvExample], epoch: int,
-                              rng: np.random.Generator) -> dict | None:
+                              generated: list[Candidate], epoch: int, rng: np.random.Generator) -> dict | None:
     """``env.update=pg`` (beyond the paper): policy gradient on every generation's R_env, rescaled within its seed
     group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
     useless task earns)."""
@@ -219,13 +219,16 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
 
 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                  selected: list[EnvExample], epoch: int, rng: np.random.Generator) -> dict | None:
+                  epoch: int, rng: np.random.Generator) -> dict | None:
     """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
-    exp(lam R_env), with ``env.pool_replay`` also earlier epochs' sets from D_env. None: nothing was in band."""
+    exp(lam R_env), with ``env.pool_replay`` also earlier epochs' sets from D_env, where this epoch's set is kept
+    (D_env is this rule's memory: the pg rule keeps none). None: nothing was in band."""
     ec = cfg.env
+    selected = select_env_batch(generated, epoch)
     if not selected:
         return None
     examples, older = list(selected), state.env_pool.before(epoch)
+    state.env_pool.extend(selected)
     if ec.pool_replay > 0 and older:
         extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
                  else len(older))
@@ -241,10 +244,10 @@ SIMULATOR_UPDATES = {"pg": update_by_policy_gradient, "rwr": update_by_rwr}
 
 
 def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                     selected: list[EnvExample], epoch: int) -> dict:
-    """Phase 8: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``."""
+                     epoch: int) -> dict:
+    """Phase 7: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``."""
     rule = SIMULATOR_UPDATES[cfg.env.update]
-    result = rule(cfg, domain, players, state, generated, selected, epoch, phase_rng(cfg.seed, epoch, "env_update"))
+    result = rule(cfg, domain, players, state, generated, epoch, phase_rng(cfg.seed, epoch, "env_update"))
     if result is None:
         return dict(NO_ENV_UPDATE)
     state.nonfinite_skips += result["skipped"]
@@ -255,8 +258,8 @@ def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: Ru
 
 
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
-               drawn_groups: list[list[Episode]], selected: list[EnvExample], epoch: int) -> None:
-    """Phase 7: D_train records every drawn task's p_hat, gets the valid generations with theirs; D_env the set."""
+               drawn_groups: list[list[Episode]], epoch: int) -> None:
+    """Phase 6: D_train records every drawn task's p_hat and gets the valid generations with theirs."""
     cr = cfg.curriculum_reward
     for task, group in zip(drawn_tasks, drawn_groups):
         p_hat = success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
@@ -264,12 +267,11 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
     for item in generated:
         if item.valid and item.p_hat_task is not None:
             state.task_pool.add(item.parsed, "generated", epoch, item.p_hat_task)
-    state.env_pool.extend(selected)
 
 
 def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], prefix: str = "heldout",
              engine: Engine | None = None, records: list | None = None) -> dict:
-    """Phase 9: greedy success on a fixed set, overall and per level (and, for domains with an expert, the
+    """Phase 8: greedy success on a fixed set, overall and per level (and, for domains with an expert, the
     paper's single-step accuracy). Episodes run in shards, here or on the engine's workers. ``records``, when
     given, receives one row per task: its set, level, text, the agent's actions, reward and verdict."""
     groups = rollout(domain, agent, tasks, group_size=1, greedy=True,
@@ -331,12 +333,11 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:
             engine.weights_changed("agent")
-    selected = select_env_batch(generated, epoch)
     with timer("pools"):
-        grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, selected, epoch)
+        grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, epoch)
     with timer("env_update"):
         trains = curriculum.trains_simulator
-        env_stats = (update_simulator(cfg, domain, players, state, generated, selected, epoch) if trains
+        env_stats = (update_simulator(cfg, domain, players, state, generated, epoch) if trains
                      else dict(NO_ENV_UPDATE))
         if env_stats["env_steps"]:
             engine.weights_changed("env")

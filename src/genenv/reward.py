@@ -35,13 +35,8 @@ def success_rate(rewards, success_threshold: float = 1.0, posterior: bool = Fals
     A rollout succeeds when its reward is >= ``success_threshold``. With ``posterior`` the Beta(1,1)
     posterior mean (k + 1) / (n + 2) is returned instead, which never sits exactly at 0 or 1.
     """
-    if isinstance(rewards, (list, tuple)) and all(isinstance(r, (float, int)) for r in rewards):
-        # a plain list of numbers (every group of rollouts, hundreds an epoch): counted without numpy's
-        # per-call cost; the count is exact, so the quotient is the same float
-        size, successes = len(rewards), float(sum(r >= success_threshold for r in rewards))
-    else:
-        values = np.asarray(rewards, dtype=float).ravel()
-        size, successes = values.size, float(np.sum(values >= success_threshold))
+    values = np.asarray(rewards, dtype=float).ravel()
+    size, successes = values.size, float(np.sum(values >= success_threshold))
     if size == 0:
         raise ValueError("success_rate needs at least one reward")
     if posterior:
@@ -51,9 +46,6 @@ def success_rate(rewards, success_threshold: float = 1.0, posterior: bool = Fals
 
 def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (paper Eq. 3). Vectorised."""
-    if isinstance(p_hat, float):  # one task's p_hat without building an array: the same arithmetic (numpy
-        # squares a 0-d array with C's pow, as Python's ** does; gap * gap rounds differently in rare cases)
-        return float(np.exp(-beta * (p_hat - alpha) ** 2))
     p_hat = np.asarray(p_hat, dtype=float)
     reward = np.exp(-beta * (p_hat - alpha) ** 2)
     return float(reward) if reward.ndim == 0 else reward
@@ -86,8 +78,6 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
 
 def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
     """True where |p_hat - alpha| <= k_min: the batches the simulator may learn from."""
-    if isinstance(p_hat, float):
-        return abs(p_hat - alpha) <= k_min + 1e-12
     p_hat = np.asarray(p_hat, dtype=float)
     inside = np.abs(p_hat - alpha) <= k_min + 1e-12
     return bool(inside) if inside.ndim == 0 else inside

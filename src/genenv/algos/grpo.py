@@ -38,10 +38,6 @@ def group_advantages(rewards, eps: float = 1e-6) -> np.ndarray:
 
 def is_informative(rewards) -> bool:
     """A group carries signal only when its rewards differ."""
-    if isinstance(rewards, list) and not any(r != r for r in rewards):
-        # a group's rewards without NaN (hundreds of groups an epoch): no array needed (numpy's max and min
-        # propagate a NaN, Python's may not, so a group with one keeps numpy's answer: not informative)
-        return len(rewards) > 1 and float(max(rewards)) - float(min(rewards)) > 0.0
     rewards = np.asarray(rewards, dtype=float)
     return rewards.size > 1 and float(rewards.max() - rewards.min()) > 0.0
 
