@@ -70,8 +70,8 @@ def test_a_compare_whose_runs_all_fail_is_one_message(tmp_path):
 
 def test_a_compare_refuses_an_arm_its_domain_cannot_run_before_training_anything(tmp_path):
     done = _cli("compare", "--preset", "smoke", "--curricula", "genenv", "--seeds", "1", "--out", str(tmp_path / "c"),
-                "domain.name=sorting_domain:SortingDomain", "env.pg_gate=levels")
-    assert done.returncode == 2 and "env.pg_gate: 'levels'" in done.stderr and "ordered_levels" in done.stderr
+                "domain.name=sorting_domain:SortingDomain", "env.pg.gate=levels")
+    assert done.returncode == 2 and "env.pg.gate: 'levels'" in done.stderr and "ordered_levels" in done.stderr
     assert not (tmp_path / "c" / "runs").exists()
 
 

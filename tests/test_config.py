@@ -165,7 +165,7 @@ def test_config_describe_shows_the_presets_values():
     with contextlib.redirect_stdout(out):
         assert main(["config", "--describe", "--preset", "default"]) == 0
     rows = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()}
-    assert rows["agent.lr"] == "0.001" and rows["env.pg_gate"] == "'levels'" and rows["epochs"] == "200"
+    assert rows["agent.lr"] == "0.001" and rows["env.pg.gate"] == "'levels'" and rows["epochs"] == "200"
 
 
 def test_the_quick_preset_is_the_default_half_as_long():

@@ -43,7 +43,7 @@ def test_groups_reward_rescaled_r_env_and_invalid_tasks_like_useless_ones():
 
 
 def test_the_level_gate_pays_only_for_levels_not_mastered():
-    """env.pg_gate=levels: a mastered level's in-band task earns what a useless one does, so a group of level-2
+    """env.pg.gate=levels: a mastered level's in-band task earns what a useless one does, so a group of level-2
     noise is no signal and a group mixing levels 2 and 3 favours the level-3 task."""
     from genenv.reward import LevelSuccess, level_gate, open_levels
     stats = {1: LevelSuccess(1.0, 0.0), 2: LevelSuccess(0.8, 0.2), 3: LevelSuccess(0.3, 0.1), 4: None}
@@ -113,7 +113,7 @@ def test_kl_cap_undoes_a_step_past_it(tiny_policy):
 
 
 def test_a_run_with_the_pg_simulator_update(tmp_path):
-    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2"])
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg.minibatch_groups=2"])
     out = run(cfg, run_dir=tmp_path / "pg", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
     assert sum(r["env_steps"] for r in rows) > 0
@@ -121,8 +121,8 @@ def test_a_run_with_the_pg_simulator_update(tmp_path):
 
 
 def test_a_run_with_the_level_gate(tmp_path):
-    """env.pg_gate=levels reads the pool's per-level success in the loop (wiring: the run finishes and its
+    """env.pg.gate=levels reads the pool's per-level success in the loop (wiring: the run finishes and its
     simulator still takes steps on the levels left open)."""
-    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg_minibatch_groups=2", "env.pg_gate=levels"])
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg.minibatch_groups=2", "env.pg.gate=levels"])
     rows = read_jsonl(run(cfg, run_dir=tmp_path / "gate", log=lambda m: None) / "metrics.jsonl")
     assert len(rows) == cfg.epochs and sum(r["env_steps"] for r in rows) > 0

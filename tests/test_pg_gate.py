@@ -1,4 +1,4 @@
-"""env.pg_gate: which valid generations may earn the simulator's pg reward (issue 37).
+"""env.pg.gate: which valid generations may earn the simulator's pg reward (issue 37).
 
 The level gate reads the domain's levels (a method with the oracle's information); the greedy gate only the
 agent's greedy answer (every domain has it)."""
@@ -54,7 +54,7 @@ def test_the_greedy_gate_shuts_out_a_task_the_greedy_answer_solves():
 def test_a_run_with_the_greedy_gate_checks_mixed_tasks_and_records_the_verdicts(tmp_path):
     """The loop rolls out greedily exactly the valid tasks whose sampled rollouts were mixed; the samples say which
     the greedy answer solved, and the metrics count them."""
-    cfg = load_config("smoke", ["threads=1", "epochs=4", "env.pg_gate=greedy", "env.pg_minibatch_groups=2"])
+    cfg = load_config("smoke", ["threads=1", "epochs=4", "env.pg.gate=greedy", "env.pg.minibatch_groups=2"])
     out = run(cfg, run_dir=tmp_path / "greedy", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
     checked = 0
@@ -70,7 +70,7 @@ def test_a_run_with_the_greedy_gate_checks_mixed_tasks_and_records_the_verdicts(
 
 
 def test_random_makes_no_greedy_checks(tmp_path):
-    cfg = load_config("smoke", ["threads=1", "epochs=1", "curriculum=random", "env.pg_gate=greedy"])
+    cfg = load_config("smoke", ["threads=1", "epochs=1", "curriculum=random", "env.pg.gate=greedy"])
     rows = read_jsonl(run(cfg, run_dir=tmp_path / "r", log=lambda m: None) / "metrics.jsonl")
     assert rows[0]["greedy_checks"] == 0
 
@@ -81,28 +81,59 @@ def test_the_level_gate_is_refused_on_a_domain_without_ordered_levels():
     class Unordered(type(make_domain("addition"))):
         ordered_levels = False
     cfg = load_config("default")
-    with pytest.raises(ConfigError, match="env.pg_gate"):
+    with pytest.raises(ConfigError, match="env.pg.gate"):
         check_domain_capabilities(cfg, make_curriculum("genenv"), Unordered())
-    check_domain_capabilities(load_config("default", ["env.pg_gate=greedy"]), make_curriculum("genenv"), Unordered())
+    check_domain_capabilities(load_config("default", ["env.pg.gate=greedy"]), make_curriculum("genenv"), Unordered())
     check_domain_capabilities(cfg, make_curriculum("random"), Unordered())
     assert make_domain("addition").ordered_levels and make_domain("household").ordered_levels
 
 
 def test_a_presets_level_gate_is_not_inherited_by_another_domain():
-    assert load_config("default").env.pg_gate == "levels"
-    assert load_config("default", ["domain.name=household"]).env.pg_gate == "none"
-    assert load_config("default", ["domain.name=household", "env.pg_gate=levels"]).env.pg_gate == "levels"
-    assert load_config("default", ["domain.name=addition"]).env.pg_gate == "levels"   # the preset's own domain
+    assert load_config("default").env.pg.gate == "levels"
+    assert load_config("default", ["domain.name=household"]).env.pg.gate == "none"
+    assert load_config("default", ["domain.name=household", "env.pg.gate=levels"]).env.pg.gate == "levels"
+    assert load_config("default", ["domain.name=addition"]).env.pg.gate == "levels"   # the preset's own domain
 
 
 def test_pg_gate_config_errors_and_the_deprecated_name():
-    with pytest.raises(ConfigError, match="env.pg_gate"):
+    with pytest.raises(ConfigError, match="env.pg.gate"):
         load_config("default", ["env.update=rwr"])         # the preset's gate would be a silent no-op
-    load_config("default", ["env.update=rwr", "env.pg_gate=none"])
+    load_config("default", ["env.update=rwr", "env.pg.gate=none"])
     with pytest.raises(ConfigError, match="env.pg_level_gate"):
-        load_config("smoke", ["env.pg_level_gate=true", "env.pg_gate=greedy"])
-    with pytest.warns(FutureWarning, match="pg_gate=levels"):
-        assert load_config("smoke", ["env.pg_level_gate=true"]).env.pg_gate == "levels"
+        load_config("smoke", ["env.pg_level_gate=true", "env.pg.gate=greedy"])
+    with pytest.warns(FutureWarning, match="pg.gate=levels"):
+        assert load_config("smoke", ["env.pg_level_gate=true"]).env.pg.gate == "levels"
+
+
+def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
+    """env.pg.* and env.rwr.* (issue 42): an old flat name is read for one release with a FutureWarning naming
+    the new one (quietly from a run folder's config, which was started with it); both names at once, a knob of
+    the rule not selected, and pg with batch-level p_hat are configuration errors."""
+    from genenv.config import run_config, to_dict
+    with pytest.warns(FutureWarning, match="env.pg_minibatch_groups is deprecated: write env.pg.minibatch_groups"):
+        cfg = load_config("smoke", ["env.pg_minibatch_groups=3", "env.pg_gate=greedy"])
+    assert (cfg.env.pg.minibatch_groups, cfg.env.pg.gate) == (3, "greedy")
+    with pytest.warns(FutureWarning, match="env.pool_replay is deprecated: write env.rwr.pool_replay"):
+        assert load_config("paper", ["env.pool_replay=0.5"]).env.rwr.pool_replay == 0.5
+    with pytest.raises(ConfigError, match="env.pg_steps: set env.pg.steps alone"):
+        load_config("smoke", ["env.pg_steps=2", "env.pg.steps=3"])
+    with pytest.raises(ConfigError, match="env.rwr.batch: set to 8, a knob of env.update=rwr, but env.update is 'pg'"):
+        load_config("smoke", ["env.rwr.batch=8"])
+    with pytest.raises(ConfigError, match="env.pg.steps: set to 2, a knob of env.update=pg, but env.update is 'rwr'"):
+        load_config("paper", ["env.pg.steps=2"])
+    with pytest.raises(ConfigError, match="curriculum_reward.p_hat_level: 'batch'"):
+        load_config("paper", ["env.update=pg"])
+    load_config("paper", ["env.update=pg", "curriculum_reward.p_hat_level=task"])
+    # a run folder written before the grouping: its flat names read without a warning
+    old = to_dict(load_config("smoke"))
+    pg, rwr = old["env"].pop("pg"), old["env"].pop("rwr")
+    old["env"].update({f"pg_{k}" if k != "gate_fit_window" else "pg_gate_window": v for k, v in pg.items()
+                       if k not in ("gate_mastered", "gate_window")})
+    old["env"].update(rwr_steps=2, rwr_batch=8, pool_replay=rwr["pool_replay"], pg_level_gate=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read = run_config(old)
+    assert (read.env.rwr.steps, read.env.rwr.batch, read.env.pg.gate) == (2, 8, "levels")
 
 
 def test_each_arm_is_named_for_what_it_knows():
@@ -110,14 +141,14 @@ def test_each_arm_is_named_for_what_it_knows():
         warnings.simplefilter("error")
         smoke = load_config("smoke")
     assert information_used(smoke) == () and information_label(smoke) == "paper"
-    assert information_label(load_config("smoke", ["env.pg_gate=greedy"])) == "paper"
-    assert information_used(load_config("smoke", ["env.pg_gate=levels"])) == ("domain levels (env.pg_gate=levels)",)
-    assert information_used(load_config("smoke", ["curriculum=random", "env.pg_gate=levels"])) == ()
+    assert information_label(load_config("smoke", ["env.pg.gate=greedy"])) == "paper"
+    assert information_used(load_config("smoke", ["env.pg.gate=levels"])) == ("domain levels (env.pg.gate=levels)",)
+    assert information_used(load_config("smoke", ["curriculum=random", "env.pg.gate=levels"])) == ()
     assert "oracle" in information_label(load_config("smoke", ["curriculum=oracle"]))
     assert "env.seed_draw=frontier" in information_label(load_config("smoke", ["curriculum=random",
                                                                               "env.seed_draw=frontier"]))
     default = information_used(load_config("default"))
-    assert any("variation_span" in entry for entry in default) and any("pg_gate" in entry for entry in default)
+    assert any("variation_span" in entry for entry in default) and any("pg.gate" in entry for entry in default)
 
 
 def test_the_text_difficulty_model_learns_what_looks_mastered():
@@ -137,7 +168,7 @@ def test_the_text_difficulty_model_learns_what_looks_mastered():
 
 
 def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
-    cfg = load_config("default", ["env.pg_gate=predicted"])
+    cfg = load_config("default", ["env.pg.gate=predicted"])
     pool = TaskPool()
     for i in range(60):
         pool.add(Task(f"0000000{i % 10}+00000000", "p", "a", 1), "generated", 0, 1.0)

@@ -126,7 +126,9 @@ def _scored_candidates(p_hat_level: str):
                   Candidate(0, seed, "", [], [], "c", Invalid("bad")),                 # invalid: untouched
                   Candidate(1, seed, "", [], [], "d", task, episodes(1, 1, 1, 1)),     # always solved
                   Candidate(1, seed, "", [], [], "e", task)]                           # valid, never rolled out
-    cfg = load_config("smoke", [f"curriculum_reward.p_hat_level={p_hat_level}", "curriculum_reward.k_min=0.1"])
+    # batch p_hat is the paper's (RWR) setting: the pg update refuses it (every variation would earn alike)
+    cfg = load_config("smoke", [f"curriculum_reward.p_hat_level={p_hat_level}", "curriculum_reward.k_min=0.1",
+                                f"env.update={'rwr' if p_hat_level == 'batch' else 'pg'}"])
     return scored(cfg, candidates)
 
 

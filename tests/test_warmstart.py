@@ -18,10 +18,10 @@ NOT_IN_WARMSTART = {
     "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
-    "env.rwr_steps", "env.rwr_batch", "env.kl_coef", "env.max_kl", "env.grad_clip", "env.pool_replay",
-    "env.generation_batch", "env.update", "env.pg_steps", "env.pg_minibatch_groups", "env.pg_clip_eps",
-    "env.pg_invalid_reward", "env.pg_reward", "env.pg_level_gate", "env.pg_gate", "env.pg_gate_window", "env.seed_draw",
-    "env.seed_draw_bins",
+    "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw", "env.seed_draw_bins",
+    "env.seed_draw_window",
+    # the simulator's update rules and their knobs (sections): co-evolution only
+    "env.update", "env.pg", "env.rwr",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
     "agent.gradient_checkpointing", "env.gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",

@@ -9,14 +9,14 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
   4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
-                       env.pg_gate=greedy, one greedy rollout of each mixed task (check_greedy)
+                       env.pg.gate=greedy, one greedy rollout of each mixed task (check_greedy)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
   7. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
-                       within its seed's variations, only for the tasks env.pg_gate lets earn (read after step 6
+                       within its seed's variations, only for the tasks env.pg.gate lets earn (read after step 6
                        so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted regression on
                        the in-band generations (|p_hat - alpha| <= k_min, weights exp(lam R_env)), which it keeps
-                       in D_env for env.pool_replay; either with KL to the initial simulator and a max-KL cap.
+                       in D_env for env.rwr.pool_replay; either with KL to the initial simulator and a max-KL cap.
                        What each generation is paid, and under which gate, is computed in one module,
                        genenv.reward
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
@@ -111,7 +111,7 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
     if cfg.env.seed_draw == "predicted":
         cr, bc = cfg.curriculum_reward, cfg.baseline
         return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.env.seed_draw_bins,
-                                        fit_window=cfg.env.pg_gate_window, alpha=cr.alpha, k_min=cr.k_min,
+                                        fit_window=cfg.env.seed_draw_window, alpha=cr.alpha, k_min=cr.k_min,
                                         window=bc.oracle_window, exploration=bc.oracle_exploration)
     return pool.sample(rng, cfg.seeds_per_epoch)
 
@@ -154,7 +154,7 @@ def score_tasks(cfg: RunConfig, generated: list[Candidate], groups: list[list[Ep
 
 def check_greedy(cfg: RunConfig, domain: Domain, agent: Policy, generated: list[Candidate],
                  engine: Engine) -> list[Candidate]:
-    """Phase 4b (``env.pg_gate=greedy``): one greedy rollout of every valid generation whose sampled rollouts were
+    """Phase 4b (``env.pg.gate=greedy``): one greedy rollout of every valid generation whose sampled rollouts were
     mixed (0 < p_hat < 1; the others earn no pg reward anyway), before the agent's update; ``greedy_solved`` says
     whether it succeeded. A task the greedy answer solves is one the agent has mastered in the sense its
     evaluation measures, whatever its sampling noise."""
@@ -210,10 +210,10 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
     useless task earns)."""
     ec, cr = cfg.env, cfg.curriculum_reward
-    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg_invalid_reward, ec.pg_reward,
+    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, ec.pg.reward,
                                simulator_gate(cfg, domain, state.task_pool))
-    return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg_steps,
-                     minibatch_groups=ec.pg_minibatch_groups, clip_eps=ec.pg_clip_eps, kl_coef=ec.kl_coef,
+    return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
+                     minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,
                      recompute_old_logprobs=ec.sampler != "transformers")
 
@@ -221,7 +221,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
                   epoch: int, rng: np.random.Generator) -> dict | None:
     """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
-    exp(lam R_env), with ``env.pool_replay`` also earlier epochs' sets from D_env, where this epoch's set is kept
+    exp(lam R_env), with ``env.rwr.pool_replay`` also earlier epochs' sets from D_env, where this epoch's set is kept
     (D_env is this rule's memory: the pg rule keeps none). None: nothing was in band."""
     ec = cfg.env
     selected = select_env_batch(generated, epoch)
@@ -229,14 +229,14 @@ def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunSt
         return None
     examples, older = list(selected), state.env_pool.before(epoch)
     state.env_pool.extend(selected)
-    if ec.pool_replay > 0 and older:
-        extra = (int(round(len(selected) * ec.pool_replay / (1 - ec.pool_replay))) if ec.pool_replay < 1
+    if ec.rwr.pool_replay > 0 and older:
+        extra = (int(round(len(selected) * ec.rwr.pool_replay / (1 - ec.rwr.pool_replay))) if ec.rwr.pool_replay < 1
                  else len(older))
         examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
     weights = rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
     weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
-    return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr_steps,
-                      batch_size=ec.rwr_batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng)
+    return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr.steps,
+                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng)
 
 
 # the simulator's update rules by ``env.update``: each from the epoch's generations to its optimiser steps' result
@@ -327,7 +327,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
-        if curriculum.trains_simulator and cfg.env.pg_gate == "greedy":   # (a gate implies env.update=pg)
+        if curriculum.trains_simulator and cfg.env.pg.gate == "greedy":   # (a gate implies env.update=pg)
             generated = check_greedy(cfg, domain, players.agent, generated, engine)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
@@ -480,9 +480,9 @@ def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Do
                           "static or learnability with it")
     if cfg.env.backend == "openai" and not cfg.env.openai.model:
         raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
-    if curriculum.trains_simulator and cfg.env.pg_gate == "levels" and not domain.ordered_levels:
-        raise ConfigError(f"env.pg_gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
-                          "declare them ordered (Domain.ordered_levels); use env.pg_gate=greedy (no levels needed) "
+    if curriculum.trains_simulator and cfg.env.pg.gate == "levels" and not domain.ordered_levels:
+        raise ConfigError(f"env.pg.gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
+                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=greedy (no levels needed) "
                           "or none")
 
 

@@ -145,8 +145,53 @@ class OpenAIConfig:
                         "generation", lo=0)
 
 
-# which valid generations may earn the simulator's pg reward (env.pg_gate); "levels" uses the domain's levels
+# which valid generations may earn the simulator's pg reward (env.pg.gate); "levels" uses the domain's levels
 PG_GATES = ("none", "greedy", "predicted", "levels")
+
+
+@dataclass
+class PgConfig:
+    """``env.update=pg`` (beyond the paper): policy gradient on R_env rescaled within each seed's variations, and
+    the gate that says which valid tasks may earn it."""
+    steps: int = knob(4, "optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
+    minibatch_groups: int = knob(16, "seed groups per step", lo=1)
+    clip_eps: float = knob(0.2, "ratio clip", lo=0.0, hi=1.0)
+    invalid_reward: float = knob(0.0, "reward of an invalid generation, on the rescaled R_env scale where a task "
+                                 "always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0, hi=1.0)
+    reward: str = knob("rescaled", "a valid task's reward: 'rescaled' (R_env rescaled to [0, 1]: 0 for a task "
+                       "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
+                       "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers tasks "
+                       "the agent mostly fails, docs/results-log.md)", choices=("rescaled", "interior"))
+    gate: str = knob("none", "which valid tasks may earn their reward (beyond the paper); the others earn 0, what a "
+                     "useless valid task earns, so the simulator is not paid for a mastered task's sampling noise. "
+                     "'none' (the paper's information: every valid task); 'greedy' (the paper's information: only "
+                     "a task the agent's greedy answer fails, checked with one extra greedy rollout of each task "
+                     "whose sampled rollouts were mixed; no domain levels); 'levels' (uses the domain's "
+                     "difficulty levels, the oracle's information: only a task on a level the agent has not "
+                     "mastered, recent mean success below gate_mastered over the last gate_window rolled-out tasks "
+                     "of that level; a level never rolled out is open; the hardest level when all are mastered; "
+                     "needs a domain with ordered levels); 'predicted' (the paper's information: only a task "
+                     "whose success, predicted by a ridge regression on character n-grams of the text fit to the "
+                     "last gate_fit_window rolled-out pool tasks, is below gate_mastered: tasks that look like "
+                     "mastered ones do not pay)", choices=PG_GATES)
+    gate_mastered: float = knob(0.75, "gate levels/predicted: a level (or a task's prediction) with success at "
+                                "least this is mastered and does not pay (0.75: alpha + k_min of the default, "
+                                "what the gate used before it had its own knob)", lo=0.0, hi=1.0)
+    gate_window: int = knob(64, "gate=levels: a level's recent success is the mean last p_hat of its latest this "
+                            "many rolled-out pool tasks (64: the oracle's window, which it used before)", lo=1)
+    gate_fit_window: int = knob(1024, "gate=predicted: the most recently added rolled-out pool tasks the "
+                                "difficulty model is fit on", lo=16)
+
+
+@dataclass
+class RwrConfig:
+    """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
+    exp(curriculum_reward.lam R_env)."""
+    steps: int = knob(4, "optimiser steps per epoch (minibatches drawn in passes over the weighted set; fewer "
+                      "when the max-KL cap stops the update)", lo=0)
+    batch: int = knob(64, "sequences per step", lo=1)
+    pool_replay: float = knob(0.0, "share of each batch drawn from earlier epochs' weighted sets (D_env)", lo=0.0,
+                              hi=1.0)
 
 
 @dataclass
@@ -167,54 +212,29 @@ class EnvConfig(PlayerConfig):
                           "of the level the oracle's frontier rule picks, with baseline.oracle_window and "
                           "baseline.oracle_exploration); or 'predicted' (beyond the paper, no domain levels: the "
                           "frontier rule over env.seed_draw_bins learned levels, the pool's tasks ranked by a "
-                          "ridge regression on their text's character n-grams fit to the last env.pg_gate_window "
-                          "rolled-out tasks' p_hat)", choices=("uniform", "learnability", "frontier", "predicted"))
+                          "ridge regression on their text's character n-grams fit to the last "
+                          "env.seed_draw_window rolled-out tasks' p_hat)",
+                          choices=("uniform", "learnability", "frontier", "predicted"))
     seed_draw_bins: int = knob(4, "seed_draw=predicted: how many equal groups of predicted success stand in for "
                                "levels (4 chosen before any run, not tuned)", lo=1)
+    seed_draw_window: int = knob(1024, "seed_draw=predicted: the most recently added rolled-out pool tasks the "
+                                 "difficulty model is fit on", lo=16)
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
-    lr: float = knob(1e-4, "AdamW learning rate for RWR", lo=0.0)
+    lr: float = knob(1e-4, "AdamW learning rate of the simulator's updates (either rule)", lo=0.0)
     weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
                                "default, what every run so far used)", lo=0.0)
     update: str = knob("pg", "how the simulator learns: 'pg' (beyond the paper: policy gradient on R_env rescaled "
                        "to [0, 1] within each seed's variations, like R-Zero's challenger; chosen on the dev set, "
-                       "docs/results-log.md) or 'rwr' (the paper: reward-weighted regression on in-band tasks; the "
-                       "paper preset)", choices=("rwr", "pg"))
-    pg_steps: int = knob(4, "pg: optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
-    pg_minibatch_groups: int = knob(16, "pg: seed groups per step", lo=1)
-    pg_clip_eps: float = knob(0.2, "pg: ratio clip", lo=0.0, hi=1.0)
-    pg_invalid_reward: float = knob(0.0, "pg: reward of an invalid generation, on the rescaled R_env scale where a "
-                                    "task always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0,
-                                    hi=1.0)
-    pg_reward: str = knob("rescaled", "pg: a valid task's reward: 'rescaled' (R_env rescaled to [0, 1]: 0 for a task "
-                          "always solved or always failed, 1 at alpha) or 'interior' (R_env for a task the agent "
-                          "sometimes solves, 0 for one it always or never solves; with alpha < 0.5 it prefers "
-                          "tasks the agent mostly fails, docs/results-log.md)", choices=("rescaled", "interior"))
-    pg_gate: str = knob("none", "pg (beyond the paper): which valid tasks may earn their reward; the others earn 0, "
-                        "what a useless valid task earns, so the simulator is not paid for a mastered task's "
-                        "sampling noise. 'none' (the paper's information: every valid task); 'greedy' (the paper's "
-                        "information: only a task the agent's greedy answer fails, checked with one extra greedy "
-                        "rollout of each task whose sampled rollouts were mixed; no domain levels); 'levels' (uses "
-                        "the domain's difficulty levels, the oracle's information: only a task on a level the agent "
-                        "has not mastered, recent mean success below alpha + k_min over the last "
-                        "baseline.oracle_window rolled-out tasks of that level; a level never rolled out is open; "
-                        "the hardest level when all are mastered; needs a domain with ordered levels); "
-                        "'predicted' (the paper's information: only a task whose success, predicted by a ridge "
-                        "regression on character n-grams of the text fit to the last env.pg_gate_window rolled-out "
-                        "pool tasks, is below alpha + k_min: tasks that look like mastered ones do not pay)",
-                        choices=PG_GATES)
-    pg_gate_window: int = knob(1024, "pg_gate=predicted and seed_draw=predicted: the most recently added "
-                               "rolled-out pool tasks the difficulty model is fit on", lo=16)
-    pg_level_gate: bool = knob(False, "deprecated (one release): true means env.pg_gate=levels")
-    rwr_steps: int = knob(4, "RWR optimiser steps per epoch (minibatches drawn in passes over the weighted set; "
-                          "fewer when the max-KL cap stops the update)", lo=0)
-    rwr_batch: int = knob(64, "sequences per RWR step", lo=1)
+                       "docs/results-log.md; its knobs env.pg.*) or 'rwr' (the paper: reward-weighted regression on "
+                       "in-band tasks; the paper preset; its knobs env.rwr.*). Setting a knob of the rule not "
+                       "selected is a configuration error", choices=("rwr", "pg"))
+    pg: PgConfig = field(default_factory=PgConfig)
+    rwr: RwrConfig = field(default_factory=RwrConfig)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
     max_kl: float = knob(0.5, "cap on KL(simulator before the update || after it) for one epoch's update, "
                          "estimated after every step on the update's samples (k3, the samples' own side): a step "
                          "past it is undone and ends the update (0 = no cap)", lo=0.0)
-    pool_replay: float = knob(0.0, "share of each RWR batch drawn from earlier epochs' weighted sets", lo=0.0,
-                              hi=1.0)
 
 
 @dataclass
@@ -371,6 +391,8 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    if cls is EnvConfig:
+        data = _renamed_env_knobs(data)
     hints = typing.get_type_hints(cls)
     names = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -392,7 +414,6 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
     if cls is RunConfig:   # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry)
-        _check_pg_gate(obj)
         _check_sampler(obj)
     return obj
 
@@ -412,18 +433,61 @@ def _check_sampler(cfg: RunConfig) -> None:
                               f"{name}.sampler=transformers")
 
 
-def _check_pg_gate(cfg: RunConfig) -> None:
-    """``env.pg_gate`` against the deprecated ``env.pg_level_gate`` and the update rule it belongs to."""
+# env knobs renamed when they were grouped by the update rule that reads them (issue 42): old name -> new dotted name
+# under env. The old names are read for one release with a FutureWarning (quietly from a run folder's config).
+RENAMED_ENV_KNOBS = {"pg_steps": "pg.steps", "pg_minibatch_groups": "pg.minibatch_groups", "pg_clip_eps": "pg.clip_eps",
+                     "pg_invalid_reward": "pg.invalid_reward", "pg_reward": "pg.reward", "pg_gate": "pg.gate",
+                     "pg_gate_window": "pg.gate_fit_window", "rwr_steps": "rwr.steps", "rwr_batch": "rwr.batch",
+                     "pool_replay": "rwr.pool_replay"}
+
+
+def _renamed_env_knobs(data: dict) -> dict:
+    """``data`` (the env section) with every deprecated knob moved to its new name: ``pg_steps`` to ``pg.steps``,
+    ..., and ``pg_level_gate: true`` to ``pg.gate: levels``. Both names given is an error."""
+    if not any(key in data for key in (*RENAMED_ENV_KNOBS, "pg_level_gate")):
+        return data
+    data = dict(data)
+    for old, new in RENAMED_ENV_KNOBS.items():
+        if old not in data:
+            continue
+        section, name = new.split(".")
+        group = dict(data.get(section) or {})
+        if name in group:
+            raise ConfigError(f"env.{old}: set env.{new} alone (env.{old} is its deprecated name)")
+        warnings.warn(f"env.{old} is deprecated: write env.{new}", FutureWarning, stacklevel=4)
+        group[name] = data.pop(old)
+        data[section] = group
+    if "pg_level_gate" in data:
+        level_gate = data.pop("pg_level_gate")
+        group = dict(data.get("pg") or {})
+        if level_gate in (True, "true", "True"):
+            if group.get("gate", "none") not in ("none", "levels"):
+                raise ConfigError(f"env.pg_level_gate: true contradicts env.pg.gate={group['gate']}; set env.pg.gate "
+                                  "alone (env.pg_level_gate is deprecated)")
+            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
+            group["gate"] = "levels"
+        data["pg"] = group
+    return data
+
+
+def _check_update_rule(cfg: RunConfig) -> None:
+    """The simulator's update rule against the knobs set for it (a new config only; a run folder's is read as it
+    was started): a gate or a knob of the rule not selected would be a silent no-op, and the pg update needs a
+    p_hat per task (with ``p_hat_level=batch`` every member of a seed's group has the same reward, so the update
+    could only tell valid from invalid)."""
     env = cfg.env
-    if env.pg_level_gate:
-        if env.pg_gate not in ("none", "levels"):
-            raise ConfigError(f"env.pg_level_gate: true contradicts env.pg_gate={env.pg_gate}; set env.pg_gate alone "
-                              "(env.pg_level_gate is deprecated)")
-        warnings.warn("env.pg_level_gate is deprecated: write env.pg_gate=levels", FutureWarning, stacklevel=3)
-        env.pg_gate, env.pg_level_gate = "levels", False
-    if env.pg_gate != "none" and env.update != "pg":
-        raise ConfigError(f"env.pg_gate: {env.pg_gate!r} gates the pg update's reward, but env.update is "
-                          f"{env.update!r}; set env.pg_gate=none or env.update=pg")
+    unused = ("rwr", RwrConfig) if env.update == "pg" else ("pg", PgConfig)
+    section, defaults = unused[0], unused[1]()
+    for f in dataclasses.fields(defaults):
+        value = getattr(getattr(env, section), f.name)
+        if value != getattr(defaults, f.name):
+            raise ConfigError(f"env.{section}.{f.name}: set to {value!r}, a knob of env.update={section}, but "
+                              f"env.update is {env.update!r}; leave it at its default "
+                              f"({getattr(defaults, f.name)!r}) or set env.update={section}")
+    if env.update == "pg" and cfg.curriculum_reward.p_hat_level == "batch":
+        raise ConfigError("curriculum_reward.p_hat_level: 'batch' gives every variation of a seed the same reward, "
+                          "so the pg update (env.update=pg) could only tell valid from invalid; set "
+                          "curriculum_reward.p_hat_level=task or env.update=rwr")
 
 
 def to_dict(cfg) -> dict:
@@ -544,7 +608,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     domain.options.data=PATH`` keeps the preset's ``max_candidates``). A preset's options belong to the preset's
     domain: when the config file or an override names another domain, the preset's options are dropped and only
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
-    with addition's ``width``). A preset's level gate (``env.pg_gate: levels``) is dropped the same way: it uses
+    with addition's ``width``). A preset's level gate (``env.pg.gate: levels``) is dropped the same way: it uses
     the preset domain's levels."""
     data: dict = {}
     if preset:
@@ -560,12 +624,14 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
         # the preset's options and level gate belong to its domain (its levels were checked there): not inherited
         if "options" in preset_domain:
             data["domain"] = {k: v for k, v in preset_domain.items() if k != "options"}
-        if isinstance(data.get("env"), dict):
+        if isinstance(data.get("env"), dict) and isinstance(data["env"].get("pg"), dict):
             later_env = later.get("env") if isinstance(later.get("env"), dict) else {}
-            data["env"] = {k: v for k, v in data["env"].items()
-                           if k not in ("pg_gate", "pg_level_gate") or k in later_env
-                           or (k == "pg_gate" and v != "levels")}
-    return from_dict(RunConfig, _deep_merge(data, later))
+            later_pg = later_env.get("pg") if isinstance(later_env.get("pg"), dict) else {}
+            if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg and "pg_gate" not in later_env:
+                data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
+    cfg = from_dict(RunConfig, _deep_merge(data, later))
+    _check_update_rule(cfg)
+    return cfg
 
 
 def merge_overrides(data: dict, overrides) -> dict:

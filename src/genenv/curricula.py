@@ -168,8 +168,8 @@ def information_used(cfg: RunConfig) -> tuple[str, ...]:
     out = []
     if cfg.curriculum == "oracle":
         out.append("domain levels + generator (oracle)")
-    if curriculum.trains_simulator and cfg.env.pg_gate == "levels":   # (a gate implies env.update=pg)
-        out.append("domain levels (env.pg_gate=levels)")
+    if curriculum.trains_simulator and cfg.env.pg.gate == "levels":   # (a gate implies env.update=pg)
+        out.append("domain levels (env.pg.gate=levels)")
     if curriculum.generates and cfg.curriculum != "oracle" and cfg.env.seed_draw == "frontier":
         out.append("domain levels (env.seed_draw=frontier)")
     if cfg.curriculum == "offline" and cfg.baseline.offline_generator == "domain":

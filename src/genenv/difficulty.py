@@ -1,4 +1,4 @@
-"""A difficulty estimate the pool learns from p_hat, with no domain levels (issue 37, ``env.pg_gate=predicted``).
+"""A difficulty estimate the pool learns from p_hat, with no domain levels (issue 37, ``env.pg.gate=predicted``).
 
 Each task's text is turned into hashed character n-gram counts (n = 1-3, ``dims`` buckets, crc32: the same
 buckets in every process); a ridge regression fit on the pool's most recently rolled-out tasks predicts the

@@ -41,7 +41,7 @@ class Candidate:
     in_band: bool = False
     source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
     logprobs: tuple[float, ...] = ()   # the simulator's log-probs of token_ids when it sampled them
-    greedy_solved: bool | None = None   # env.pg_gate=greedy: did the agent's greedy answer solve it (None: not checked)
+    greedy_solved: bool | None = None   # env.pg.gate=greedy: did the agent's greedy answer solve it (None: not checked)
     request_error: str | None = None   # a remote simulator's request that failed (genenv.models.remote): why
 
     @property

@@ -114,7 +114,7 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         **eval_stats,
         **agent_stats,
         **env_stats,
-        # env.pg_gate=greedy: extra greedy rollouts of mixed tasks (agent inference beside total_rollouts), and how
+        # env.pg.gate=greedy: extra greedy rollouts of mixed tasks (agent inference beside total_rollouts), and how
         # many of them the greedy answer solved (shut out of the simulator's reward)
         "greedy_checks": sum(g.greedy_solved is not None for g in generated),
         "greedy_solved": sum(g.greedy_solved is True for g in generated),

@@ -7,7 +7,7 @@ alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (:func:`alpha_rewar
 
 Beyond the paper, the policy-gradient update (``env.update=pg``, :mod:`genenv.algos.env_pg`) pays each generation
 :func:`challenger_rewards`: R_env rescaled to [0, 1] (:func:`frontier_reward`) or its interior form, 0 (or
-``env.pg_invalid_reward``) for an invalid one, and 0 for a valid task that the gate ``env.pg_gate`` shuts out
+``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that the gate ``env.pg.gate`` shuts out
 (:func:`simulator_gate`: the domain's levels, the agent's greedy answer, or a difficulty the pool learns from
 p_hat). The per-level statistics the level gate shares with the oracle curriculum are here too
 (:func:`level_success`). Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
@@ -197,36 +197,36 @@ def open_levels(stats: dict, mastered: float) -> set[int]:
 
 
 def level_gate(levels: set[int]) -> Callable:
-    """``env.pg_gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
+    """``env.pg.gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
     return lambda c: c.parsed.level in levels
 
 
 def greedy_gate(c) -> bool:
-    """``env.pg_gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
+    """``env.pg.gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
     task that was not checked (its sampled rollouts all agreed, so it earns 0 anyway) is not shut out."""
     return c.greedy_solved is not True
 
 
 def predicted_gate(model: TextDifficulty, mastered: float) -> Callable:
-    """``env.pg_gate=predicted`` (no domain levels): a task may earn unless ``model``, fit on the pool's recent
+    """``env.pg.gate=predicted`` (no domain levels): a task may earn unless ``model``, fit on the pool's recent
     p_hat, predicts its success at ``mastered`` or above."""
     return lambda c: not model.predict(c.parsed.text) >= mastered
 
 
 def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool) -> Callable | None:
-    """The predicate ``env.pg_gate`` puts on which valid generations may earn the pg reward (None: all). Read after
+    """The predicate ``env.pg.gate`` puts on which valid generations may earn the pg reward (None: all). Read after
     this epoch's rollouts joined the pool: the level gate over every level of the domain (a level never rolled
     out is open, so its first tasks are paid; from epoch 0 on the levels the agent has mastered are shut), the
-    predicted gate fit on the pool's ``env.pg_gate_window`` latest outcomes. Mastered means a mean success of at
-    least alpha + k_min."""
-    cr = cfg.curriculum_reward
-    mastered = cr.alpha + cr.k_min
-    gate = cfg.env.pg_gate
+    predicted gate fit on the pool's ``env.pg.gate_fit_window`` latest outcomes. Mastered means a mean success of at
+    least ``env.pg.gate_mastered`` (over a level's ``env.pg.gate_window`` latest rolled-out tasks)."""
+    pg, cr = cfg.env.pg, cfg.curriculum_reward
+    mastered = pg.gate_mastered
+    gate = pg.gate
     if gate == "greedy":
         return greedy_gate
     if gate == "predicted":
-        return predicted_gate(TextDifficulty().fit(*recent_outcomes(pool, cfg.env.pg_gate_window)), mastered)
+        return predicted_gate(TextDifficulty().fit(*recent_outcomes(pool, pg.gate_fit_window)), mastered)
     if gate == "levels":
-        stats = level_success(pool, domain.levels(), cfg.baseline.oracle_window, cr.alpha, cr.k_min)
+        stats = level_success(pool, domain.levels(), pg.gate_window, cr.alpha, cr.k_min)
         return level_gate(open_levels(stats, mastered))
     return None

@@ -5,7 +5,7 @@ optimiser step the KL(start || now) of the policy at the start of the update to 
 them (:func:`update_kl`: k3 with the start as the sampling side, summed over tokens, mean over sequences); a step
 that takes it past ``max_kl`` is undone (weights and optimiser state restored) and the update stops, so a kept
 update never exceeds the cap. The sequences are what the simulator sampled before the update (RWR with
-``env.pool_replay`` adds earlier epochs' samples), so the estimate is unbiased for KL(start || now) on the
+``env.rwr.pool_replay`` adds earlier epochs' samples), so the estimate is unbiased for KL(start || now) on the
 simulator's own samples. (Before issue 42 it computed k3(now, start), an estimate of KL(now || start) only for
 tokens sampled from the updated policy, which these are not.) What a step may have to give back is copied into buffers
 kept for the whole update (:class:`StepSnapshot`), not deep-copied anew before every step.

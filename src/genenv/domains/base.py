@@ -77,7 +77,7 @@ class Domain(abc.ABC):
     ``max_turns``, ``reward_range`` and ``null_response_floor`` (what ``genenv check-domain`` holds the rewards to:
     every reward in the range; an empty, punctuation-only or echoed response earns at most the floor),
     ``ordered_levels`` (a capability: ``levels()`` are ordered by difficulty, easiest first, so a
-    method may read them in training: ``env.pg_gate=levels``; such a method has the oracle's information, not the
+    method may read them in training: ``env.pg.gate=levels``; such a method has the oracle's information, not the
     paper's). ``name`` is set by :func:`register`.
     """
 
