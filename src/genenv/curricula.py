@@ -211,20 +211,23 @@ def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploratio
 
 
 def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
-                   exploration: float) -> list[Task]:
+                   exploration: float, groups: dict[int, list[int]] | None = None) -> list[Task]:
     """``n`` seed tasks for the simulator, each drawn uniformly from the pool's tasks of one level, the level
     chosen as the oracle chooses its own (``choose_level``, frontier rule: the easiest level whose recent mean
     success is below alpha + k_min, a level never rolled out first, a uniform level with probability
     ``exploration``). The simulator still writes the tasks; this only says which of the pool's tasks it varies.
-    Levels are those present in the pool (a level the pool lacks cannot be varied)."""
-    by_level = pool.indices_by_level()
-    if not by_level or n <= 0:
+    Levels are those present in the pool (a level the pool lacks cannot be varied), or ``groups`` (ordered
+    easiest first) standing in for them."""
+    if groups is None:
+        by_level = pool.indices_by_level()
+        groups = {level: by_level[level] for level in sorted(by_level)}
+    if not groups or n <= 0:
         return []
-    stats = level_success(pool, sorted(by_level), window, alpha, k_min)
+    stats = group_success(pool, groups, window, alpha, k_min)
     seeds = []
     for _ in range(n):
-        level = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
-        members = by_level[level]
+        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
+        members = groups[group]
         seeds.append(pool.entries[members[rng.integers(len(members))]].task)
     return seeds
 
@@ -240,14 +243,8 @@ def predicted_frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *
     texts, rates = recent_outcomes(pool, fit_window)
     if not texts:
         return pool.sample(rng, n)
-    groups = predicted_bins(pool, TextDifficulty().fit(texts, rates), bins)
-    stats = group_success(pool, groups, window, alpha, k_min)
-    seeds = []
-    for _ in range(n):
-        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
-        members = groups[group]
-        seeds.append(pool.entries[members[rng.integers(len(members))]].task)
-    return seeds
+    return frontier_seeds(pool, n, rng, alpha=alpha, k_min=k_min, window=window, exploration=exploration,
+                          groups=predicted_bins(pool, TextDifficulty().fit(texts, rates), bins))
 
 
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,
