@@ -12,7 +12,7 @@ if importlib.util.find_spec("alfworld") is None or importlib.util.find_spec("tex
     pytest.skip("ALFWorld is not installed (pip install genenv[alfworld]; `make install` does this)",
                 allow_module_level=True)
 
-from genenv.benchmarks import alfworld  # noqa: E402
+from genenv.evaluators import alfworld  # noqa: E402
 from genenv.models.policy import Generation  # noqa: E402
 
 

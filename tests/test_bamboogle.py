@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv.benchmarks.bamboogle import exact_match, extract_answer, load_questions, normalize_answer, token_f1
+from genenv.evaluators.bamboogle import exact_match, extract_answer, load_questions, normalize_answer, token_f1
 
 FIXTURE = Path(__file__).parent / "data" / "bamboogle"  # hand-made questions in the official format
 OFFICIAL = Path(os.environ.get("GENENV_BAMBOOGLE_DATA", Path(__file__).resolve().parents[2] / "shared/data/bamboogle"))
@@ -74,7 +74,7 @@ def test_eval_command_rejects_a_missing_file_with_one_line(tmp_path, capsys):
 
 
 def test_search_protocol_turns_searches_into_passages_and_ends_at_an_answer():
-    from genenv.benchmarks.bamboogle import PROTOCOL_HINT, load_corpus, search_episodes
+    from genenv.evaluators.bamboogle import PROTOCOL_HINT, load_corpus, search_episodes
     from genenv.retrieval import Bm25Index
 
     index = Bm25Index(load_corpus(FIXTURE / "corpus.jsonl"))
@@ -111,7 +111,7 @@ def test_retrieval_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
 
 
 def test_corpus_loader_names_a_bad_line(tmp_path):
-    from genenv.benchmarks.bamboogle import load_corpus
+    from genenv.evaluators.bamboogle import load_corpus
     bad = tmp_path / "c.jsonl"
     bad.write_text('{"text": "ok"}\n{"title": "no text"}\n')
     with pytest.raises(ValueError, match=r"c.jsonl:2: expected an object with a string field text"):

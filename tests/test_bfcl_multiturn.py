@@ -10,8 +10,8 @@ import pytest
 if importlib.util.find_spec("bfcl_eval") is None:  # `make install` installs it; say why when it is missing
     pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)", allow_module_level=True)
 
-from genenv.benchmarks import bfcl  # noqa: E402
-from genenv.benchmarks import bfcl_multiturn as mt
+from genenv.evaluators import bfcl  # noqa: E402
+from genenv.evaluators import bfcl_multiturn as mt
 
 
 def _oracle(entries, transform=lambda calls: calls):

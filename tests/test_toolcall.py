@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 if importlib.util.find_spec("bfcl_eval") is None:  # `make install` installs it; say why when it is missing
     pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)", allow_module_level=True)
 
-from genenv.benchmarks import bfcl  # noqa: E402
 from genenv.domains import Invalid, Task, make_domain  # noqa: E402
 from genenv.domains.toolcall import gold_calls, render_calls  # noqa: E402
+from genenv.evaluators import bfcl  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "bfcl_recorded.jsonl"
 GOOD = {"functions": [{"name": "set_alarm", "description": "Set an alarm.",

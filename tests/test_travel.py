@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genenv.benchmarks.travelplanner.constraints import evaluate_plan, total_cost
-from genenv.benchmarks.travelplanner.sandbox import Sandbox
-from genenv.benchmarks.travelplanner.solver import Solution, solve
 from genenv.domains import Invalid, Task, make_domain
 from genenv.domains.travel import plan_reward, trip_level
+from genenv.evaluators.travelplanner.constraints import evaluate_plan, total_cost
+from genenv.evaluators.travelplanner.sandbox import Sandbox
+from genenv.evaluators.travelplanner.solver import Solution, solve
 
 WORLD = Path(__file__).parent / "data" / "travel-world"   # hand-made tables (invented places), official layout
 OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from genenv.benchmarks.travelplanner.constraints import (
+from genenv.evaluators.travelplanner.constraints import (
     evaluate_plan,
     name_city,
     pass_rates,
     total_cost,
 )
-from genenv.benchmarks.travelplanner.queries import derive_train_query
-from genenv.benchmarks.travelplanner.sandbox import Sandbox
+from genenv.evaluators.travelplanner.queries import derive_train_query
+from genenv.evaluators.travelplanner.sandbox import Sandbox
 
 OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",
                                Path(__file__).resolve().parents[2] / "shared/data/travelplanner"))
@@ -185,7 +185,7 @@ def test_the_45_training_gold_plans_pass_every_commonsense_check_and_the_budget(
 
 
 def test_plans_are_read_from_model_text_without_running_it():
-    from genenv.benchmarks.travelplanner.constraints import parse_plan
+    from genenv.evaluators.travelplanner.constraints import parse_plan
     assert parse_plan("Here it is: " + repr(PLAN) + " Enjoy!") == PLAN
     assert parse_plan('[{"days": 1, "current_city": "Rockford"}]') == [{"days": 1, "current_city": "Rockford"}]
     for bad in ("", "no plan", "[{'days': 1,", "[__import__('os').system('id')]", "[1, 2]", None, "[" * 5000):
@@ -206,7 +206,7 @@ def test_fixture_tables_load_like_the_real_ones():
 
 
 def test_structured_queries_load_with_clear_errors(tmp_path):
-    from genenv.benchmarks.travelplanner.queries import load_queries
+    from genenv.evaluators.travelplanner.queries import load_queries
     items = load_queries(FIXTURE / "queries.jsonl")
     assert items[0]["query"]["local_constraint"]["house rule"] == "pets"
     assert "F0000001" in items[0]["messages"][1]["content"]

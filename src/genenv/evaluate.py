@@ -6,18 +6,18 @@ with BFCL's decoder and AST checker, prints accuracy per category and overall, a
 in BFCL's result-file format (``OUT/genenv/BFCL_v4_<category>_result.json``) plus ``OUT/scores.json``.
 
 ``genenv eval --benchmark api-bank --levels 1,2 --data PATH --model smollm2`` scores API-Bank's levels 1-2 on
-the official test files (:mod:`genenv.benchmarks.apibank`): API-call accuracy, response ROUGE-L, and the gold
+the official test files (:mod:`genenv.evaluators.apibank`): API-call accuracy, response ROUGE-L, and the gold
 calls' own score through the same executor beside them.
 
 ``genenv eval --benchmark bamboogle --data PATH --model smollm2`` answers Bamboogle's 125 two-hop questions
-closed-book and scores exact match and token F1 (:mod:`genenv.benchmarks.bamboogle`).
+closed-book and scores exact match and token F1 (:mod:`genenv.evaluators.bamboogle`).
 
 ``genenv eval --benchmark travelplanner --data PATH --queries train --model smollm2`` plans TravelPlanner queries in
-the sole-planning mode and prints its pass rates (:mod:`genenv.benchmarks.travelplanner`).
+the sole-planning mode and prints its pass rates (:mod:`genenv.evaluators.travelplanner`).
 
 ``--categories multi_turn_long_context`` (or ``multi_turn_base``) follows the paper's protocol: every turn is
 scored on its own against the ground truth, with BFCL's executable back-ends and checkers
-(:mod:`genenv.benchmarks.bfcl_multiturn`); accuracy there is per turn.
+(:mod:`genenv.evaluators.bfcl_multiturn`); accuracy there is per turn.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarks import alfworld, bamboogle, bfcl, bfcl_multiturn
-from genenv.benchmarks.apibank import evaluate as apibank
-from genenv.benchmarks.travelplanner import constraints as travel_checks
-from genenv.benchmarks.travelplanner import queries as travel_queries
-from genenv.benchmarks.travelplanner.sandbox import Sandbox
 from genenv.coevolve import evaluate_all
 from genenv.config import RunConfig
 from genenv.domains import make_domain
 from genenv.domains.household import HouseholdDomain
+from genenv.evaluators import alfworld, bamboogle, bfcl, bfcl_multiturn
+from genenv.evaluators.apibank import evaluate as apibank
+from genenv.evaluators.travelplanner import constraints as travel_checks
+from genenv.evaluators.travelplanner import queries as travel_queries
+from genenv.evaluators.travelplanner.sandbox import Sandbox
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
 from genenv.models.registry import KNOWN_MODELS, resolve_model
@@ -131,7 +131,7 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
               sampler: str = "transformers",
               max_steps: int = 5, log=print, policy=None) -> dict:
     """Accuracy per category and overall. AST categories score one response per entry; multi-turn
-    categories score every turn on its own (``genenv.benchmarks.bfcl_multiturn``), so their unit is a turn."""
+    categories score every turn on its own (``genenv.evaluators.bfcl_multiturn``), so their unit is a turn."""
 
 
     torch.set_num_threads(threads)
@@ -208,7 +208,7 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
     """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
     items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
     items on levels 1-2 and tasks on level 3); every item's verdict in OUT/results.jsonl."""
-    from genenv.benchmarks.apibank.level3 import evaluate_level3  # noqa: PLC0415
+    from genenv.evaluators.apibank.level3 import evaluate_level3  # noqa: PLC0415
 
     torch.set_num_threads(threads)
     folder = apibank.data_folder(data)  # bad paths and levels fail before the model loads

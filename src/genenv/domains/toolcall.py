@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.benchmarks import bfcl
 from genenv.domains.base import Domain, Invalid, Task, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
+from genenv.evaluators import bfcl
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),

@@ -1,6 +1,6 @@
 """TravelPlanner as a co-evolution domain: the agent writes a day-by-day travel plan from a structured query and
 its reference information (TravelPlanner's sole-planning mode); the benchmark's own evaluator scores it
-(:mod:`genenv.benchmarks.travelplanner`).
+(:mod:`genenv.evaluators.travelplanner`).
 
 A task is a structured query, one JSON object (the simulator writes the same)::
 
@@ -41,13 +41,13 @@ import os
 import string
 from pathlib import Path
 
-from genenv.benchmarks.travelplanner import constraints as checks
-from genenv.benchmarks.travelplanner import queries, solver
-from genenv.benchmarks.travelplanner import sandbox as sandbox_module
-from genenv.benchmarks.travelplanner.sandbox import Sandbox
-from genenv.benchmarks.travelplanner.solver import CITIES_FOR_DAYS, CUISINES, LOCAL_KEYS, ROOM_TYPES, TRANSPORT_RULES
 from genenv.domains.base import Invalid, LeveledDomain, Task, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
+from genenv.evaluators.travelplanner import constraints as checks
+from genenv.evaluators.travelplanner import queries, solver
+from genenv.evaluators.travelplanner import sandbox as sandbox_module
+from genenv.evaluators.travelplanner.sandbox import Sandbox
+from genenv.evaluators.travelplanner.solver import CITIES_FOR_DAYS, CUISINES, LOCAL_KEYS, ROOM_TYPES, TRANSPORT_RULES
 
 DATA_ENV = "GENENV_TRAVELPLANNER_DATA"
 QUERY_KEYS = ("org", "dest", "days", "people_number", "budget")

@@ -1,1 +1,0 @@
-"""Loaders and scorers for real benchmark files in their official formats."""
