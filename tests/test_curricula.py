@@ -112,7 +112,8 @@ def test_seed_draw_picks_the_simulators_prompts_as_configured():
         pool.add(Task(str(i), str(i)), "seed", -1, p)
     uniform = load_config("smoke", ["seeds_per_epoch=3"])
     assert draw_seeds(uniform, pool, np.random.default_rng(5)) == pool.sample(np.random.default_rng(5), 3)
-    mixed = load_config("smoke", ["seeds_per_epoch=1", "env.seed_draw=learnability", "baseline.learnability_floor=0"])
+    mixed = load_config("smoke", ["seeds_per_epoch=1", "experimental.learnability_seeds=true",
+                                  "baseline.learnability_floor=0"])
     assert {draw_seeds(mixed, pool, np.random.default_rng(s))[0].text for s in range(20)} == {"2"}
 
 
@@ -217,7 +218,7 @@ def test_choose_level_frontier_rule_moves_past_a_mastered_level_to_one_not_yet_s
 @pytest.mark.parametrize("rule", ["band", "frontier"])
 def test_oracle_writes_domain_tasks_at_the_frontier_and_never_trains_the_simulator(tmp_path, rule):
     cfg = load_config("smoke", ["threads=1", "curriculum=oracle", "epochs=3", "baseline.oracle_exploration=0",
-                                f"baseline.oracle_rule={rule}"])
+                                f"experimental.oracle_rule={rule}"])
     out = run(cfg, run_dir=tmp_path / "oracle", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
     assert all(r["env_steps"] == 0 and r["generated"] == 8 for r in rows)

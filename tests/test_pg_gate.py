@@ -136,6 +136,23 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     assert (read.env.rwr.steps, read.env.rwr.batch, read.env.pg.gate) == (2, 8, "levels")
 
 
+def test_options_that_lost_their_decision_rule_live_under_experimental():
+    """experimental.* (issue 42): the old places still read for one release with a FutureWarning naming the new
+    one; env.seed_draw=learnability becomes experimental.learnability_seeds, which refuses another seed draw."""
+    moves = {"env.pg_reward=interior": ("pg_reward", "interior"), "env.pg.reward=interior": ("pg_reward", "interior"),
+             "baseline.oracle_rule=band": ("oracle_rule", "band"),
+             "curriculum_reward.posterior=true": ("posterior_p_hat", True),
+             "env.seed_draw=learnability": ("learnability_seeds", True)}
+    for override, (name, value) in moves.items():
+        with pytest.warns(FutureWarning, match=f"write experimental.{name}"):
+            cfg = load_config("smoke", [override])
+        assert getattr(cfg.experimental, name) == value and cfg.env.seed_draw == "uniform"
+    with pytest.raises(ConfigError, match="set experimental.oracle_rule alone"):
+        load_config("smoke", ["baseline.oracle_rule=band", "experimental.oracle_rule=frontier"])
+    with pytest.raises(ConfigError, match="experimental.learnability_seeds: draws the seeds itself"):
+        load_config("smoke", ["experimental.learnability_seeds=true", "env.seed_draw=frontier"])
+
+
 def test_each_arm_is_named_for_what_it_knows():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -102,7 +102,7 @@ def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState,
 
 def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list[Task]:
     """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
-    if cfg.env.seed_draw == "learnability":
+    if cfg.experimental.learnability_seeds:
         return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
     if cfg.env.seed_draw == "frontier":
         cr, bc = cfg.curriculum_reward, cfg.baseline
@@ -210,7 +210,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
     useless task earns)."""
     ec, cr = cfg.env, cfg.curriculum_reward
-    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, ec.pg.reward,
+    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, cfg.experimental.pg_reward,
                                simulator_gate(cfg, domain, state.task_pool))
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
@@ -262,7 +262,7 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
     """Phase 6: D_train records every drawn task's p_hat and gets the valid generations with theirs."""
     cr = cfg.curriculum_reward
     for task, group in zip(drawn_tasks, drawn_groups):
-        p_hat = success_rate([e.reward for e in group], cr.success_threshold, cr.posterior)
+        p_hat = success_rate([e.reward for e in group], cr.success_threshold, cfg.experimental.posterior_p_hat)
         state.task_pool.add(task, "generated", epoch, p_hat)
     for item in generated:
         if item.valid and item.p_hat_task is not None:

@@ -124,7 +124,7 @@ class Learnability(Static):
 @register_curriculum("oracle")
 class Oracle(Curriculum):
     """The upper reference: a perfect teacher. The domain's own generator writes every fresh task, at the level
-    ``baseline.oracle_rule`` picks (``choose_level``): by default (``frontier``) the easiest level not yet
+    ``experimental.oracle_rule`` picks (``choose_level``): by default (``frontier``) the easiest level not yet
     mastered; with ``band`` where the most recent tasks sat in the band (|p_hat - alpha| <= k_min, each task on
     its own), when no level has any at the level whose mean success is closest to alpha. A level never tried
     comes first, and with probability ``baseline.oracle_exploration`` the level is uniform. Needs a domain that
@@ -148,7 +148,7 @@ class Oracle(Curriculum):
         stats = level_success(pool, domain.levels(), bc.oracle_window, cr.alpha, cr.k_min)
         out = []
         for batch in range(cfg.seeds_per_epoch):
-            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=bc.oracle_rule,
+            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=cfg.experimental.oracle_rule,
                                  mastered=cr.alpha + cr.k_min)
             for _ in range(cfg.env.variations):
                 task = domain.random_task(rng, level)

@@ -8,7 +8,6 @@ from genenv.reward import (  # noqa: F401
     frontier_reward,
     in_band,
     interior_reward,
-    learning_signal,
     rwr_weights,
     success_rate,
 )

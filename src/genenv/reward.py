@@ -83,8 +83,8 @@ def in_band(p_hat, alpha: float = 0.5, k_min: float = 0.1):
     return bool(inside) if inside.ndim == 0 else inside
 
 
-def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True):
-    """Reward-weighted-regression weights exp(lam * R_env), normalised to sum to one by default.
+def rwr_weights(r_env, lam: float = 1.0):
+    """Reward-weighted-regression weights exp(lam * R_env), normalised to sum to one.
 
     Computed with the maximum subtracted first so that large ``lam`` never overflows.
     """
@@ -93,31 +93,23 @@ def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True):
         return r_env
     logits = lam * r_env
     weights = np.exp(logits - logits.max())
-    if normalize:
-        return weights / weights.sum()
-    return weights * np.exp(logits.max())
-
-
-def learning_signal(p_hat):
-    """p (1 - p): the variance of a Bernoulli reward, proportional to the REINFORCE signal (Prop. 1)."""
-    p_hat = np.asarray(p_hat, dtype=float)
-    value = p_hat * (1.0 - p_hat)
-    return float(value) if value.ndim == 0 else value
+    return weights / weights.sum()
 
 
 # ----- an epoch's candidates: p_hat, R_env, the band (the paper) ---------------------------------------------
 
+
 def scored(cfg: RunConfig, candidates: list) -> list:
     """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0), on
     an epoch's :class:`genenv.generation.Candidate` list (not imported: generation.py imports this module)."""
-    cr = cfg.curriculum_reward
+    cr, posterior = cfg.curriculum_reward, cfg.experimental.posterior_p_hat
     successes_by_batch: dict[int, list[float]] = {}
     p_hat_task = []
     for c in candidates:
         p = None
         if c.valid and c.episodes:
             rewards = [e.reward for e in c.episodes]
-            p = success_rate(rewards, cr.success_threshold, cr.posterior)
+            p = success_rate(rewards, cr.success_threshold, posterior)
             successes_by_batch.setdefault(c.batch, []).extend(rewards)
         p_hat_task.append(p)
     by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
@@ -131,7 +123,7 @@ def scored(cfg: RunConfig, candidates: list) -> list:
         elif c.batch in by_batch:
             p = by_batch[c.batch]
         else:
-            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], cr.success_threshold, cr.posterior)
+            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], cr.success_threshold, posterior)
         out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, cr.alpha, cr.beta),
                              in_band=in_band(p, cr.alpha, cr.k_min)))
     return out
