@@ -235,8 +235,10 @@ class CurriculumConfig:
     """The alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) and its filter."""
     alpha: float = knob(0.5, "target success rate", lo=0.0, hi=1.0)
     beta: float = knob(2.0, "sharpness of the reward (paper's config: 2.0)", lo=0.0)
-    k_min: float = knob(0.25, "tasks (or batches) with |p_hat - alpha| > k_min are kept out of the simulator "
-                        "update (paper: 0.1 on batch p_hat; 0.25 per task here, see README)", lo=0.0)
+    k_min: float = knob(0.25, "the band |p_hat - alpha| <= k_min (paper: 0.1 on batch p_hat; 0.25 per task here): "
+                        "env.update=rwr learns only from tasks in it, band_hit_rate reports it under any rule, and "
+                        "alpha + k_min is the mastery threshold of the oracle's frontier rule and of "
+                        "env.seed_draw=frontier/predicted (the pg gate has its own, env.pg.gate_mastered)", lo=0.0)
     lam: float = knob(1.0, "RWR temperature: weight = exp(lam * R_env)", lo=0.0)
     success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
     p_hat_level: str = knob("task", "p_hat per task (default: batch p_hat rewards mixing trivial and impossible "
@@ -315,8 +317,9 @@ class RunConfig:
     curriculum: str = knob("genenv", "genenv: full method; random: simulator generates, never trained; "
                            "static: 5 variations per seed written once; offline: a fixed augmentation of "
                            "baseline.offline_multiplier x the seed set; learnability: the static set sampled "
-                           "by p(1-p), no generation. Every curriculum gets the same agent rollouts per epoch "
-                           "(one class each in genenv.curricula)")
+                           "by p(1-p), no generation; oracle: the domain's own generator writes each batch at the "
+                           "level its frontier rule picks (the upper reference; uses the domain's levels). Every "
+                           "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
