@@ -6,9 +6,11 @@ these numbers).
         genenv-predicted=runs/dev37b/runs/genenv-predicted random=runs/dev37/runs/random ...
         [--gain-over random --gain-of oracle]
 
-Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders; only finished runs count, and only seeds every
-arm finished are paired. ``--gain-over B --gain-of C``: the share of C's gain over B that the reference recovers
-(reference - B) / (C - B), with its interval (as ``genenv compare`` prints it for the oracle).
+Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders, or several joined by commas (seeds 0-7 from
+one comparison, 8-15 from another: ``random=runs/dev37/runs/random,runs/dev37c/runs/random``; a seed found
+twice is an error); only finished runs count, and only seeds every arm finished are paired.
+``--gain-over B --gain-of C``: the share of C's gain over B that the reference recovers (reference - B) / (C - B),
+with its interval (as ``genenv compare`` prints it for the oracle).
 """
 
 from __future__ import annotations
@@ -42,8 +44,14 @@ def main() -> None:
     args = parser.parse_args()
     arms = {}
     for item in args.arms:
-        label, _, path = item.partition("=")
-        arms[label] = finals(Path(path), args.metric)
+        label, _, paths = item.partition("=")
+        arms[label] = {}
+        for path in paths.split(","):
+            found = finals(Path(path), args.metric)
+            twice = sorted(set(found) & set(arms[label]))
+            if twice:
+                parser.error(f"{label}: seed(s) {twice} in more than one of its folders")
+            arms[label].update(found)
     if args.reference not in arms:
         parser.error(f"--reference {args.reference!r} is not one of the arms")
     seeds = sorted(set.intersection(*(set(v) for v in arms.values())))
