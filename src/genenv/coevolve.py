@@ -104,15 +104,13 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
     """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
     if cfg.experimental.learnability_seeds:
         return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
+    cr, bc = cfg.curriculum_reward, cfg.baseline
+    frontier_rule = dict(alpha=cr.alpha, k_min=cr.k_min, window=bc.oracle_window, exploration=bc.oracle_exploration)
     if cfg.env.seed_draw == "frontier":
-        cr, bc = cfg.curriculum_reward, cfg.baseline
-        return frontier_seeds(pool, cfg.seeds_per_epoch, rng, alpha=cr.alpha, k_min=cr.k_min,
-                              window=bc.oracle_window, exploration=bc.oracle_exploration)
+        return frontier_seeds(pool, cfg.seeds_per_epoch, rng, **frontier_rule)
     if cfg.env.seed_draw == "predicted":
-        cr, bc = cfg.curriculum_reward, cfg.baseline
         return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.env.seed_draw_bins,
-                                        fit_window=cfg.env.seed_draw_window, alpha=cr.alpha, k_min=cr.k_min,
-                                        window=bc.oracle_window, exploration=bc.oracle_exploration)
+                                        fit_window=cfg.env.seed_draw_window, **frontier_rule)
     return pool.sample(rng, cfg.seeds_per_epoch)
 
 

@@ -7,6 +7,7 @@ field and what is allowed; the CLI turns it into exit status 2.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import typing
@@ -404,9 +405,7 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
     if cls is RunConfig:
-        data = _moved_to_experimental(data)
-    if cls is EnvConfig:
-        data = _renamed_env_knobs(data)
+        data = _moved_knobs(data)
     hints = typing.get_type_hints(cls)
     names = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -447,80 +446,76 @@ def _check_sampler(cfg: RunConfig) -> None:
                               f"{name}.sampler=transformers")
 
 
-# env knobs renamed when they were grouped by the update rule that reads them (issue 42): old name -> new dotted name
-# under env. The old names are read for one release with a FutureWarning (quietly from a run folder's config).
-RENAMED_ENV_KNOBS = {"pg_steps": "pg.steps", "pg_minibatch_groups": "pg.minibatch_groups", "pg_clip_eps": "pg.clip_eps",
-                     "pg_invalid_reward": "pg.invalid_reward", "pg_gate": "pg.gate",
-                     "pg_gate_window": "pg.gate_fit_window", "rwr_steps": "rwr.steps", "rwr_batch": "rwr.batch",
-                     "pool_replay": "rwr.pool_replay"}
+# knobs that moved (issue 42), old dotted name -> new: the simulator's knobs grouped by the update rule that reads
+# them, and the options that lost their decision rule gathered under experimental. The old names are read for one
+# release with a FutureWarning (quietly from a run folder's config). Two values moved too: env.pg_level_gate=true
+# is env.pg.gate=levels, env.seed_draw=learnability is experimental.learnability_seeds=true.
+MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.pg.minibatch_groups",
+               "env.pg_clip_eps": "env.pg.clip_eps", "env.pg_invalid_reward": "env.pg.invalid_reward",
+               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "env.pg.gate_fit_window",
+               "env.rwr_steps": "env.rwr.steps", "env.rwr_batch": "env.rwr.batch",
+               "env.pool_replay": "env.rwr.pool_replay",
+               "env.pg_reward": "experimental.pg_reward", "env.pg.reward": "experimental.pg_reward",
+               "baseline.oracle_rule": "experimental.oracle_rule",
+               "curriculum_reward.posterior": "experimental.posterior_p_hat"}
+_ABSENT = object()
 
 
-# options that lost their decision rule, moved under experimental (issue 42): (section, old name, new name)
-MOVED_TO_EXPERIMENTAL = (("env", "pg_reward", "pg_reward"), ("baseline", "oracle_rule", "oracle_rule"),
-                         ("curriculum_reward", "posterior", "posterior_p_hat"))
+def _at(data: dict, dotted: str):
+    """The value at ``dotted`` in nested mappings, or ``_ABSENT``."""
+    node = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
 
 
-def _moved_to_experimental(data: dict) -> dict:
-    """``data`` (a whole config) with each option that moved under ``experimental`` read from its old place, with a
-    FutureWarning: ``env.pg_reward`` (or ``env.pg.reward``), ``baseline.oracle_rule``,
-    ``curriculum_reward.posterior`` and ``env.seed_draw=learnability``."""
-    moves = []
-    for section, old, new in MOVED_TO_EXPERIMENTAL:
-        if isinstance(data.get(section), dict) and old in data[section]:
-            moves.append((f"{section}.{old}", (section, old), new))
-    env = data.get("env") if isinstance(data.get("env"), dict) else {}
-    if isinstance(env.get("pg"), dict) and "reward" in env["pg"]:
-        moves.append(("env.pg.reward", ("env", "pg", "reward"), "pg_reward"))
-    learnability = env.get("seed_draw") == "learnability"
-    if not moves and not learnability:
+def _put(data: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = data
+    for depth, part in enumerate(parents):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{'.'.join(parents[:depth + 1])}: expected a mapping, got {node!r}")
+    node[last] = value
+
+
+def _pop(data: dict, dotted: str):
+    *parents, last = dotted.split(".")
+    return _at(data, ".".join(parents)).pop(last) if parents else data.pop(last)
+
+
+def _moved_knobs(data: dict) -> dict:
+    """``data`` (a whole config) with every knob of :data:`MOVED_KNOBS` read from its old name, and the two moved
+    values, each with a FutureWarning naming the new one. An old name beside its new one is an error."""
+    level_gate, seed_draw = _at(data, "env.pg_level_gate"), _at(data, "env.seed_draw")
+    if (all(_at(data, old) is _ABSENT for old in MOVED_KNOBS) and level_gate is _ABSENT
+            and seed_draw != "learnability"):
         return data
-    data = {key: (dict(value) if isinstance(value, dict) else value) for key, value in data.items()}
-    experimental = dict(data.get("experimental") or {})
-    for dotted, path, new in moves:
-        node = data
-        for part in path[:-1]:
-            node[part] = dict(node[part])
-            node = node[part]
-        if new in experimental:
-            raise ConfigError(f"{dotted}: set experimental.{new} alone ({dotted} is its old name)")
-        warnings.warn(f"{dotted} is deprecated: write experimental.{new} (an option that lost its decision rule)",
-                      FutureWarning, stacklevel=4)
-        experimental[new] = node.pop(path[-1])
-    if learnability:
+    data = copy.deepcopy(data)
+    for old, new in MOVED_KNOBS.items():
+        if _at(data, old) is _ABSENT:
+            continue
+        if _at(data, new) is not _ABSENT:
+            raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
+        why = " (an option that lost its decision rule)" if new.startswith("experimental.") else ""
+        warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=4)
+        _put(data, new, _pop(data, old))
+    if level_gate is not _ABSENT:
+        _pop(data, "env.pg_level_gate")
+        if level_gate in (True, "true", "True"):
+            gate = _at(data, "env.pg.gate")
+            if gate not in (_ABSENT, "none", "levels"):
+                raise ConfigError(f"env.pg_level_gate: true contradicts env.pg.gate={gate}; set env.pg.gate alone "
+                                  "(env.pg_level_gate is deprecated)")
+            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
+            _put(data, "env.pg.gate", "levels")
+    if seed_draw == "learnability":
         warnings.warn("env.seed_draw=learnability is deprecated: write experimental.learnability_seeds=true",
                       FutureWarning, stacklevel=4)
-        data["env"].pop("seed_draw")
-        experimental["learnability_seeds"] = True
-    data["experimental"] = experimental
-    return data
-
-
-def _renamed_env_knobs(data: dict) -> dict:
-    """``data`` (the env section) with every deprecated knob moved to its new name: ``pg_steps`` to ``pg.steps``,
-    ..., and ``pg_level_gate: true`` to ``pg.gate: levels``. Both names given is an error."""
-    if not any(key in data for key in (*RENAMED_ENV_KNOBS, "pg_level_gate")):
-        return data
-    data = dict(data)
-    for old, new in RENAMED_ENV_KNOBS.items():
-        if old not in data:
-            continue
-        section, name = new.split(".")
-        group = dict(data.get(section) or {})
-        if name in group:
-            raise ConfigError(f"env.{old}: set env.{new} alone (env.{old} is its deprecated name)")
-        warnings.warn(f"env.{old} is deprecated: write env.{new}", FutureWarning, stacklevel=4)
-        group[name] = data.pop(old)
-        data[section] = group
-    if "pg_level_gate" in data:
-        level_gate = data.pop("pg_level_gate")
-        group = dict(data.get("pg") or {})
-        if level_gate in (True, "true", "True"):
-            if group.get("gate", "none") not in ("none", "levels"):
-                raise ConfigError(f"env.pg_level_gate: true contradicts env.pg.gate={group['gate']}; set env.pg.gate "
-                                  "alone (env.pg_level_gate is deprecated)")
-            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
-            group["gate"] = "levels"
-        data["pg"] = group
+        _pop(data, "env.seed_draw")
+        _put(data, "experimental.learnability_seeds", True)
     return data
 
 
@@ -530,8 +525,7 @@ def _check_update_rule(cfg: RunConfig) -> None:
     p_hat per task (with ``p_hat_level=batch`` every member of a seed's group has the same reward, so the update
     could only tell valid from invalid)."""
     env = cfg.env
-    unused = ("rwr", RwrConfig) if env.update == "pg" else ("pg", PgConfig)
-    section, defaults = unused[0], unused[1]()
+    section, defaults = ("rwr", RwrConfig()) if env.update == "pg" else ("pg", PgConfig())
     for f in dataclasses.fields(defaults):
         value = getattr(getattr(env, section), f.name)
         if value != getattr(defaults, f.name):
