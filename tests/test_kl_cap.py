@@ -1,11 +1,11 @@
-"""Optimiser state kept bit for bit: undoing a step (StepSnapshot) and a checkpoint's optimizer file."""
+"""Optimiser state kept bit for bit: undoing a step (StepUndo) and a checkpoint's optimizer file."""
 
 import math
 
 import pytest
 import torch
 
-from genenv.algos.kl_cap import StepSnapshot
+from genenv.algos.kl_cap import StepUndo
 
 
 def _loss(model, scale):
@@ -43,7 +43,7 @@ def _fresh(tiny_policy):
 def test_undone_steps_leave_the_same_trajectory_as_never_taking_them(tiny_policy):
     kept_model, kept_opt = _fresh(tiny_policy)
     undo_model, undo_opt = _fresh(tiny_policy)
-    snapshot = StepSnapshot(list(undo_model.parameters()), undo_opt)
+    snapshot = StepUndo(undo_opt)
     for step in range(3):
         _step(kept_model, kept_opt, 1.0)
         snapshot.take()
@@ -59,12 +59,24 @@ def test_undone_steps_leave_the_same_trajectory_as_never_taking_them(tiny_policy
 def test_undoing_the_first_step_leaves_no_optimiser_state(tiny_policy):
     model, optimizer = _fresh(tiny_policy)
     before = _state(model, optimizer)
-    snapshot = StepSnapshot(list(model.parameters()), optimizer)
+    snapshot = StepUndo(optimizer)
     snapshot.take()
     _step(model, optimizer, 1.0)
     assert len(optimizer.state) > 0
     snapshot.restore()
     assert _equal(before, _state(model, optimizer)) and len(optimizer.state) == 0
+
+
+def test_undoing_a_step_restores_the_groups_hyperparameters(tiny_policy):
+    model, optimizer = _fresh(tiny_policy)
+    _step(model, optimizer, 1.0)
+    snapshot = StepUndo(optimizer)
+    snapshot.take()
+    optimizer.param_groups[0]["lr"] = 5e-2   # as a schedule would, between the take and the step
+    _step(model, optimizer, 2.0)
+    snapshot.restore()
+    assert optimizer.param_groups[0]["lr"] == 1e-2
+    assert all(p in optimizer.state for p in model.parameters())   # the state object still keyed by the weights
 
 
 def test_optimizer_states_round_trip_through_safetensors(tiny_policy, tmp_path):
@@ -86,32 +98,6 @@ def test_optimizer_states_round_trip_through_safetensors(tiny_policy, tmp_path):
     _step(model, optimizer, 3.0)
     _step(resumed_model, resumed, 3.0)
     assert _equal(_state(model, optimizer), _state(resumed_model, resumed))
-
-
-def test_a_small_snapshot_is_kept_with_its_optimizer_and_a_large_one_let_go(tiny_policy, monkeypatch):
-    import gc
-    import weakref
-
-    from genenv.algos import kl_cap
-
-    model = tiny_policy.model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model(input_ids=torch.tensor([[1, 2, 3]])).logits.sum().backward()
-    optimizer.step()
-    snapshot = kl_cap.snapshot_for(optimizer)
-    snapshot.take()
-    kl_cap.keep_if_small(optimizer, snapshot)
-    assert kl_cap.snapshot_for(optimizer) is snapshot   # the next update reuses its buffers
-    assert snapshot.nbytes == 3 * sum(p.numel() * 4 for p in model.parameters()) + 4 * len(optimizer.state)
-    monkeypatch.setattr(kl_cap, "KEEP_SNAPSHOT_BYTES", snapshot.nbytes - 1)
-    kl_cap.keep_if_small(optimizer, snapshot)
-    assert kl_cap.snapshot_for(optimizer) is not snapshot   # too large: a new one each update
-    monkeypatch.undo()
-    kl_cap.keep_if_small(optimizer, snapshot)
-    alive = weakref.ref(optimizer)
-    del optimizer, snapshot
-    gc.collect()
-    assert alive() is None   # a kept snapshot does not keep its optimiser alive
 
 
 def test_the_cap_estimates_kl_from_the_start_to_now_on_the_starts_samples():

@@ -7,14 +7,13 @@ that takes it past ``max_kl`` is undone (weights and optimiser state restored) a
 update never exceeds the cap. The sequences are what the simulator sampled before the update (RWR with
 ``env.rwr.pool_replay`` adds earlier epochs' samples), so the estimate is unbiased for KL(start || now) on the
 simulator's own samples. (Before issue 42 it computed k3(now, start), an estimate of KL(now || start) only for
-tokens sampled from the updated policy, which these are not.) What a step may have to give back is copied into buffers
-kept for the whole update (:class:`StepSnapshot`), not deep-copied anew before every step.
+tokens sampled from the updated policy, which these are not.) What a step may have to give back is a plain copy of the weights and the
+optimiser's state taken before it (:class:`StepUndo`).
 """
 
 from __future__ import annotations
 
 import copy
-import weakref
 
 import torch
 
@@ -52,14 +51,11 @@ class KLCap:
         self.policy, self.optimizer, self.batches, self.max_kl = policy, optimizer, batches, max_kl
         self.start_logps = logprobs_on(policy, batches) if max_kl > 0 else []
         self.update_kl, self.capped, self.rejected_kl = 0.0, 0, None
-        self._saved = None
+        self._undo = StepUndo(optimizer)
 
     def before_step(self) -> None:
-        if self.start_logps:  # the weights the optimiser steps and its state, to undo the step
-            if self._saved is None:
-                self._saved = snapshot_for(self.optimizer)
-            self._saved.take()
-            keep_if_small(self.optimizer, self._saved)
+        if self.start_logps:
+            self._undo.take()
 
     def keep_step(self) -> bool:
         if not self.start_logps:
@@ -68,7 +64,7 @@ class KLCap:
         if kl <= self.max_kl:
             self.update_kl = kl
             return True
-        self._saved.restore()  # (a NaN KL is past the cap too)
+        self._undo.restore()  # (a NaN KL is past the cap too)
         self.capped, self.rejected_kl = 1, kl
         return False
 
@@ -79,112 +75,26 @@ class KLCap:
         return update_kl(self.policy, self.batches, logprobs_on(reference, self.batches))
 
 
-KEEP_SNAPSHOT_BYTES = 64 * 2**20
-_kept_snapshots: "weakref.WeakKeyDictionary[torch.optim.Optimizer, StepSnapshot]" = weakref.WeakKeyDictionary()
+class StepUndo:
+    """The weights ``optimizer`` steps and its state before one step, restorable bit for bit: a plain copy
+    (``take()``) put back with the optimiser's own ``load_state_dict`` (``restore()``), which also restores the
+    absence of state for a parameter not stepped yet and the groups' hyperparameters."""
 
-
-def snapshot_for(optimizer: torch.optim.Optimizer) -> "StepSnapshot":
-    """A :class:`StepSnapshot` of the parameters ``optimizer`` steps and of its state: the one its last update
-    kept (:func:`keep_if_small`), else a new one."""
-    params = optimizer_params(optimizer)
-    kept = _kept_snapshots.get(optimizer)
-    if kept is not None and len(kept.params) == len(params) and all(a is b for a, b in zip(kept.params, params)):
-        return kept
-    return StepSnapshot(params, optimizer)
-
-
-def keep_if_small(optimizer: torch.optim.Optimizer, snapshot: "StepSnapshot") -> None:
-    """Keep a small snapshot (at most ``KEEP_SNAPSHOT_BYTES`` of buffers: the tiny models') with its optimiser, so
-    the next update reuses its buffers instead of allocating them anew every epoch; a large one (a real model's
-    weights and AdamW moments, gigabytes) is let go with the update, so it never sits in memory while the other
-    player works."""
-    if snapshot.nbytes <= KEEP_SNAPSHOT_BYTES:
-        _kept_snapshots[optimizer] = snapshot
-    else:
-        _kept_snapshots.pop(optimizer, None)
-
-
-class StepSnapshot:
-    """The weights ``params`` and ``optimizer``'s state before one step, restorable bit for bit.
-
-    ``take()`` copies them into buffers allocated on the first call and reused after (a deep copy of the
-    optimiser's state dict before every step cost more than the tiny models' whole step), in one ``foreach`` copy
-    for the weights and one for the optimiser's tensors (a ``copy_`` per tensor was most of the snapshot's time:
-    20 weights and 60 AdamW tensors for the tiny model); the buffers are reallocated when the optimiser's state
-    tensors are not the ones of the last take. ``restore()`` puts everything back, including the absence of
-    state for a parameter the optimiser had not stepped yet, so the next step starts exactly where the undone
-    one did."""
-
-    def __init__(self, params: list[torch.Tensor], optimizer: torch.optim.Optimizer):
-        self.params = params
-        # weakly: a snapshot kept with its optimiser (keep_if_small) must not keep the optimiser alive
-        self._optimizer = weakref.ref(optimizer)
-        self._weights: list[torch.Tensor] | None = None
-        self._sources: list[torch.Tensor] = []     # the optimiser's state tensors at the last take
-        self._buffers: list[torch.Tensor] = []     # their copies
-        self._layout: list[tuple[torch.Tensor, str]] = []   # (parameter, state key) of each source
-        self._extra: dict[torch.Tensor, dict] = {}  # non-tensor state values, copied
-        self._stateless: list[torch.Tensor] = []    # parameters without optimiser state at the last take
-        self._groups: list[dict] = []
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self._optimizer()
-
-    def _optimised(self):
-        return optimizer_params(self.optimizer)
+    def __init__(self, optimizer: torch.optim.Optimizer):
+        self.optimizer = optimizer
+        self._weights: list[torch.Tensor] = []
+        self._state: dict = {}
 
     def take(self) -> None:
-        layout, sources, extra, stateless = [], [], {}, []
-        state = self.optimizer.state
-        for param in self._optimised():
-            param_state = state.get(param)
-            if not param_state:
-                stateless.append(param)
-                continue
-            for key, value in param_state.items():
-                if torch.is_tensor(value):
-                    layout.append((param, key))
-                    sources.append(value)
-                else:
-                    extra.setdefault(param, {})[key] = copy.deepcopy(value)
-        with torch.no_grad():
-            if self._weights is None:
-                self._weights = [p.detach().clone() for p in self.params]
-            else:
-                torch._foreach_copy_(self._weights, self.params)
-            same = len(sources) == len(self._sources) and all(a is b for a, b in zip(sources, self._sources))
-            if not same:
-                self._buffers = [value.detach().clone() for value in sources]
-            elif sources:
-                torch._foreach_copy_(self._buffers, sources)
-        self._sources, self._layout, self._extra, self._stateless = sources, layout, extra, stateless
-        self._groups = [{k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
-                        for group in self.optimizer.param_groups]
-
-    @property
-    def nbytes(self) -> int:
-        """The bytes of the buffers the snapshot holds."""
-        return sum(t.numel() * t.element_size() for t in [*(self._weights or []), *self._buffers])
+        self._weights = [p.detach().clone() for p in optimizer_params(self.optimizer)]
+        saved = self.optimizer.state_dict()  # tensors cloned one by one: 0.25 ms for the tiny simulator, deepcopy 1.1
+        self._state = {"state": {index: {key: value.clone() if torch.is_tensor(value) else copy.deepcopy(value)
+                                         for key, value in values.items()}
+                                 for index, values in saved["state"].items()},
+                       "param_groups": copy.deepcopy(saved["param_groups"])}
 
     def restore(self) -> None:
-        saved: dict[torch.Tensor, dict] = {param: dict(values) for param, values in self._extra.items()}
-        for (param, key), buffer in zip(self._layout, self._buffers):
-            saved.setdefault(param, {})[key] = buffer
-        state = self.optimizer.state
         with torch.no_grad():
-            torch._foreach_copy_(self.params, self._weights)
-            for param in self._stateless:
-                state.pop(param, None)
-            for param, values in saved.items():
-                current_state = state[param]
-                for key in [k for k in current_state if k not in values]:
-                    del current_state[key]
-                for key, value in values.items():
-                    current = current_state.get(key)
-                    if torch.is_tensor(value) and torch.is_tensor(current) and current.shape == value.shape:
-                        current.copy_(value)
-                    else:
-                        current_state[key] = value.clone() if torch.is_tensor(value) else copy.deepcopy(value)
-        for group, saved_group in zip(self.optimizer.param_groups, self._groups):
-            group.update(copy.deepcopy(saved_group))
+            for param, saved in zip(optimizer_params(self.optimizer), self._weights):
+                param.copy_(saved)
+        self.optimizer.load_state_dict(self._state)
