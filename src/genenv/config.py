@@ -437,10 +437,10 @@ def _check_sampler(cfg: RunConfig) -> None:
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "transformers":
             continue
-        from genenv.models.registry import KNOWN_MODELS  # noqa: PLC0415 (imports transformers: only when asked)
-        if player.model not in KNOWN_MODELS:
-            raise ConfigError(f"{name}.sampler: llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}); "
-                              f"{name}.model is {player.model!r}")
+        from genenv.models.registry import llamacpp_refusal  # noqa: PLC0415 (imports transformers: only when asked)
+        refusal = llamacpp_refusal(player.model)
+        if refusal:
+            raise ConfigError(f"{name}.sampler: {refusal} ({name}.model)")
         if cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "
                               f"{name}.sampler=transformers")

@@ -38,7 +38,7 @@ from genenv.evaluators.travelplanner import queries as travel_queries
 from genenv.evaluators.travelplanner.sandbox import Sandbox
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
-from genenv.models.registry import KNOWN_MODELS, resolve_model
+from genenv.models.registry import llamacpp_refusal, resolve_model
 from genenv.progress import progress_bar
 from genenv.retrieval import Bm25Index
 from genenv.rollout import context_budget
@@ -115,9 +115,8 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     f16 weights written in its packaged GGUF's image (:mod:`genenv.models.llamacpp`; a packaged model only)."""
     if sampler not in ("transformers", "llama.cpp"):
         raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
-    if sampler == "llama.cpp" and model not in KNOWN_MODELS:   # refused before any model loads
-        raise ValueError(f"--sampler: llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}), "
-                         f"not {model!r}")
+    if sampler == "llama.cpp" and llamacpp_refusal(model):   # refused before any model loads
+        raise ValueError(f"--sampler: {llamacpp_refusal(model)}")
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
     if sampler == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415

@@ -7,8 +7,8 @@ that takes it past ``max_kl`` is undone (weights and optimiser state restored) a
 update never exceeds the cap. The sequences are what the simulator sampled before the update (RWR with
 ``env.rwr.pool_replay`` adds earlier epochs' samples), so the estimate is unbiased for KL(start || now) on the
 simulator's own samples. (Before issue 42 it computed k3(now, start), an estimate of KL(now || start) only for
-tokens sampled from the updated policy, which these are not.) What a step may have to give back is a plain copy of the weights and the
-optimiser's state taken before it (:class:`StepUndo`).
+tokens sampled from the updated policy, which these are not.) What a step may have to give back is a plain copy
+of the weights and the optimiser's state taken before it (:class:`StepUndo`).
 """
 
 from __future__ import annotations

@@ -39,6 +39,15 @@ class ModelNotAvailable(RuntimeError):
     """A named model whose package is not installed, or a path that is not a model folder."""
 
 
+def llamacpp_refusal(model: str) -> str | None:
+    """Why llama.cpp cannot decode ``model`` (it decodes a packaged GGUF model, whose file is the template the
+    trained weights are written in), or None when it can. One wording for the run's config check and
+    ``genenv eval --sampler``."""
+    if model in KNOWN_MODELS:
+        return None
+    return f"llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}), not {model!r}"
+
+
 def packaged_file(spec: PackagedModel) -> Path:
     """Where the package keeps its GGUF file (found without importing the package)."""
     found = importlib.util.find_spec(spec.package)
