@@ -112,6 +112,12 @@ def test_compare_runs_every_pair_and_summarises(comparison):
         assert s["rollouts"]["mean"] == 2 * 48
     assert json.loads((out / "summary.json").read_text())["curricula"].keys() == summary["curricula"].keys()
     assert sum("[start]" in line for line in logs) == 4
+    from genenv.provenance import source_fingerprint
+    assert summary["code"] == {"sources": {source_fingerprint(): ["genenv/seed0", "genenv/seed1", "static/seed0",
+                                                                  "static/seed1"]},
+                               "unrecorded": [], "resumed_with_other_code": []}
+    assert f"Every run was made by the same code (source fingerprint {source_fingerprint()})" in (
+        out / "report.html").read_text()
 
 
 @pytest.mark.slow
@@ -436,3 +442,15 @@ def test_same_metrics_names_each_value_that_differs_and_ignores_clocks():
     changed = [same[0], {"epoch": 1, "heldout_success": 0.6, "env_update_kl": 0.02}]
     assert differences(before, changed) == ["epoch 1: env_update_kl: 0.01 -> 0.02"]
     assert differences(before, same[:1]) == ["rows: 2 before, 1 after"]
+
+
+def test_the_report_says_when_runs_were_made_by_different_code():
+    from genenv.analysis import code_sentence
+    same = {"sources": {"aaaa": ["genenv/seed0", "random/seed0"]}, "unrecorded": [], "resumed_with_other_code": []}
+    assert code_sentence(same) == "Every run was made by the same code (source fingerprint aaaa)."
+    mixed = {"sources": {"aaaa": ["genenv/seed0"], "bbbb": ["random/seed0"]}, "unrecorded": ["static/seed0"],
+             "resumed_with_other_code": ["genenv/seed0"]}
+    sentence = code_sentence(mixed)
+    assert sentence.startswith("Not every run was made by the same code: 1 by source aaaa; 1 by source bbbb; 1 made "
+                               "before runs recorded their code; 1 resumed with other code than they started with "
+                               "(genenv/seed0)")

@@ -568,3 +568,32 @@ def test_a_run_piped_into_head_stops_quietly_and_its_epoch_lines_fit_100_columns
                           timeout=600)
     lines = [line for line in full.stdout.splitlines() if line.startswith("epoch ")]
     assert len(lines) == 2 and all(len(line) <= 100 for line in lines) and "held-out" in lines[-1]
+
+
+def test_a_run_records_its_code_and_a_resume_with_other_code_says_so(smoke_run, tmp_path, monkeypatch):
+    """code.json holds the code that started the run; a resume with other code logs which keys changed and appends
+    them to code_changes.jsonl (the epochs after it need not equal an uninterrupted run's); the same code resumes
+    silently, and a second resume with the new code finds nothing new."""
+    import shutil
+
+    from genenv import provenance
+    recorded = json.loads((smoke_run / "code.json").read_text())
+    assert recorded["source"] == provenance.source_fingerprint() and recorded["torch"] == torch.__version__
+    run_dir = tmp_path / "copy"
+    shutil.copytree(smoke_run, run_dir)
+    messages = []
+    run(load_config("smoke", ["threads=1", "epochs=4"]), run_dir=run_dir, resume=True, log=messages.append)
+    assert not (run_dir / "code_changes.jsonl").exists() and not any("other code" in m for m in messages)
+
+    edited = {**provenance.code_version(), "source": "0123456789abcdef"}
+    monkeypatch.setattr(provenance, "code_version", lambda: edited)
+    messages = []
+    run(load_config("smoke", ["threads=1", "epochs=5"]), run_dir=run_dir, resume=True, log=messages.append)
+    warning = [m for m in messages if "other code" in m]
+    assert len(warning) == 1 and f"source {recorded['source']!r} -> '0123456789abcdef'" in warning[0]
+    history = read_jsonl(run_dir / "code_changes.jsonl")
+    assert history[0]["resumed_at_epoch"] == 4 and history[0]["changes"] == {
+        "source": [recorded["source"], "0123456789abcdef"]}
+    run(load_config("smoke", ["threads=1", "epochs=6"]), run_dir=run_dir, resume=True, log=messages.append)
+    assert len(read_jsonl(run_dir / "code_changes.jsonl")) == 1   # the code that last ran it is the new one
+    assert json.loads((run_dir / "code.json").read_text()) == recorded   # what started the run is kept

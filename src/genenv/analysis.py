@@ -14,6 +14,7 @@ import numpy as np
 
 from genenv.config import run_config_dict
 from genenv.io import read_jsonl
+from genenv.provenance import CODE_FILE, CODE_HISTORY
 from genenv.stats import gain_recovered, paired_differences
 
 
@@ -107,7 +108,7 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
     finals = {label: [_final(r) for r in runs if r.rows] for label, runs in groups.items()}
     if target is None and reference in groups:
         target = _mean_std(finals[reference])["mean"]
-    out = {"reference": reference, "target_success": target, "curricula": {}}
+    out = {"reference": reference, "target_success": target, "code": code_versions(groups), "curricula": {}}
     for label, runs in groups.items():
         step_finals = [r.rows[-1].get("heldout_step_accuracy") for r in runs if r.rows]
         levels: dict[str, list[float]] = {}
@@ -154,6 +155,40 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
         out["oracle_gain_recovered"] = gain_recovered(*(_per_seed(groups[label], _final)
                                                         for label in (reference, "random", "oracle")))
     return out
+
+
+def code_versions(groups: dict[str, list[RunRecord]]) -> dict:
+    """The code that made a comparison's runs (:mod:`genenv.provenance`): each source fingerprint a run started
+    with, and the runs (``label/seed<k>``) it made; the runs made before genenv recorded it, and the runs resumed
+    with other source code than they started with."""
+    sources: dict[str, list[str]] = {}
+    unrecorded, resumed_with_other_code = [], []
+    for label, runs in groups.items():
+        for record in runs:
+            name = f"{label}/seed{record.seed}"
+            started = record.path / CODE_FILE
+            if not started.exists():
+                unrecorded.append(name)
+                continue
+            sources.setdefault(json.loads(started.read_text()).get("source"), []).append(name)
+            history = record.path / CODE_HISTORY
+            if history.exists() and any("source" in row["changes"] for row in read_jsonl(history)):
+                resumed_with_other_code.append(name)
+    return {"sources": sources, "unrecorded": unrecorded, "resumed_with_other_code": resumed_with_other_code}
+
+
+def code_sentence(code: dict) -> str:
+    """One sentence for a report: whether every run was made by the same code."""
+    sources, others = code["sources"], [*code["unrecorded"], *code["resumed_with_other_code"]]
+    if len(sources) == 1 and not others:
+        return f"Every run was made by the same code (source fingerprint {next(iter(sources))})."
+    parts = [f"{len(names)} by source {source}" for source, names in sources.items()]
+    if code["unrecorded"]:
+        parts.append(f"{len(code['unrecorded'])} made before runs recorded their code")
+    if code["resumed_with_other_code"]:
+        parts.append(f"{len(code['resumed_with_other_code'])} resumed with other code than they started with "
+                     f"({', '.join(code['resumed_with_other_code'][:4])})")
+    return "Not every run was made by the same code: " + "; ".join(parts) + " (summary.json, \"code\")."
 
 
 def run_information(record: RunRecord) -> str | None:

@@ -81,6 +81,7 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState, make_players
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
+from genenv.provenance import check_code_on_resume, record_code
 from genenv.reward import rwr_weights, scored, simulator_gate, success_rate
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
@@ -385,11 +386,13 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config_changes.jsonl says so
             log("config changed on resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
             record_config_changes(run_dir, changed, state.epoch)
+        check_code_on_resume(run_dir, state.epoch, log)
     else:
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir)
+        record_code(run_dir)
         players, state = initial_players(cfg, curriculum, domain, split, run_dir, log)
         (run_dir / "metrics.jsonl").write_text("")
         warm = evaluate_all(cfg, domain, players.agent, split)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from genenv.analysis import RunRecord, load_run, summarize
+from genenv.analysis import RunRecord, code_sentence, load_run, summarize
 from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names, make_curriculum
@@ -271,7 +271,7 @@ def write_comparison(out: Path, arms: list[Arm], seeds: list[int], target: float
     write_report(dest, groups, f"genenv comparison: {dest.name}", summary,
                  intro=f"{len(groups)} curricula x {len(seeds)} seed(s). Every curriculum makes the same number "
                        "of agent rollouts per epoch. Rollouts-to-target uses the reference curriculum's "
-                       f"({reference}) mean final held-out success as the target.")
+                       f"({reference}) mean final held-out success as the target. {code_sentence(summary['code'])}")
     return summary
 
 

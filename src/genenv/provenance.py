@@ -1,0 +1,110 @@
+"""Which code made a run: ``code.json`` in the run folder, and what a resume with other code changed.
+
+A run's numbers are reproducible for the same seed *and the same code*. The run folder records, when the run
+starts, genenv's version, a fingerprint of its source (every ``.py`` and ``.yaml`` file of the installed package:
+any edit changes it, also outside a git checkout), the git commit and whether the checkout had uncommitted changes
+(when the package sits in one), and the versions of Python and of the libraries whose arithmetic the metrics
+depend on. A resume compares the code it runs with the code that last ran the folder; where they differ it says
+so in the log and appends the change, with the epoch it resumed at, to ``code_changes.jsonl``: the epochs after
+that come from other code, and need not equal what an uninterrupted run would have given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
+import genenv
+from genenv.io import append_jsonl, atomic_write_json, read_jsonl
+
+CODE_FILE = "code.json"
+CODE_HISTORY = "code_changes.jsonl"
+PACKAGE_ROOT = Path(genenv.__file__).resolve().parent
+# the libraries whose arithmetic (or tokenisation) the metrics depend on
+LIBRARIES = ("torch", "numpy", "transformers", "tokenizers")
+
+
+def source_fingerprint(root: Path = PACKAGE_ROOT) -> str:
+    """sha256 (first 16 hex digits) over every ``.py`` and ``.yaml`` file under ``root``: relative path and
+    bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def git_state(root: Path = PACKAGE_ROOT) -> dict | None:
+    """The commit of the git checkout holding ``root`` and whether its tracked files there have uncommitted
+    changes; None when ``root`` is not in a checkout (an installed wheel) or git is not available."""
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "."))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def code_version() -> dict:
+    """What :data:`CODE_FILE` records: genenv's version, its source fingerprint, its git state, Python's and the
+    :data:`LIBRARIES`' versions."""
+    return {"genenv": genenv.__version__, "source": source_fingerprint(), "git": git_state(),
+            "python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}}
+
+
+def record_code(run_dir: Path) -> None:
+    """Write the code that starts a run (``code.json``)."""
+    atomic_write_json(Path(run_dir) / CODE_FILE, code_version())
+
+
+def last_code(run_dir: Path) -> dict | None:
+    """The code that last ran ``run_dir``: ``code.json`` updated by the changes its resumes recorded (None for a
+    folder made before genenv recorded it)."""
+    path = Path(run_dir) / CODE_FILE
+    if not path.exists():
+        return None
+    code = json.loads(path.read_text())
+    for row in read_jsonl(Path(run_dir) / CODE_HISTORY) if (Path(run_dir) / CODE_HISTORY).exists() else []:
+        code.update({key: new for key, (_, new) in row["changes"].items()})
+    return code
+
+
+def code_changes(before: dict, now: dict) -> dict[str, tuple]:
+    """The keys whose value differs, ``key: (before, now)``; the git state compares by commit and dirtiness."""
+    return {key: (before.get(key), now.get(key)) for key in sorted(set(before) | set(now))
+            if before.get(key) != now.get(key)}
+
+
+def check_code_on_resume(run_dir: Path, epoch: int, log) -> dict[str, tuple]:
+    """On resume: the code now against the code that last ran ``run_dir``; a difference is logged and appended
+    to ``code_changes.jsonl`` with ``epoch``. Returns the changes (empty: the same code)."""
+    now = code_version()
+    before = last_code(run_dir)
+    if before is None:
+        log(f"note: {run_dir} does not record the code that started it (made before code.json); recording the "
+            "code that resumes it")
+        record_code(run_dir)
+        return {}
+    changes = code_changes(before, now)
+    if changes:
+        log(f"warning: {run_dir} resumes at epoch {epoch} with other code than ran it ("
+            + ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
+            + "): the epochs from here on need not equal an uninterrupted run's (code_changes.jsonl)")
+        append_jsonl(Path(run_dir) / CODE_HISTORY, {
+            "resumed_at_epoch": epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "changes": {key: list(pair) for key, pair in changes.items()}})
+    return changes
