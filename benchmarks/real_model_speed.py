@@ -20,8 +20,8 @@ Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in flo
 (``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
 
 Part ``run``: whole epochs of a real-model preset (default ``smollm2-apibank``) as two ``genenv run``s on the
-same warm start, today against the fast options (``--bf16`` adds bf16 autocast): agent rollouts per hour
-(generation + scoring + update) and GRPO steps of each.
+same warm start, today against the fast options (``--bf16`` adds bf16 autocast, ``--llamacpp`` llama.cpp decoding):
+agent rollouts per hour (generation + scoring + update) and GRPO steps of each.
 
 Targets (issue 40): agent rollouts per hour >= 10x today's at group size 8; the GRPO step alone >= 4x today's
 at the preset's prompt lengths, group size 8.
@@ -263,7 +263,8 @@ def bench_run(args) -> None:
     import sys  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    fast = [*FAST_OPTIONS, *(["agent.autocast=bfloat16", "env.autocast=bfloat16"] if args.bf16 else [])]
+    fast = [*FAST_OPTIONS, *(["agent.autocast=bfloat16", "env.autocast=bfloat16"] if args.bf16 else []),
+            *(["agent.sampler=llama.cpp", "env.sampler=llama.cpp"] if args.llamacpp else [])]
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for label, options in (("today", []), ("fast", fast)):
@@ -289,6 +290,7 @@ def main() -> None:
     parser.add_argument("--preset", default="smollm2-apibank", help="run: the real-model preset")
     parser.add_argument("--epochs", type=int, default=2, help="run: epochs of each run")
     parser.add_argument("--bf16", action="store_true", help="run: the fast side also uses bf16 autocast")
+    parser.add_argument("--llamacpp", action="store_true", help="run: the fast side also decodes with llama.cpp")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="run: an override for both runs (e.g. domain.options.data=PATH, agent.group_size=8)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
