@@ -94,3 +94,19 @@ def test_a_run_on_reasoning_gym(tmp_path):
                           log=lambda _: None) / "metrics.jsonl")
     assert len(rows) == 3 and sum(r["valid"] for r in rows) > 0
     assert set(rows[-1]["heldout_by_level"]) == {str(level) for level in range(1, 9)}
+
+
+@pytest.mark.parametrize("family", ["basic_arithmetic", "spell_backward"])
+def test_the_tiny_preset_fits_each_measured_familys_tasks_in_its_models(family):
+    """--preset reasoning-gym (tiny models): every level's question and answer fit the agent's positions, and the
+    simulator's prompt with a specification fits its own (a longer task would be cut, not learnt)."""
+    from genenv.config import load_config
+    from genenv.models.tiny import build_tiny_tokenizer
+    cfg = load_config("reasoning-gym", [f"domain.options.datasets=[{family}]"])
+    fam = make_domain(cfg.domain.name, **cfg.domain.options)
+    tokenizer = build_tiny_tokenizer(fam.alphabet, fam.tiny_words)
+    rng = np.random.default_rng(0)
+    tasks = [fam.random_task(rng, level) for level in fam.levels() for _ in range(20)]
+    agent = max(len(tokenizer(t.prompt + t.answer).input_ids) + 2 for t in tasks)
+    env = max(len(tokenizer(fam.simulator_prompt(t, {"success_rate": 0.5}) + t.text).input_ids) + 2 for t in tasks)
+    assert agent <= cfg.agent.tiny.max_positions and env <= cfg.env.tiny.max_positions
