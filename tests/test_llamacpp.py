@@ -99,6 +99,10 @@ def test_smollm2_on_llama_cpp_answers_as_transformers_and_follows_the_weights(sm
             assert bool((chosen >= steps.max(-1).values - 0.01).all()), (tokens, steps.max(-1).values - chosen)
         assert sum(a[0].token_ids == b[0].token_ids for a, b in zip(greedy, reference)) >= 2
         together = sampler.sample([ids[0]], 4, 16, 1.0, None)[0]
+        extended = ids[0][:-1] + policy.encode_prompts(["Paris?"])[0]   # shares all but its last tokens
+        decoded = sampler.prefilled_tokens
+        sampler.sample([extended], 1, 1, 1.0, None)
+        assert sampler.prefilled_tokens - decoded == len(extended) - (len(ids[0]) - 1)   # only what is not shared
         assert [tokens for tokens, _ in together] == [greedy[0][0].token_ids] * 4
         sampled = policy.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, seed=7)
         pairs = [(a, b) for ga, gb in zip(sampled_reference, sampled) for a, b in zip(ga, gb)]
@@ -152,3 +156,27 @@ def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
     with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
         load_eval_policy("smollm2", print, "cpu", 1, sampler="vllm")
+
+
+def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come_back_in_theirs():
+    """llama.cpp keeps the KV cells a prompt shares with the one before it, so genenv eval decodes the prompts in
+    token order over all of them (API-Bank level 1: 74% of the prompt tokens shared with the previous prompt), not
+    slice by slice; every answer returns to its prompt's place. On transformers the order is today's."""
+    from genenv.evaluate import _greedy_with_progress
+    from genenv.models.policy import Generation
+
+    class Recording:
+        fast_sampler, decoded = object(), []
+
+        def encode_prompts(self, prompts):
+            return [[int(c) for c in p] for p in prompts]
+
+        def generate(self, prompts, greedy, max_new_tokens, batch_size, prompt_ids):
+            self.decoded += prompts
+            return [[Generation(ids, [], f"answer {p}", [], True)] for p, ids in zip(prompts, prompt_ids)]
+
+    prompts = [f"{n:03d}" for n in [512, 105, 511, 104, 300, 103, 999, 102, 101, 100] * 2]
+    policy = Recording()
+    answers = _greedy_with_progress(policy, prompts, 4, 1, "test")
+    assert answers == [f"answer {p}" for p in prompts]
+    assert policy.decoded == sorted(prompts)       # 20 prompts in slices of 8: token order across the slices

@@ -68,6 +68,7 @@ class LlamaCppSampler:
         self._versions: tuple | None = None
         self._prompt: list[int] = []       # the prompt sequence 0 holds in the KV cache
         self.syncs, self.sync_seconds = 0, 0.0
+        self.prompt_tokens = self.prefilled_tokens = 0   # prompts' tokens, and those decoded (not kept from the last)
 
     def _weights_version(self) -> tuple:
         return tuple(p._version for p in self.policy.model.parameters())
@@ -140,6 +141,8 @@ class LlamaCppSampler:
         self._forget(-1, common)
         for seq in range(1, self.parallel):
             self._forget(seq, 0)
+        self.prompt_tokens += len(prompt)
+        self.prefilled_tokens += len(prompt) - common
         for first in range(common, len(prompt), 512):
             chunk = prompt[first:first + 512]
             logits = self._decode([(token, first + i, 0) for i, token in enumerate(chunk)], last_only=True)[0]
