@@ -14,7 +14,7 @@ import numpy as np
 
 from genenv.config import run_config_dict
 from genenv.io import read_jsonl
-from genenv.provenance import CODE_FILE, CODE_HISTORY
+from genenv.provenance import code_history
 from genenv.stats import gain_recovered, paired_differences
 
 
@@ -166,13 +166,12 @@ def code_versions(groups: dict[str, list[RunRecord]]) -> dict:
     for label, runs in groups.items():
         for record in runs:
             name = f"{label}/seed{record.seed}"
-            started = record.path / CODE_FILE
-            if not started.exists():
+            started, changes = code_history(record.path)
+            if started is None:
                 unrecorded.append(name)
                 continue
-            sources.setdefault(json.loads(started.read_text()).get("source"), []).append(name)
-            history = record.path / CODE_HISTORY
-            if history.exists() and any("source" in row["changes"] for row in read_jsonl(history)):
+            sources.setdefault(started.get("source"), []).append(name)
+            if any("source" in row["changes"] for row in changes):
                 resumed_with_other_code.append(name)
     return {"sources": sources, "unrecorded": unrecorded, "resumed_with_other_code": resumed_with_other_code}
 

@@ -85,7 +85,7 @@ def _greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size
     prompt_ids, order = None, list(range(len(prompts)))
     if getattr(policy, "fast_sampler", None) is not None:
         prompt_ids = policy.encode_prompts(prompts)
-        order.sort(key=lambda i: prompt_ids[i])
+        order.sort(key=lambda i: answer_order_key(policy, prompt_ids[i]))
     responses: list[str | None] = [None] * len(prompts)
     with progress_bar(len(prompts), label, leave=False) as bar:
         for first in range(0, len(order), 8 * batch_size):  # progress in slices of a few batches
@@ -132,8 +132,9 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     f16 weights written in its packaged GGUF's image (:mod:`genenv.models.llamacpp`; a packaged model only)."""
     if sampler not in ("transformers", "llama.cpp"):
         raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
-    if sampler == "llama.cpp" and llamacpp_refusal(model):   # refused before any model loads
-        raise ValueError(f"--sampler: {llamacpp_refusal(model)}")
+    refusal = llamacpp_refusal(model) if sampler == "llama.cpp" else None
+    if refusal:   # refused before any model loads
+        raise ValueError(f"--sampler: {refusal}")
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
     if sampler == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415

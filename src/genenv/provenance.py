@@ -71,14 +71,21 @@ def record_code(run_dir: Path) -> None:
     atomic_write_json(Path(run_dir) / CODE_FILE, code_version())
 
 
+def code_history(run_dir: Path) -> tuple[dict | None, list[dict]]:
+    """The code that started ``run_dir`` (``code.json``; None for a folder made before genenv recorded it) and the
+    changes its resumes recorded (``code_changes.jsonl`` rows, oldest first)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CODE_FILE).exists():
+        return None, []
+    history = run_dir / CODE_HISTORY
+    return json.loads((run_dir / CODE_FILE).read_text()), read_jsonl(history) if history.exists() else []
+
+
 def last_code(run_dir: Path) -> dict | None:
-    """The code that last ran ``run_dir``: ``code.json`` updated by the changes its resumes recorded (None for a
-    folder made before genenv recorded it)."""
-    path = Path(run_dir) / CODE_FILE
-    if not path.exists():
-        return None
-    code = json.loads(path.read_text())
-    for row in read_jsonl(Path(run_dir) / CODE_HISTORY) if (Path(run_dir) / CODE_HISTORY).exists() else []:
+    """The code that last ran ``run_dir``: the code that started it updated by the changes its resumes recorded
+    (None for a folder made before genenv recorded it)."""
+    code, changes = code_history(run_dir)
+    for row in changes:
         code.update({key: new for key, (_, new) in row["changes"].items()})
     return code
 
