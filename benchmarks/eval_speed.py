@@ -1,9 +1,10 @@
 """An official benchmark's evaluation on transformers (today's greedy path) against llama.cpp (``--sampler
-llama.cpp``: f16 weights, prompts decoded in token order so each prefills only what it does not share with the one
-before), side by side in one run (issue 40's evaluation target).
+llama.cpp``: f16 or, ``llama.cpp:bf16``, bf16 weights; prompts in token order, 16 answers decoded side by side, each
+prompt prefilling only what it does not share with the one before), side by side in one run (issue 40's
+evaluation target).
 
     .venv/bin/python benchmarks/eval_speed.py --limit 40 --threads 2
-    .venv/bin/python benchmarks/eval_speed.py --engines llama.cpp --threads 2      # all items, llama.cpp only
+    .venv/bin/python benchmarks/eval_speed.py --engines llama.cpp:bf16 --limit 0 --threads 2   # all items
 
 Each engine runs ``genenv eval --benchmark api-bank --levels 1`` as a process of its own (model loading included
 in its seconds). Prints the seconds of each, their ratio, and how many API-call verdicts and predictions agree,
@@ -27,7 +28,9 @@ def run_eval(engine: str, args, out: Path) -> tuple[float, list[dict]]:
     """Seconds of one ``genenv eval`` and the API items of its results.jsonl."""
     command = [sys.executable, "-m", "genenv.cli", "eval", "--benchmark", "api-bank", "--levels", "1",
                "--data", args.data, "--model", args.model, "--threads", str(args.threads), "--out", str(out),
-               "--sampler", engine]
+               "--sampler", engine.split(":")[0]]
+    if ":" in engine:   # llama.cpp:bf16 -> --sampler-dtype bf16
+        command += ["--sampler-dtype", engine.split(":")[1]]
     if args.limit:
         command += ["--limit", str(args.limit)]
     start = time.perf_counter()
@@ -42,27 +45,31 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=40, help="items of level 1 (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--engines", default="transformers,llama.cpp")
+    parser.add_argument("--engines", default="transformers,llama.cpp,llama.cpp:bf16",
+                        help="comma-separated; llama.cpp:DTYPE decodes with --sampler-dtype DTYPE; each is compared "
+                             "with the first")
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for engine in args.engines.split(","):
-            seconds, rows = run_eval(engine, args, Path(folder) / engine.replace(".", ""))
+            seconds, rows = run_eval(engine, args, Path(folder) / engine.replace(".", "").replace(":", "-"))
             results[engine] = (seconds, rows)
             correct = sum(row["correct"] for row in rows)
             print(f"{engine:12s} {len(rows)} API items in {seconds:7.1f} s ({seconds / len(rows):.2f} s an item), "
                   f"{correct} correct", flush=True)
-    if len(results) == 2:
-        (base_s, base), (fast_s, fast) = results.values()
+    engines = list(results)
+    base_s, base = results[engines[0]]
+    for engine in engines[1:]:   # each against the first (today's path)
+        fast_s, fast = results[engine]
         same_verdict = sum(a["correct"] == b["correct"] for a, b in zip(base, fast))
         same_text = sum(a["prediction"] == b["prediction"] for a, b in zip(base, fast))
-        print(f"ratio {base_s / fast_s:.2f}x; verdicts the same on {same_verdict} of {len(base)}, predictions "
-              f"identical on {same_text}")
+        print(f"{engine}: ratio {base_s / fast_s:.2f}x; verdicts the same on {same_verdict} of {len(base)}, "
+              f"predictions identical on {same_text}")
         for a, b in zip(base, fast):
             if a["correct"] != b["correct"]:
-                print(f"  {a['file']} {a['id']}: transformers {a['correct']} {a['prediction']!r}\n"
-                      f"  {' ' * len(a['file'])} {' ' * len(str(a['id']))}  llama.cpp    {b['correct']} "
+                print(f"  {a['file']} {a['id']}: {engines[0]} {a['correct']} {a['prediction']!r}\n"
+                      f"  {' ' * len(a['file'])} {' ' * len(str(a['id']))}  {engine} {b['correct']} "
                       f"{b['prediction']!r}")
 
 

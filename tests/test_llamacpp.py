@@ -150,12 +150,15 @@ def test_grpo_update_trains_on_the_trainers_old_logprobs_when_asked(tiny_policy,
 
 
 def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
-    """`genenv eval --sampler llama.cpp` on a model folder: one line naming --sampler, before any model loads."""
+    """`genenv eval --sampler llama.cpp` on a model folder, or with an unknown weight type: one line naming the flag,
+    before any model loads."""
     from genenv.evaluate import load_eval_policy
     with pytest.raises(ValueError, match=r"--sampler: llama.cpp decodes a packaged GGUF model \(smollm2\)"):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
     with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
         load_eval_policy("smollm2", print, "cpu", 1, sampler="vllm")
+    with pytest.raises(ValueError, match="--sampler-dtype: 'q4_k' is not one of f32, f16, bf16, q8_0"):
+        load_eval_policy("smollm2", print, "cpu", 1, sampler="llama.cpp", sampler_dtype="q4_k")
 
 
 def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come_back_in_theirs():
@@ -180,3 +183,54 @@ def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come
     answers = _greedy_with_progress(policy, prompts, 4, 1, "test")
     assert answers == [f"answer {p}" for p in prompts]
     assert policy.decoded == sorted(prompts)       # 20 prompts in slices of 8: token order across the slices
+
+
+def test_windows_cover_every_sample_once_within_the_sequences_and_cells():
+    """The samples of several prompts go in windows of jobs (prompt, first sample, count): every sample once, in
+    order; no window over ``parallel`` sequences or over the context's cells (a prompt's cells counted once, less
+    what it shares with the prompt before it in the window, plus max_new_tokens per sample)."""
+    from genenv.models.llamacpp import LlamaCppSampler, _shared
+
+    sampler = LlamaCppSampler.__new__(LlamaCppSampler)   # the planning needs no engine
+    sampler.parallel, sampler.context = 4, 200
+    prompts = [[1, 2, 3] + [7] * 40, [1, 2, 3] + [7] * 38 + [8, 9], [5] * 60, [5] * 60 + [6], [9] * 10]
+    for n, new in ((1, 16), (3, 16), (6, 8), (2, 60)):
+        windows = sampler._windows(prompts, n, new)
+        jobs = [job for window in windows for job in window]
+        assert [(i, s) for i, first, count in jobs for s in range(first, first + count)] == \
+            [(i, s) for i in range(len(prompts)) for s in range(n)]
+        for window in windows:
+            assert sum(count for _, _, count in window) <= sampler.parallel
+            cells = len(prompts[window[0][0]]) + sum(
+                len(prompts[i]) - _shared(prompts[window[k - 1][0]], prompts[i]) for k, (i, _, _) in
+                enumerate(window) if k) + new * sum(count for _, _, count in window)
+            assert cells <= sampler.context
+    assert sampler._windows(prompts, 1, 16) == [[(0, 0, 1), (1, 0, 1), (2, 0, 1), (3, 0, 1)], [(4, 0, 1)]]
+    assert len(sampler._windows(prompts, 1, 60)) > 2       # the cells, not the sequences, cut these windows
+
+
+@pytest.mark.slow
+def test_prompts_decoded_side_by_side_answer_as_each_alone(smollm2_on_llama_cpp):
+    """Four prompts in one window (greedy) and two prompts' six samples each in windows of four sequences (keyed
+    draws) give the tokens each prompt gets decoded alone; a prompt that shares its start with the one before it in
+    the window prefills only the rest."""
+    policy, sampler = smollm2_on_llama_cpp
+    ids = policy.encode_prompts(["What is the capital of France?", "What is the capital of Spain?",
+                                 "Call the weather API for Paris tomorrow.", "Say hello."])
+    alone = [sampler.sample([p], 1, 16, 1.0, None)[0] for p in ids]
+    sampler.sample([[2, 3]], 1, 1, 1.0, None)   # the cache holds nothing of the prompts (each starts with 1)
+    decoded = sampler.prefilled_tokens
+    together = sampler.sample(ids, 1, 16, 1.0, None)
+    shared = sum(min(_shared_start(ids[k - 1], ids[k]), len(ids[k]) - 1) for k in range(1, 4))
+    assert sampler.prefilled_tokens - decoded == sum(map(len, ids)) - shared and shared > 20
+    assert together == alone
+    uniforms = torch.from_numpy(sequence_uniforms(7, grid_keys(0, 2, 6), 12))
+    one_by_one = [sampler.sample([p], 6, 12, 1.0, uniforms[i * 6:(i + 1) * 6])[0] for i, p in enumerate(ids[:2])]
+    assert sampler.sample(ids[:2], 6, 12, 1.0, uniforms) == one_by_one
+
+
+def _shared_start(a, b):
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    return common

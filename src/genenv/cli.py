@@ -124,7 +124,8 @@ def _eval(args) -> int:
         cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
                else load_config(args.preset or "default", args.overrides, args.config))
         cfg = dataclasses.replace(cfg, device=args.device, threads=args.threads)
-    common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=args.sampler)
+    common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=args.sampler,
+                  sampler_dtype=args.sampler_dtype)
     runners = {
         "bfcl": lambda: eval_bfcl(args.model, [c.strip() for c in args.categories.split(",") if c.strip()],
                                   args.out, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
@@ -288,8 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
     ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ev_p.add_argument("--sampler", default="transformers", choices=("transformers", "llama.cpp"),
-                      help="where the answers are decoded: llama.cpp (a packaged model, f16 weights; "
+                      help="where the answers are decoded: llama.cpp (a packaged model, 16 answers side by side; "
                            "docs/scaling.md) or transformers (default)")
+    ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
+                      help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
+                           "avx512_bf16; f32 closest to transformers)")
     ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")
     ev_p.set_defaults(func=_eval)
     mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")

@@ -37,6 +37,7 @@ from genenv.evaluators.travelplanner import constraints as travel_checks
 from genenv.evaluators.travelplanner import queries as travel_queries
 from genenv.evaluators.travelplanner.sandbox import Sandbox
 from genenv.io import atomic_write_json, atomic_write_jsonl
+from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
 from genenv.progress import progress_bar
@@ -62,8 +63,9 @@ def _greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: in
     fits = [i for i, ids in enumerate(prompt_ids) if len(ids) <= budget]
     order = sorted(fits, key=lambda i: answer_order_key(policy, prompt_ids[i]))
     responses: list[str | None] = [None] * len(prompts)
-    for first in range(0, len(order), batch_size):
-        chunk = order[first:first + batch_size]
+    step = len(order) if getattr(policy, "fast_sampler", None) is not None else batch_size  # llama.cpp: windows
+    for first in range(0, len(order), max(1, step)):
+        chunk = order[first:first + step]
         gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
                                batch_size=batch_size, prompt_ids=[prompt_ids[i] for i in chunk])
         for i, group in zip(chunk, gens):
@@ -127,11 +129,14 @@ def _multi_turn_category(policy, category: str, entries: list[dict], out: Path, 
 
 
 def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = "transformers",
-                     use_chat_template: bool = False):
+                     use_chat_template: bool = False, sampler_dtype: str = "f16"):
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
-    f16 weights written in its packaged GGUF's image (:mod:`genenv.models.llamacpp`; a packaged model only)."""
+    weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
+    q8_0; :mod:`genenv.models.llamacpp`; a packaged model only), 16 answers side by side."""
     if sampler not in ("transformers", "llama.cpp"):
         raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
+    if sampler_dtype not in GGUF_DTYPES:
+        raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
     refusal = llamacpp_refusal(model) if sampler == "llama.cpp" else None
     if refusal:   # refused before any model loads
         raise ValueError(f"--sampler: {refusal}")
@@ -139,13 +144,14 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     if sampler == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
 
-        policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype="f16", context=8192, parallel=1)
+        policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype=sampler_dtype, context=8192,
+                                              parallel=16)
     return policy
 
 
 def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | None = None,
               max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
-              sampler: str = "transformers",
+              sampler: str = "transformers", sampler_dtype: str = "f16",
               max_steps: int = 5, log=print, policy=None) -> dict:
     """Accuracy per category and overall. AST categories score one response per entry; multi-turn
     categories score every turn on its own (``genenv.evaluators.bfcl_multiturn``), so their unit is a turn."""
@@ -162,7 +168,8 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
             raise ValueError(f"--categories: {category!r} is not a BFCL category we score; choose from "
                              f"{', '.join(bfcl.AST_CATEGORIES + bfcl_multiturn.MULTI_TURN_CATEGORIES)}")
     if policy is None:
-        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True,
+                                  sampler_dtype=sampler_dtype)
     out = Path(out)
     scores = {"model": model, "limit": limit, "max_new_tokens": max_new_tokens, "max_steps": max_steps,
               "categories": {}}
@@ -192,7 +199,7 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
 
 def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | None = None, max_steps: int = 50,
                   max_new_tokens: int = 48, max_context_tokens: int = 0, device: str = "cpu", threads: int = 2,
-                  sampler: str = "transformers",
+                  sampler: str = "transformers", sampler_dtype: str = "f16",
                   log=print, policy=None) -> dict:
     """A household agent on ALFWorld game files (e.g. the official valid_unseen split) in ALFWorld's engine:
     full-episode success and single-step accuracy, overall and per task type; writes OUT/scores.json."""
@@ -202,7 +209,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
     alfworld._require()
     files = alfworld.find_games(games)[:limit or None]
     if policy is None:
-        policy = load_eval_policy(model, log, device, threads, sampler)
+        policy = load_eval_policy(model, log, device, threads, sampler, sampler_dtype=sampler_dtype)
     start = time.perf_counter()
     with progress_bar(len(files), "alfworld games", leave=False) as bar:
         scores = alfworld.eval_games(policy, HouseholdDomain(max_steps=max_steps), files, max_steps=max_steps,
@@ -220,7 +227,7 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
 
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
                  max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
-                 sampler: str = "transformers", log=print,
+                 sampler: str = "transformers", sampler_dtype: str = "f16", log=print,
                  policy=None) -> dict:
     """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
     items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
@@ -235,7 +242,8 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
             raise ValueError(f"--levels: {level} is not an API-Bank level; choose from "
                              f"{', '.join(map(str, scored_levels))}")
     if policy is None:
-        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True,
+                                  sampler_dtype=sampler_dtype)
 
     def respond(prompts):
         return _greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank")
@@ -268,7 +276,7 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
 
 def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,
                    max_new_tokens: int = 32, batch_size: int = 8, device: str = "cpu", threads: int = 2,
-                   sampler: str = "transformers", log=print,
+                   sampler: str = "transformers", sampler_dtype: str = "f16", log=print,
                    policy=None, corpus: str | Path | None = None, max_steps: int = 5, top_k: int = 3) -> dict:
     """Bamboogle: EM and F1 over the questions, closed-book, or with ``corpus`` through the ``search:``/``answer:``
     protocol (BM25 over the user's passages, ``top_k`` per search, ``max_steps`` actions per question); every
@@ -277,7 +285,8 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
     questions = bamboogle.load_questions(data, limit)  # bad files fail before the model loads
     passages = bamboogle.load_corpus(corpus) if corpus is not None else None
     if policy is None:
-        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True,
+                                  sampler_dtype=sampler_dtype)
     start = time.perf_counter()
 
     if passages is None:
@@ -313,7 +322,7 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
 
 def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Path, limit: int | None = None,
                        max_new_tokens: int = 1024, batch_size: int = 4, device: str = "cpu", threads: int = 2,
-                       sampler: str = "transformers",
+                       sampler: str = "transformers", sampler_dtype: str = "f16",
                        log=print, policy=None, hard_denominator: int | None = None) -> dict:
     """TravelPlanner, sole-planning mode: the model writes each plan from the query's reference information; the
     evaluator gives delivery, commonsense and hard micro/macro, final pass rate and the paper's average.
@@ -326,7 +335,8 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     items = (travel_queries.load_train(data, sandbox, limit) if queries == "train"
              else travel_queries.load_queries(queries, limit))
     if policy is None:
-        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True)
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True,
+                                  sampler_dtype=sampler_dtype)
     start = time.perf_counter()
     responses = _greedy_with_progress(policy, [item["messages"] for item in items], max_new_tokens, batch_size,
                                       "travelplanner")

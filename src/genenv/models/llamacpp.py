@@ -17,8 +17,9 @@ log-probs a :class:`Generation` carries are llama.cpp's; the updates do not use 
 update recompute the old log-probs of the samples they train on with the trainer's own forward pass
 (``recompute_old_logprobs``), so sampling mismatches cannot bias the importance ratio.
 
-A prompt's n samples share its prefill: the KV cache keeps the prompt and each sample's tokens are removed after
-it, and a prompt that starts like the previous one only evaluates what is new.
+Samples decode side by side, up to ``parallel`` sequences at a time, several prompts together when they fit the
+KV cache: a prompt's samples share its prefill (copies of its cells), and a prompt that starts like the one before
+it copies the cells they share and evaluates only what is new.
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def llama_cpp_module():
 class LlamaCppSampler:
     """Samples for ``policy`` on llama.cpp, from a GGUF of its current weights written in ``template``'s image.
 
-    A prompt's n samples decode side by side, up to ``parallel`` at a time, as sequences of one batch over a KV
-    cache that holds the prompt once (each sample's sequence is a copy of the prompt's cells, not of its memory):
-    one pass over the weights per step serves all of them. ``threads``: llama.cpp's threads (the run's
-    ``threads``); ``dtype``: the GGUF's weights (f32 keeps the trainer's numbers; f16/bf16 halve the memory
-    traffic); ``context``: the KV cells, a prompt plus its samples' tokens."""
+    Samples decode side by side, up to ``parallel`` at a time, as sequences of one batch over a KV cache that holds
+    each prompt once (a sample's sequence is a copy of its prompt's cells, not of their memory), the prompts of a
+    window in the order given: one pass over the weights per step serves all of them. ``threads``: llama.cpp's
+    threads (the run's ``threads``); ``dtype``: the GGUF's weights (f32 keeps the trainer's numbers; f16/bf16 halve
+    the memory traffic); ``context``: the KV cells a window's prompts and their samples' tokens share."""
 
     def __init__(self, policy, template: str | Path, threads: int = 1, dtype: str = "f32", context: int = 4096,
                  parallel: int = 16, folder: str | Path | None = None):
@@ -131,61 +132,105 @@ class LlamaCppSampler:
         wanted = [len(rows) - 1] if last_only else range(len(rows))
         return [np.ctypeslib.as_array(self._ctx.get_logits_ith(i), shape=(self._vocab,)).copy() for i in wanted]
 
-    def _prefill(self, prompt: list[int], copies: int) -> np.ndarray:
-        """Sequences 0 to ``copies`` - 1 hold ``prompt`` (the cells it shares with the previous prompt kept),
-        every other sequence nothing; the logits after the prompt's last token (always evaluated again)."""
-        common = 0
-        limit = min(len(prompt) - 1, len(self._prompt))
-        while common < limit and self._prompt[common] == prompt[common]:
-            common += 1
-        self._forget(-1, common)
-        for seq in range(1, self.parallel):
-            self._forget(seq, 0)
-        self.prompt_tokens += len(prompt)
-        self.prefilled_tokens += len(prompt) - common
-        for first in range(common, len(prompt), 512):
-            chunk = prompt[first:first + 512]
-            logits = self._decode([(token, first + i, 0) for i, token in enumerate(chunk)], last_only=True)[0]
-        for seq in range(1, copies):   # a copy of the prompt's cells, not of their memory
-            self.llama_cpp.llama_memory_seq_cp(self._ctx.memory, 0, seq, -1, -1)
-        self._prompt = list(prompt)
-        return logits
-
     # ---------------------------------------------------------------- sampling
     def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float,
                uniforms: torch.Tensor | None) -> list[list[tuple[list[int], list[float]]]]:
         """For each prompt, ``n`` (tokens, log-probs) pairs, sample j of prompt i drawn with the uniforms of row
         i * n + j of ``uniforms`` ([prompts * n, max_new_tokens]; None: greedy). The tokens end at the EOS token
         when one was drawn; the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record
-        only: the updates recompute them with the trainer (``recompute_old_logprobs``)."""
+        only: the updates recompute them with the trainer (``recompute_old_logprobs``).
+
+        The samples decode in windows of up to ``parallel`` sequences, several prompts side by side when they fit
+        (:meth:`_windows`), each prompt's cells copied from the cells it shares with the prompt before it."""
         self.sync()
-        out = []
-        for i, prompt in enumerate(prompt_ids):
+        for prompt in prompt_ids:
             if len(prompt) + max_new_tokens > self.context:
                 raise ValueError(f"sampler=llama.cpp: a prompt of {len(prompt)} tokens plus {max_new_tokens} new ones "
                                  f"passes its context of {self.context} (agent/env.sampler_context)")
-            width = max(1, min(self.parallel, n, (self.context - len(prompt)) // max(1, max_new_tokens)))
-            after_prompt = self._prefill(prompt, width)
-            samples: list[tuple[list[int], list[float]]] = []
-            for first in range(0, n, width):
-                if first:   # the previous samples' cells go; every sequence keeps the prompt
-                    self._forget(-1, len(prompt))
-                count = min(n, first + width) - first
-                rows = None if uniforms is None else uniforms[i * n + first:i * n + first + count]
-                samples += self._decode_together(after_prompt, len(prompt), count, max_new_tokens, temperature, rows)
-            self._forget(-1, len(prompt))
-            out.append(samples)
+        out: list[list] = [[None] * n for _ in prompt_ids]
+        for window in self._windows(prompt_ids, n, max_new_tokens):
+            for (i, first, _), pair in zip(window, self._decode_window(prompt_ids, window, n, max_new_tokens,
+                                                                       temperature, uniforms)):
+                out[i][first:first + len(pair)] = pair
         return out
 
-    def _decode_together(self, logits: np.ndarray, start: int, count: int, max_new_tokens: int, temperature: float,
+    def _windows(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int) -> list[list[tuple[int, int, int]]]:
+        """The samples as windows of (prompt, first sample, count) jobs, in the prompts' order: a window holds at
+        most ``parallel`` sequences, and its prompts' cells (what each does not share with the one before) plus
+        every sample's new tokens fit the ``context``."""
+        windows: list[list[tuple[int, int, int]]] = []
+        window: list[tuple[int, int, int]] = []
+        sequences = cells = 0
+        previous: list[int] = []
+        for i, prompt in enumerate(prompt_ids):
+            width = max(1, min(self.parallel, (self.context - len(prompt)) // max(1, max_new_tokens)))
+            for first in range(0, n, width):
+                count = min(n, first + width) - first
+                new_cells = len(prompt) - (_shared(previous, prompt) if window else 0) + count * max_new_tokens
+                if window and (sequences + count > self.parallel or cells + new_cells > self.context):
+                    windows.append(window)
+                    window, sequences, cells = [], 0, 0
+                    new_cells = len(prompt) + count * max_new_tokens
+                window.append((i, first, count))
+                sequences, cells, previous = sequences + count, cells + new_cells, prompt
+        if window:
+            windows.append(window)
+        return windows
+
+    def _decode_window(self, prompt_ids, window, n, max_new_tokens, temperature, uniforms) -> list[list]:
+        """Decode one window's jobs side by side: job k's samples in sequences ``base_k`` onwards. Before, sequence
+        0 holds the last window's last prompt (``self._prompt``) and no other sequence anything; after, the same
+        for this window's last prompt."""
+        lc, memory = self.llama_cpp, self._ctx.memory
+        starts, logits, bases = [], [], []
+        base, held = 0, self._prompt   # held: the prompt sequence ``held_seq`` keeps
+        held_seq = 0
+        for k, (i, _, count) in enumerate(window):
+            prompt = prompt_ids[i]
+            common = min(_shared(held, prompt), len(prompt) - 1)
+            if k == 0:
+                self._forget(0, common)
+            else:
+                lc.llama_memory_seq_cp(memory, held_seq, base, 0, common)
+            self.prompt_tokens += len(prompt)
+            self.prefilled_tokens += len(prompt) - common
+            for first in range(common, len(prompt), 512):
+                chunk = prompt[first:first + 512]
+                after = self._decode([(token, first + j, base) for j, token in enumerate(chunk)], last_only=True)[0]
+            for seq in range(base + 1, base + count):   # a copy of the prompt's cells, not of their memory
+                lc.llama_memory_seq_cp(memory, base, seq, -1, -1)
+            starts += [len(prompt)] * count
+            logits += [after] * count
+            bases.append(base)
+            held, held_seq, base = prompt, base, base + count
+        rows = None
+        if uniforms is not None:
+            rows = torch.cat([uniforms[i * n + first:i * n + first + count] for i, first, count in window])
+        drawn = self._decode_together(logits, starts, max_new_tokens, temperature, rows)
+        for seq in range(base):   # keep only the last prompt's cells, in sequence 0
+            if seq != held_seq:
+                self._forget(seq, 0)
+        self._forget(held_seq, len(held))
+        if held_seq != 0:
+            lc.llama_memory_seq_cp(memory, held_seq, 0, -1, -1)
+            self._forget(held_seq, 0)
+        self._prompt = list(held)
+        out, at = [], 0
+        for _, _, count in window:
+            out.append(drawn[at:at + count])
+            at += count
+        return out
+
+    def _decode_together(self, logits: list[np.ndarray], starts: list[int], max_new_tokens: int, temperature: float,
                          uniforms: torch.Tensor | None) -> list[tuple[list[int], list[float]]]:
-        """``count`` samples after a prompt of ``start`` tokens whose last logits are ``logits``, sequence k of the
-        cache for sample k (holding the prompt), decoded one token each per step, each step's tokens drawn together
+        """Sample k in sequence k of the cache, which holds its prompt of ``starts[k]`` tokens whose last logits
+        are ``logits[k]``; every sample decoded one token per step, each step's tokens drawn together
         (:func:`genenv.models.policy.keyed_draw`, the transformers path's own draw)."""
         eos = self.policy.eos_token_id
+        count = len(starts)
         tokens: list[list[int]] = [[] for _ in range(count)]
         logprobs: list[list[float]] = [[] for _ in range(count)]
-        rows = [logits] * count
+        rows = list(logits)
         alive = list(range(count))
         for t in range(max_new_tokens):
             scores = torch.from_numpy(np.stack([rows[k] for k in alive]))
@@ -200,9 +245,17 @@ class LlamaCppSampler:
             alive = [k for k in alive if tokens[k][-1] != eos]
             if not alive or t == max_new_tokens - 1:
                 break
-            for k, row in zip(alive, self._decode([(tokens[k][-1], start + t, k) for k in alive])):
+            for k, row in zip(alive, self._decode([(tokens[k][-1], starts[k] + t, k) for k in alive])):
                 rows[k] = row
         return list(zip(tokens, logprobs))
+
+
+def _shared(a: list[int], b: list[int]) -> int:
+    """How many tokens ``a`` and ``b`` share from their start."""
+    common, limit = 0, min(len(a), len(b))
+    while common < limit and a[common] == b[common]:
+        common += 1
+    return common
 
 
 def packaged_sampler(policy, model: str, **options) -> LlamaCppSampler:
