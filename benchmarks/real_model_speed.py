@@ -19,6 +19,9 @@ Part ``engine``: the same sampling (prefix-cached) and greedy answers on transfo
 Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
 (``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
 
+Part ``curve``: a short training run (``--steps`` GRPO steps on the same groups of the model's own sampled
+responses) in float32 and in bf16 autocast from the same start: the loss and KL curves side by side.
+
 Part ``run``: whole epochs of a real-model preset (default ``smollm2-apibank``) as two ``genenv run``s on the
 same warm start, today against the fast options (``--bf16`` adds bf16 autocast, ``--llamacpp`` llama.cpp decoding):
 agent rollouts per hour (generation + scoring + update) and GRPO steps of each.
@@ -26,7 +29,7 @@ agent rollouts per hour (generation + scoring + update) and GRPO steps of each.
 Targets (issue 40): agent rollouts per hour >= 10x today's at group size 8; the GRPO step alone >= 4x today's
 at the preset's prompt lengths, group size 8.
 
-Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|engine|bf16|run]
+Usage: python benchmarks/real_model_speed.py [--part grpo|sampling|engine|bf16|curve|run]
        [--groups 2] [--group-size 8] [--repeats 3]
        [--threads 2]
        [--data ../shared/data/api-bank]
@@ -200,11 +203,9 @@ def bench_engine(args) -> None:
             sampler.close()
 
 
-def bench_bf16(args) -> None:
-    """The GRPO step (shared prefix) and sampling (prefix-cached) of SmolLM2 in float32 against bf16 autocast,
-    on the same API-Bank groups; prints the seconds of each, the ratios, and how far the loss and the sampled
-    log-probs move."""
-    from genenv.algos.grpo import grpo_step  # noqa: PLC0415
+def smollm2_on_apibank(args):
+    """SmolLM2 (gradient checkpointing, prefix-cached sampling), its frozen KL reference, the apibank domain and
+    ``--groups`` of its first-turn prompts: the setup the bf16 parts share."""
     from genenv.domains import make_domain  # noqa: PLC0415
     from genenv.models.policy import Policy  # noqa: PLC0415
     from genenv.models.registry import resolve_model  # noqa: PLC0415
@@ -215,9 +216,19 @@ def bench_bf16(args) -> None:
     policy.set_gradient_checkpointing(True)
     policy.prefill_once = True
     reference = policy.frozen_copy()
-    samples, sizes, lengths = grpo_groups(policy, domain, args.groups, args.group_size, args.response_tokens)
     prompts = [domain.agent_context([], domain.reset(task, seed=0)[1])
                for task in domain.seed_tasks(np.random.default_rng(0), args.groups)]
+    return domain, policy, reference, prompts
+
+
+def bench_bf16(args) -> None:
+    """The GRPO step (shared prefix) and sampling (prefix-cached) of SmolLM2 in float32 against bf16 autocast,
+    on the same API-Bank groups; prints the seconds of each, the ratios, and how far the loss and the sampled
+    log-probs move."""
+    from genenv.algos.grpo import grpo_step  # noqa: PLC0415
+
+    domain, policy, reference, prompts = smollm2_on_apibank(args)
+    samples, sizes, lengths = grpo_groups(policy, domain, args.groups, args.group_size, args.response_tokens)
     print(f"SmolLM2-135M, {args.groups} groups x {args.group_size}; prompts of {min(lengths)}-{max(lengths)} tokens; "
           f"threads {args.threads}")
     start = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
@@ -251,13 +262,73 @@ def bench_bf16(args) -> None:
           f"{seen[False][1].mean():.2f})")
 
 
+def bench_curve(args) -> None:
+    """A short training run in float32 and in bf16 autocast from the same start: ``--steps`` GRPO steps (shared
+    prefix, AdamW at the preset's lr 1e-5, KL to the start) on the same groups of SmolLM2's own sampled responses
+    to API-Bank prompts (``--groups`` x ``--group-size``, advantages +-1 alternating within each group); prints
+    each step's loss, KL and seconds side by side and writes both curves to ``--curve-out`` (a PNG and a JSON)."""
+    import json  # noqa: PLC0415
+
+    from genenv.algos.grpo import PolicySample, grpo_step  # noqa: PLC0415
+
+    _, policy, reference, prompts = smollm2_on_apibank(args)
+    generations = policy.generate(prompts, n=args.group_size, max_new_tokens=args.max_new_tokens, seed=0)
+    samples = [PolicySample(g.prompt_ids, g.token_ids, g.logprobs, 1.0 if j % 2 == 0 else -1.0)
+               for group in generations for j, g in enumerate(group)]
+    sizes = [len(group) for group in generations]
+    start = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
+    curves = {}
+    for label, bf16 in (("fp32", False), ("bf16", True)):
+        policy.autocast_bf16 = reference.autocast_bf16 = bf16
+        with torch.no_grad():
+            for name, p in policy.model.named_parameters():
+                p.copy_(start[name])
+        optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-5)
+        curves[label] = []
+        for step in range(args.steps):
+            begin = time.perf_counter()
+            stats = grpo_step(policy, reference, optimizer, samples, kl_coef=0.001, micro_batch=args.micro_batch,
+                              shared_prefix=True, group_sizes=sizes)
+            curves[label].append({"step": step + 1, "loss": stats["loss"], "kl": stats.get("kl", 0.0),
+                                  "seconds": time.perf_counter() - begin})
+            print(f"  {label} step {step + 1}: loss {stats['loss']:.5f}, kl {stats.get('kl', 0.0):.2e}, "
+                  f"{curves[label][-1]['seconds']:.1f} s", flush=True)
+    print(f"SmolLM2-135M, {args.groups} groups x {args.group_size} sampled responses, {args.steps} steps:")
+    print("step  loss fp32   loss bf16   |diff|     kl fp32    kl bf16")
+    for a, b in zip(curves["fp32"], curves["bf16"]):
+        print(f"{a['step']:4d}  {a['loss']:+.5f}   {b['loss']:+.5f}   {abs(a['loss'] - b['loss']):.5f}   "
+              f"{a['kl']:.2e}   {b['kl']:.2e}")
+    seconds = {label: statistics.median(row["seconds"] for row in rows) for label, rows in curves.items()}
+    print(f"median step: fp32 {seconds['fp32']:.1f} s, bf16 {seconds['bf16']:.1f} s "
+          f"({seconds['fp32'] / seconds['bf16']:.2f}x)")
+    if args.curve_out:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+
+        out = Path(args.curve_out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bf16_curve.json").write_text(json.dumps(curves, indent=1))
+        figure, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+        for label, rows in curves.items():
+            axes[0].plot([r["step"] for r in rows], [r["loss"] for r in rows], marker="o", label=label)
+            axes[1].plot([r["step"] for r in rows], [r["kl"] for r in rows], marker="o", label=label)
+        axes[0].set(xlabel="GRPO step", ylabel="loss", title="loss")
+        axes[1].set(xlabel="GRPO step", ylabel="KL to the start", title="KL")
+        axes[0].legend()
+        figure.tight_layout()
+        figure.savefig(out / "bf16_curve.png", dpi=100)
+        print(f"curves: {out / 'bf16_curve.png'}")
+
+
 FAST_OPTIONS = ("agent.shared_prefix=true", "agent.prefix_cached_sampling=true", "env.prefix_cached_sampling=true")
 
 
 def bench_run(args) -> None:
     """Whole epochs of a real-model preset, today against the fast options (and bf16 autocast with --bf16), each
     a ``genenv run`` of its own on the same warm start: agent rollouts per hour (generation + scoring + update:
-    rollouts over the epochs' seconds) and GRPO steps, side by side."""
+    rollouts over the epochs' seconds, evaluations left out) and GRPO steps, side by side."""
     import json  # noqa: PLC0415
     import subprocess  # noqa: PLC0415
     import sys  # noqa: PLC0415
@@ -271,10 +342,11 @@ def bench_run(args) -> None:
             run_dir = Path(folder) / label
             command = [sys.executable, "-m", "genenv.cli", "run", "--preset", args.preset, "--out", str(run_dir),
                        f"epochs={args.epochs}", f"eval_every={args.epochs + 1}", f"threads={args.threads}",
+                       f"domain.heldout_per_level={args.heldout_per_level}",
                        "progress=false", *args.override, *options]
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
             rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-            seconds = sum(row["seconds_total"] for row in rows)
+            seconds = sum(row["seconds_total"] - row["seconds_by_phase"].get("evaluate", 0.0) for row in rows)
             rollouts = sum(row["rollouts_this_epoch"] for row in rows)
             results[label] = (rollouts / seconds * 3600, sum(row["agent_updates"] for row in rows), seconds)
             print(f"  {label}: {rollouts} rollouts in {seconds:.0f} s = {results[label][0]:.0f}/hour, "
@@ -286,24 +358,29 @@ def bench_run(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=["grpo", "sampling", "engine", "bf16", "run"], default="grpo")
+    parser.add_argument("--part", choices=["grpo", "sampling", "engine", "bf16", "curve", "run"], default="grpo")
     parser.add_argument("--preset", default="smollm2-apibank", help="run: the real-model preset")
     parser.add_argument("--epochs", type=int, default=2, help="run: epochs of each run")
     parser.add_argument("--bf16", action="store_true", help="run: the fast side also uses bf16 autocast")
     parser.add_argument("--llamacpp", action="store_true", help="run: the fast side also decodes with llama.cpp")
+    parser.add_argument("--heldout-per-level", type=int, default=2,
+                        help="run: held-out and dev tasks per level (evaluated after the warm start and the last "
+                             "epoch, not timed; it is part of the warm starts' cache key)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="run: an override for both runs (e.g. domain.options.data=PATH, agent.group_size=8)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="sampling: the preset's agent.max_new_tokens")
     parser.add_argument("--groups", type=int, default=2, help="groups per step (the preset's minibatch_groups)")
     parser.add_argument("--greedy-prompts", type=int, default=8, help="engine: prompts answered greedily")
     parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10, help="curve: GRPO steps of each run")
+    parser.add_argument("--curve-out", default=None, help="curve: folder for bf16_curve.png and bf16_curve.json")
     parser.add_argument("--response-tokens", type=int, default=40)
     parser.add_argument("--micro-batch", type=int, default=2, help="the preset's agent.micro_batch")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.environ.get("GENENV_APIBANK_DATA", "../shared/data/api-bank"))
     args = parser.parse_args()
-    {"grpo": bench_grpo, "sampling": bench_sampling, "engine": bench_engine, "bf16": bench_bf16,
+    {"grpo": bench_grpo, "sampling": bench_sampling, "engine": bench_engine, "bf16": bench_bf16, "curve": bench_curve,
      "run": bench_run}[args.part](args)
 
 
