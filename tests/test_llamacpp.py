@@ -189,7 +189,8 @@ def test_windows_cover_every_sample_once_within_the_sequences_and_cells():
     """The samples of several prompts go in windows of jobs (prompt, first sample, count): every sample once, in
     order; no window over ``parallel`` sequences or over the context's cells (a prompt's cells counted once, less
     what it shares with the prompt before it in the window, plus max_new_tokens per sample)."""
-    from genenv.models.llamacpp import LlamaCppSampler, _shared
+    from genenv.models.llamacpp import LlamaCppSampler
+    from genenv.models.packing import common_prefix_length
 
     sampler = LlamaCppSampler.__new__(LlamaCppSampler)   # the planning needs no engine
     sampler.parallel, sampler.context = 4, 200
@@ -202,7 +203,7 @@ def test_windows_cover_every_sample_once_within_the_sequences_and_cells():
         for window in windows:
             assert sum(count for _, _, count in window) <= sampler.parallel
             cells = len(prompts[window[0][0]]) + sum(
-                len(prompts[i]) - _shared(prompts[window[k - 1][0]], prompts[i]) for k, (i, _, _) in
+                len(prompts[i]) - common_prefix_length([prompts[window[k - 1][0]], prompts[i]]) for k, (i, _, _) in
                 enumerate(window) if k) + new * sum(count for _, _, count in window)
             assert cells <= sampler.context
     assert sampler._windows(prompts, 1, 16) == [[(0, 0, 1), (1, 0, 1), (2, 0, 1), (3, 0, 1)], [(4, 0, 1)]]
@@ -214,6 +215,8 @@ def test_prompts_decoded_side_by_side_answer_as_each_alone(smollm2_on_llama_cpp)
     """Four prompts in one window (greedy) and two prompts' six samples each in windows of four sequences (keyed
     draws) give the tokens each prompt gets decoded alone; a prompt that shares its start with the one before it in
     the window prefills only the rest."""
+    from genenv.models.packing import common_prefix_length
+
     policy, sampler = smollm2_on_llama_cpp
     ids = policy.encode_prompts(["What is the capital of France?", "What is the capital of Spain?",
                                  "Call the weather API for Paris tomorrow.", "Say hello."])
@@ -221,16 +224,9 @@ def test_prompts_decoded_side_by_side_answer_as_each_alone(smollm2_on_llama_cpp)
     sampler.sample([[2, 3]], 1, 1, 1.0, None)   # the cache holds nothing of the prompts (each starts with 1)
     decoded = sampler.prefilled_tokens
     together = sampler.sample(ids, 1, 16, 1.0, None)
-    shared = sum(min(_shared_start(ids[k - 1], ids[k]), len(ids[k]) - 1) for k in range(1, 4))
+    shared = sum(min(common_prefix_length(ids[k - 1:k + 1]), len(ids[k]) - 1) for k in range(1, 4))
     assert sampler.prefilled_tokens - decoded == sum(map(len, ids)) - shared and shared > 20
     assert together == alone
     uniforms = torch.from_numpy(sequence_uniforms(7, grid_keys(0, 2, 6), 12))
     one_by_one = [sampler.sample([p], 6, 12, 1.0, uniforms[i * 6:(i + 1) * 6])[0] for i, p in enumerate(ids[:2])]
     assert sampler.sample(ids[:2], 6, 12, 1.0, uniforms) == one_by_one
-
-
-def _shared_start(a, b):
-    common = 0
-    while common < min(len(a), len(b)) and a[common] == b[common]:
-        common += 1
-    return common

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from genenv.models.packing import common_prefix_length
 from genenv.models.policy import keyed_draw
 
 
@@ -166,7 +167,8 @@ class LlamaCppSampler:
             width = max(1, min(self.parallel, (self.context - len(prompt)) // max(1, max_new_tokens)))
             for first in range(0, n, width):
                 count = min(n, first + width) - first
-                new_cells = len(prompt) - (_shared(previous, prompt) if window else 0) + count * max_new_tokens
+                shared = common_prefix_length([previous, prompt]) if window else 0
+                new_cells = len(prompt) - shared + count * max_new_tokens
                 if window and (sequences + count > self.parallel or cells + new_cells > self.context):
                     windows.append(window)
                     window, sequences, cells = [], 0, 0
@@ -182,12 +184,12 @@ class LlamaCppSampler:
         0 holds the last window's last prompt (``self._prompt``) and no other sequence anything; after, the same
         for this window's last prompt."""
         lc, memory = self.llama_cpp, self._ctx.memory
-        starts, logits, bases = [], [], []
+        starts, logits = [], []
         base, held = 0, self._prompt   # held: the prompt sequence ``held_seq`` keeps
         held_seq = 0
         for k, (i, _, count) in enumerate(window):
             prompt = prompt_ids[i]
-            common = min(_shared(held, prompt), len(prompt) - 1)
+            common = min(common_prefix_length([held, prompt]), len(prompt) - 1)
             if k == 0:
                 self._forget(0, common)
             else:
@@ -201,7 +203,6 @@ class LlamaCppSampler:
                 lc.llama_memory_seq_cp(memory, base, seq, -1, -1)
             starts += [len(prompt)] * count
             logits += [after] * count
-            bases.append(base)
             held, held_seq, base = prompt, base, base + count
         rows = None
         if uniforms is not None:
@@ -250,12 +251,6 @@ class LlamaCppSampler:
         return list(zip(tokens, logprobs))
 
 
-def _shared(a: list[int], b: list[int]) -> int:
-    """How many tokens ``a`` and ``b`` share from their start."""
-    common, limit = 0, min(len(a), len(b))
-    while common < limit and a[common] == b[common]:
-        common += 1
-    return common
 
 
 def packaged_sampler(policy, model: str, **options) -> LlamaCppSampler:
