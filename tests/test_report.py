@@ -112,6 +112,7 @@ def test_compare_runs_every_pair_and_summarises(comparison):
         assert s["rollouts"]["mean"] == 2 * 48
     assert json.loads((out / "summary.json").read_text())["curricula"].keys() == summary["curricula"].keys()
     assert sum("[start]" in line for line in logs) == 4
+    assert "4 runs: 0 finished, 0 to resume, 4 new; 8 of 8 epochs to go" in logs
     from genenv.provenance import source_fingerprint
     assert summary["code"] == {"sources": {source_fingerprint(): ["genenv/seed0", "genenv/seed1", "static/seed0",
                                                                   "static/seed1"]},
@@ -132,7 +133,8 @@ def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
     logs = []
     compare(out, preset="smoke", curricula="genenv,static", seeds="2", overrides=["epochs=2"], log=logs.append)
     assert sum("[skip]" in line for line in logs) == 3
-    assert any("[resume] static seed 1" in line for line in logs)
+    assert "4 runs: 3 finished, 1 to resume, 0 new; 0 of 8 epochs to go" in logs
+    assert "[resume] static seed 1 at epoch 2 of 2" in logs   # its checkpoint holds both epochs: only the export
     assert (unfinished / "final" / "agent").exists()
     assert (finished / "metrics.jsonl").read_text() == before
     assert (finished / "metrics.jsonl").stat().st_mtime_ns == stamp

@@ -1,6 +1,8 @@
 """Warm starts: one code path whether trained now or found in the cache, and a cache key on all that shapes them."""
 
 import dataclasses
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -188,3 +190,23 @@ def test_a_warm_start_killed_in_its_second_round_resumes_there(tmp_path, monkeyp
     assert resumed_info == straight_info
     for (name, a), b in zip(straight.model.named_parameters(), resumed.model.parameters()):
         assert a.equal(b), name
+
+
+def test_cache_key_follows_the_data_not_the_folder_it_lives_in(tmp_path, monkeypatch):
+    """A copy of the same API-Bank data elsewhere (a fresh machine, the environment variable instead of the option)
+    finds the cached warm starts; a changed file at the same path retrains them."""
+    fixture = Path(__file__).parent / "data" / "apibank"
+    first, second = shutil.copytree(fixture, tmp_path / "a"), shutil.copytree(fixture, tmp_path / "b")
+
+    def keys(data, **environment):
+        for name, value in environment.items():
+            monkeypatch.setenv(name, str(value))
+        cfg = load_config("apibank-smoke", ["threads=1"] + ([f"domain.options.data={data}"] if data else []))
+        domain = make_domain("apibank", **cfg.domain.options)
+        return [_cache_key(role, cfg, getattr(cfg, role), domain) for role in ("agent", "env")]
+
+    assert keys(first) == keys(second) == keys(None, GENENV_APIBANK_DATA=second)
+    database = second / "init_database" / "Bank.json"
+    database.write_text(database.read_text().replace("}", " }", 1))
+    changed = keys(second)
+    assert changed[0] != keys(first)[0] and changed[1] != keys(first)[1]

@@ -137,6 +137,14 @@ def pair_status(run_dir: Path, epochs: int) -> str:
     return "partial"
 
 
+def checkpointed_epochs(run_dir: Path) -> int:
+    """Epochs a resumed run keeps: those its latest checkpoint holds (later metrics rows are redone)."""
+    try:
+        return int(json.loads((run_dir / "checkpoints" / "latest" / "state.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
 def _run_pair(command: list[str], log_file: Path) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "a") as handle:
@@ -176,27 +184,34 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
     _warm_start_each_seed(configs, arms, seed_list, workers, log)
-    jobs = []
+    jobs, counts, epochs_left = [], {"finished": 0, "partial": 0, "new": 0}, 0
     for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
         for arm in arms:
             cfg = configs[arm, seed]
             run_dir = run_dir_of(out, arm, seed)
             status = pair_status(run_dir, cfg.epochs)
+            counts[status] += 1
             if status == "finished":
                 log(f"[skip] {arm.label} seed {seed}: finished")
                 continue
+            done = checkpointed_epochs(run_dir) if status == "partial" else 0
+            epochs_left += max(cfg.epochs - done, 0)
             if status == "partial":
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir)]
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
                            *(["--config", config_file] if config_file else []), *extra, *arm.overrides,
                            f"seed={seed}", "progress=false"]
-            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log"))
+            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log",
+                         f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""))
+    total = sum(counts.values())
+    log(f"{total} runs: {counts['finished']} finished, {counts['partial']} to resume, {counts['new']} new; "
+        f"{epochs_left} of {sum(configs[a, s].epochs for a in arms for s in seed_list)} epochs to go")
 
     def launch(job):
-        arm, seed, status, command, log_file = job
+        arm, seed, status, command, log_file, where = job
         start = time.perf_counter()
-        log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}")
+        log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}{where}")
         code = _run_pair(command, log_file)
         log(f"[{'done' if code == 0 else 'FAILED'}] {arm.label} seed {seed} in {time.perf_counter() - start:.0f}s"
             + ("" if code == 0 else f" (exit {code}; see {log_file})"))

@@ -63,15 +63,21 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     """The cache folder of a warm start: the fields in ``WARMSTART_FIELDS[role]`` and the domain's identity
     and code (for the agent, less the options the domain names in ``simulator_only_options``): its class, a
     fingerprint of its modules' source (:func:`code_fingerprint`: editing the domain
-    retrains), its ``format_version`` (for what the source cannot show, e.g. data files) and, for tiny models,
-    its tokenizer."""
+    retrains), its ``format_version`` (for what the source cannot show), the data it reads
+    (:meth:`Domain.data_fingerprint`, in place of the options that only say where the data lives) and, for tiny
+    models, its tokenizer."""
     cls = type(domain)
     payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
                "domain_class": f"{cls.__module__}.{cls.__qualname__}", "domain_code": code_fingerprint(cls),
                **{name: _config_value(cfg, name) for name in WARMSTART_FIELDS[role]}}
+    options = payload["domain"]["options"]
     if role == "agent":  # options that shape only the simulator's corpus leave the agent's warm start alone
-        options = payload["domain"]["options"]
-        payload["domain"]["options"] = {k: v for k, v in options.items() if k not in domain.simulator_only_options}
+        options = {k: v for k, v in options.items() if k not in domain.simulator_only_options}
+    # where the data lives does not shape a warm start, the data does: the same files elsewhere share it
+    payload["domain"]["options"] = {k: v for k, v in options.items() if k not in domain.location_options}
+    fingerprint = domain.data_fingerprint()
+    if fingerprint is not None:
+        payload["data"] = fingerprint
     if player_cfg.model == "tiny" and domain.alphabet is not None:
         payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv.domains.base import Domain, Invalid, Task, register
+from genenv.domains.base import Domain, Invalid, Task, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.evaluators.apibank.calls import extract_call, format_call
 from genenv.evaluators.apibank.evaluate import LEVEL_FOLDERS, data_folder, load_api_items
@@ -75,6 +75,7 @@ class ApiBankDomain(Domain):
     agent_max_new_tokens = 96
     env_max_new_tokens = 320
     format_version = 1
+    location_options = ("data",)
 
     def __init__(self, data: str | None = None, max_task_chars: int | None = None, prompt_style: str = "official"):
         if prompt_style not in ("official", "compact"):
@@ -89,6 +90,9 @@ class ApiBankDomain(Domain):
         self.max_task_chars = max_task_chars
         self._official: list[dict] | None = None
         self._official_keys: set[tuple] | None = None
+
+    def data_fingerprint(self) -> str:
+        return folder_fingerprint(self.folder, ("init_database", "lv1-lv2-samples", "test-data"))
 
     # -------------------------------------------------------------- rendering
     def instruction(self, apis: list[str]) -> str:

@@ -16,6 +16,7 @@ import importlib.metadata
 import inspect
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,9 @@ class Domain(abc.ABC):
     ``tiny_words`` (whole words the tiny tokenizer keeps as one token each, see :mod:`genenv.models.tiny`),
     ``format_version`` (bump it when task texts or prompts change in a way the source fingerprint of the
     domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
-    only ``simulator_corpus``: the agent's cached warm start is shared across their values),
+    only ``simulator_corpus``: the agent's cached warm start is shared across their values), ``location_options``
+    (options naming where the domain's data lives, e.g. ``data``: the warm-start cache keys the data itself,
+    ``data_fingerprint()``, instead of the path),
     ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps on response and task length), ``multi_turn`` and
     ``max_turns``, ``reward_range`` and ``null_response_floor`` (what ``genenv check-domain`` holds the rewards to:
     every reward in the range; an empty, punctuation-only or echoed response earns at most the floor),
@@ -90,11 +93,19 @@ class Domain(abc.ABC):
     env_max_new_tokens: int = 32
     format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
     simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
+    location_options: tuple[str, ...] = ()   # domain.options that say where data lives (keyed by data_fingerprint)
     ordered_levels: bool = False   # levels() are difficulty buckets, easiest first (what the level gate reads)
     reward_range: tuple[float, float] = (0.0, 1.0)   # every reward score/step returns lies in it
     null_response_floor: float = 0.0   # the most a response with nothing in it may earn (genenv check-domain)
 
     # -------------------------------------------------------------- data
+    def data_fingerprint(self) -> str | None:
+        """A hash of what the domain reads from outside its code (a data folder's files), or None when it reads
+        nothing. The warm-start cache key holds it in place of the ``location_options``: the same data in another
+        folder (a fresh machine, ``$GENENV_..._DATA`` instead of ``data=``) finds the cached players, and other data
+        at the same path retrains them."""
+        return None
+
     @abc.abstractmethod
     def seed_tasks(self, rng: np.random.Generator, n: int) -> list[Task]:
         """Base training data: the paper's original training samples (easy levels)."""
@@ -349,6 +360,19 @@ def transcript(history: list[tuple[str, str | None]], observation: str, render_a
             parts.append(f"> {render_action(action)}")
     parts.append(observation)
     return "\n".join(parts) + "\n> "
+
+
+def folder_fingerprint(folder: Path, parts: tuple[str, ...]) -> str:
+    """A hash of every file under ``folder``'s subfolders ``parts`` (those that exist): each file's path relative to
+    ``folder`` and its bytes, in sorted order. What :meth:`Domain.data_fingerprint` returns for a data folder."""
+    digest = hashlib.sha256()
+    for part in parts:
+        root = Path(folder) / part
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else []
+        for file in files:
+            digest.update(file.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()[:16]
 
 
 def code_fingerprint(cls: type[Domain]) -> str:

@@ -35,13 +35,14 @@ training queries as seeds), ``heldout_queries``, ``max_people``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import string
 from pathlib import Path
 
-from genenv.domains.base import Invalid, LeveledDomain, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.evaluators.travelplanner import constraints as checks
 from genenv.evaluators.travelplanner import queries, solver
@@ -93,6 +94,7 @@ class TravelDomain(LeveledDomain):
     agent_max_new_tokens = 1024
     env_max_new_tokens = 192
     format_version = 1
+    location_options = ("data", "heldout_queries")
     code_modules = (checks, solver, sandbox_module)   # the evaluator and the solver shape tasks and rewards
     seed_levels = [1, 2]
     heldout_seed, dev_seed = 41, 42
@@ -121,6 +123,12 @@ class TravelDomain(LeveledDomain):
             by_state.setdefault(self.sandbox.cities[city], []).append(city)
         self.states = {k: sorted(s for s, cities in by_state.items() if len(cities) >= k) for k in (1, 2, 3)}
         self.heldout_skipped: dict[str, int] = {}
+
+    def data_fingerprint(self) -> str:
+        fingerprint = folder_fingerprint(self.folder, ("database", "finetuning_data"))
+        if self.heldout_queries:
+            fingerprint += hashlib.sha256(Path(self.heldout_queries).read_bytes()).hexdigest()[:16]
+        return fingerprint
 
     def levels(self):
         return [1, 2, 3, 4, 5]
