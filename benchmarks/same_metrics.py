@@ -11,6 +11,11 @@ warm starts anew in its own temporary cache.
     .venv/bin/python benchmarks/same_metrics.py --before /tmp/before/src --preset smoke threads=1
     .venv/bin/python benchmarks/same_metrics.py --before /tmp/before/src --preset default threads=1 epochs=30
 
+``--with KEY=VALUE`` (repeatable) gives overrides to the second run only: an option that must not change the
+numbers (a fast path), checked against the same code without it (``--before`` left out: this checkout twice)::
+
+    .venv/bin/python benchmarks/same_metrics.py --preset default threads=1 epochs=30 --with agent.shared_prefix=true
+
 Exit status 0 when every compared value is equal, 1 otherwise.
 """
 
@@ -59,25 +64,32 @@ def differences(before: list[dict], after: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", type=Path, required=True, help="the earlier code's src folder")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="the earlier code's src folder (default: this checkout, to compare --with options)")
+    parser.add_argument("--with", dest="with_options", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for the second run only (an option that must keep the metrics)")
     parser.add_argument("--preset", default="smoke")
     parser.add_argument("--fresh-cache", action="store_true", help="each tree trains its warm starts anew")
     parser.add_argument("overrides", nargs="*", help="key=value, given to both runs")
     args = parser.parse_args(argv)
-    if not (args.before / "genenv" / "__init__.py").is_file():
+    if args.before is None and not args.with_options:
+        parser.error("give --before (an earlier code tree) or --with (options for the second run), or both")
+    before_source = HERE if args.before is None else args.before.resolve()
+    if not (before_source / "genenv" / "__init__.py").is_file():
         parser.error(f"--before: {args.before} has no genenv package (give a worktree's src folder)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         caches = (tmp / "cache-before", tmp / "cache-after") if args.fresh_cache else (None, None)
-        before = run(args.before.resolve(), args.preset, args.overrides, tmp / "before", caches[0])
-        after = run(HERE, args.preset, args.overrides, tmp / "after", caches[1])
+        before = run(before_source, args.preset, args.overrides, tmp / "before", caches[0])
+        after = run(HERE, args.preset, [*args.overrides, *args.with_options], tmp / "after", caches[1])
     lines = differences(before, after)
     compared = sum(len(row.keys() - set(NOT_COMPARED)) for row in after)
     if lines:
         print("\n".join(lines))
         print(f"DIFFERENT: {len(lines)} of {compared} values ({args.preset}, {len(after)} epochs)")
         return 1
-    print(f"same: {compared} values over {len(after)} epochs ({args.preset} {' '.join(args.overrides)})")
+    options = f"; second run with {' '.join(args.with_options)}" if args.with_options else ""
+    print(f"same: {compared} values over {len(after)} epochs ({args.preset} {' '.join(args.overrides)}{options})")
     return 0
 
 
