@@ -1,5 +1,6 @@
 """Issue 39, item 10: the CLI's error paths as a user meets them (subprocess, exit codes, one clear line)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,36 @@ def test_a_run_killed_in_its_warm_start_resumes(tmp_path):
                                  for row in read_jsonl(folder / "metrics.jsonl")]
                                 for folder in (tmp_path / "whole", killed))
     assert len(whole_rows) == 3 and resumed_rows == whole_rows
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_clear_line_and_the_run_resumes(tmp_path, monkeypatch, capsys):
+    """The disk fills while a checkpoint is written (safetensors reports it in its own error type): the half-written
+    build is removed, the previous checkpoint stays whole, the CLI says what to do in one line, and the resume
+    finishes the run."""
+    import genenv.checkpoint
+    from genenv.cli import main
+    from genenv.io import read_jsonl
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    real_save, calls = genenv.checkpoint.save_optimizers, []
+
+    def filling_disk(path, *args, **kwargs):
+        calls.extend([path] if "checkpoints" in path.parts else [])
+        if len(calls) == 2 and "checkpoints" in path.parts:   # the run's second checkpoint
+            path.write_bytes(b"\0" * 1000)   # part of a file, then the disk is full
+            raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return real_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(genenv.checkpoint, "save_optimizers", filling_disk)
+    run_dir = tmp_path / "run"
+    overrides = ["epochs=3", "checkpoint_every_s=0", "eval_every=3", "threads=1", "progress=false"]
+    assert main(["run", "--preset", "smoke", "--out", str(run_dir), *overrides]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("genenv: no space left on device while writing") and "Traceback" not in err
+    assert f"`genenv run --resume {run_dir}` continues from its last complete checkpoint" in err
+    checkpoints = run_dir / "checkpoints"
+    assert not [p for p in checkpoints.iterdir() if p.name.startswith(".build")]
+    # the checkpoint before any epoch is whole; epoch 0's, the one the disk stopped, never became latest
+    assert json.loads((checkpoints / "latest" / "state.json").read_text())["epoch"] == 0
+    monkeypatch.setattr(genenv.checkpoint, "save_optimizers", real_save)
+    assert main(["run", "--resume", str(run_dir)]) == 0
+    assert [row["epoch"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]

@@ -353,6 +353,15 @@ def main(argv: list[str] | None = None) -> int:
     except FileExistsError as err:
         print(f"genenv: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        from genenv.io import no_space_left  # noqa: PLC0415
+        if not no_space_left(err):
+            raise
+        run_dir = getattr(args, "resume", None) or getattr(args, "out", None) or "RUN_DIR"
+        again = (f"`genenv run --resume {run_dir}` continues from its last complete checkpoint, which is intact"
+                 if args.func is _run else "run the same command again (it resumes where it stopped)")
+        print(f"genenv: {err.strerror or err}: free some space, then {again}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -182,9 +183,22 @@ def _write_build(build: Path, write: Callable[[Path], None]) -> Path:
     if build.exists():
         shutil.rmtree(build)
     build.mkdir(parents=True)
-    write(build)
+    try:
+        write(build)
+    except Exception as error:
+        shutil.rmtree(build, ignore_errors=True)   # half a build is never read and holds the space it took
+        if no_space_left(error):   # safetensors says so in its own error type
+            raise OSError(errno.ENOSPC, f"no space left on device while writing {build.parent}") from error
+        raise
     umask_modes(_files_under(build))
     return build
+
+
+def no_space_left(error: BaseException) -> bool:
+    """The disk (or quota) is full: an OSError with ENOSPC/EDQUOT, or a library's error that wraps one."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
 
 
 def umask_modes(paths) -> None:
