@@ -251,10 +251,9 @@ class ApiBankDomain(Domain):
         known = stated_rate(stats)
         catalog = f"APIs: {self.api_catalog()}\n" if self.catalog else ""
         return catalog + ("Write one new API-Bank task as a JSON object with keys apis, history, request, call "
-                          "(call = {name, "
-                          f"arguments}}, argument values are strings). The agent solved tasks like this one at rate "
-                          f"{known}; aim for a task it solves about half of the time.\nExample:\n{seed.text}\n"
-                          "New task:\n")
+                          "(call = {name, arguments}, argument values are strings). The agent solved tasks like this "
+                          f"one at rate {known}; aim for a task it solves about half of the time.\nExample:\n"
+                          f"{seed.text}\nNew task:\n")
 
     def parse_task(self, text):
         data = parse_json_object(text, ("apis", "history", "request", "call"))
