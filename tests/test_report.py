@@ -456,3 +456,20 @@ def test_the_report_says_when_runs_were_made_by_different_code():
     assert sentence.startswith("Not every run was made by the same code: 1 by source aaaa; 1 by source bbbb; 1 made "
                                "before runs recorded their code; 1 resumed with other code than they started with "
                                "(genenv/seed0)")
+
+
+def test_run_windows_sums_each_window_by_hand():
+    """benchmarks/run_windows.py: per window of epochs, the simulator's valid generations, its steps and the steps
+    the KL cap undid, in-band tasks, GRPO steps and the valid tasks' p_hat histogram, summed; the last window short."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from run_windows import line, windows
+    rows = [{"epoch": e, "generated": 16, "valid": e, "env_steps": 4 if e < 2 else 0, "env_kl_capped": int(e == 2),
+             "in_band_tasks": int(e == 1), "rollouts_this_epoch": 96, "agent_updates": e % 2,
+             "p_hat_histogram": [1, 0, 0, 0, e]} for e in range(3)]
+    first, last = windows(rows, 2)
+    assert first == {"first": 0, "last": 1, "generated": 32, "valid": 1, "env_steps": 8, "env_kl_capped": 0,
+                     "in_band_tasks": 1, "rollouts_this_epoch": 192, "agent_updates": 1,
+                     "p_hat_histogram": [2, 0, 0, 0, 1]}
+    assert (last["first"], last["last"], last["valid"], last["env_kl_capped"]) == (2, 2, 2, 1)
+    assert line(first).startswith("epochs 0-1: valid 1/32 (3%), simulator steps 8 (+0 undone by the KL cap), "
+                                  "in-band 1, GRPO steps 1 (5.2 per 1000 rollouts)")
