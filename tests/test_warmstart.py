@@ -210,3 +210,34 @@ def test_cache_key_follows_the_data_not_the_folder_it_lives_in(tmp_path, monkeyp
     database.write_text(database.read_text().replace("}", " }", 1))
     changed = keys(second)
     assert changed[0] != keys(first)[0] and changed[1] != keys(first)[1]
+
+
+def test_a_seeds_warm_start_is_evaluated_once_for_every_arm(tmp_path, monkeypatch):
+    """The warm-started agent's dev and held-out evaluation is cached by what decides it: another arm on the same
+    seed finds it (the same values in its warmstart.json, no evaluation run for it); another agent setting (bf16
+    autocast) or an unreadable cache entry evaluates again."""
+    import json
+
+    from genenv import coevolve
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    calls, real = [], coevolve.evaluate_all
+    monkeypatch.setattr(coevolve, "evaluate_all", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def arm(name, *overrides):
+        lines, before = [], len(calls)
+        coevolve.run(load_config("smoke", ["threads=1", "epochs=1", *overrides]), run_dir=tmp_path / name,
+                     log=lines.append)
+        said = next(line for line in lines if line.startswith("after warm start"))
+        return json.loads((tmp_path / name / "warmstart.json").read_text()), len(calls) - before, said
+
+    first, evaluations, said = arm("genenv")
+    assert evaluations == 2 and "cached" not in said            # the warm start's, then the last epoch's
+    second, evaluations, said = arm("random", "curriculum=random")
+    assert evaluations == 1 and said.endswith("(evaluated by an earlier run: cached)")
+    assert second == first and first["heldout_success"] is not None
+    _, evaluations, _ = arm("bf16", "agent.autocast=bfloat16")
+    assert evaluations == 2
+    for entry in (tmp_path / "cache" / "evaluations").iterdir():
+        entry.write_text("{")
+    third, evaluations, said = arm("static", "curriculum=static")
+    assert evaluations == 2 and "cached" not in said and third == first

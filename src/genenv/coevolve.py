@@ -87,7 +87,7 @@ from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
 from genenv.trackers import Trackers
-from genenv.warmstart import warm_start_agent, warm_start_simulator
+from genenv.warmstart import warm_start_agent, warm_start_evaluation, warm_start_simulator
 
 # ============================================================================ the phases of an epoch
 
@@ -395,11 +395,13 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         record_code(run_dir)
         players, state = initial_players(cfg, curriculum, domain, split, run_dir, log)
         (run_dir / "metrics.jsonl").write_text("")
-        warm = evaluate_all(cfg, domain, players.agent, split)
+        warm, cached = warm_start_evaluation(cfg, domain, {"dev": split.dev, "heldout": split.heldout},
+                                             lambda: evaluate_all(cfg, domain, players.agent, split))
         atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
                                                         **warm})
         log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
-            f"by level {fmt_levels(warm['heldout_by_level'])}")
+            f"by level {fmt_levels(warm['heldout_by_level'])}" + (" (evaluated by an earlier run: cached)" if cached
+                                                                  else ""))
         save_checkpoint(players, state, run_dir)
         (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)   # the checkpoint holds the set now
 

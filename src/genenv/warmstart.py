@@ -26,12 +26,13 @@ from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.config import ConfigError, RunConfig, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
-from genenv.io import build_then_swap, cache_root, publish_dir
+from genenv.io import atomic_write_json, build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.progress import skip
+from genenv.provenance import source_fingerprint
 from genenv.rollout import context_budget, fit_contexts, rollout
 from genenv.seeding import stream_seed
 from genenv.splits import data_split, training_seed_tasks
@@ -273,6 +274,36 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     cached = _save_cached(policy, folder, info, cfg, cfg.env.dtype)
     journal.remove()
     return cached
+
+
+def _evaluation_key(cfg: RunConfig, domain: Domain, sets: dict[str, list[Task]]) -> str:
+    """What decides the warm-started agent's evaluation: its warm start's cache key (its weights), every setting
+    of the agent (decoding, sampler, autocast, batch), threads and device, the success threshold, the tasks
+    evaluated (text, prompt, answer, level, meta) and genenv's source (the rollout and scoring code)."""
+    tasks = {name: [task.to_json() for task in tasks] for name, tasks in sets.items()}
+    payload = {"v": 1, "warm_start": _cache_key("agent", cfg, cfg.agent, domain), "agent": to_dict(cfg.agent),
+               "threads": cfg.threads, "device": cfg.device,
+               "success_threshold": cfg.curriculum_reward.success_threshold,
+               "tasks": hashlib.sha256(json.dumps(tasks, sort_keys=True, default=repr).encode()).hexdigest(),
+               "code": source_fingerprint()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+def warm_start_evaluation(cfg: RunConfig, domain: Domain, sets: dict[str, list[Task]], evaluate) -> tuple[dict, bool]:
+    """The warm-started agent's evaluation on ``sets`` (``evaluate()`` computes it), cached under
+    ``<cache>/evaluations/``: every arm of a comparison starts from the same agent, so a seed's warm start is
+    evaluated once (for SmolLM2 on API-Bank's 389 held-out items, 15-25 min saved per further arm). The key is
+    :func:`_evaluation_key`; an unreadable entry is evaluated again. Returns (the evaluation, whether cached)."""
+    path = cache_root() / "evaluations" / f"{cfg.domain.name}-{_evaluation_key(cfg, domain, sets)}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text()), True
+        except (OSError, ValueError):
+            pass
+    result = evaluate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, result)
+    return result, False
 
 
 def _load_cached(folder: Path, cfg: RunConfig, dtype: str = "float32") -> tuple[Policy, dict]:
