@@ -69,6 +69,44 @@ def test_a_negative_invalid_reward_makes_validity_a_signal():
     assert [s.advantage for s in groups[0]] == pytest.approx([0.25, -0.25])
 
 
+
+def test_a_repeated_task_earns_what_an_invalid_one_earns():
+    """env.pg.repeat_is_invalid: a valid task already in the pool before the epoch, or written earlier in the same
+    epoch, earns invalid_reward; its first writing this epoch and new tasks keep R_env rescaled."""
+    from genenv.pool import TaskPool
+    from genenv.reward import challenger_rewards, repeated_generations
+    pool = TaskPool()
+    pool.add(Task("old", "old"), "seed", -1)
+    pool.add(Task("now", "now"), "generated", 3)        # joined this epoch (grow_pools runs before the update)
+
+    def cand(text, r_env=0.6065306597126334):
+        return Candidate(0, Task("s", "s"), "ctx", [1], [2], text, Task(text, text) if text else Invalid("bad"),
+                         r_env=r_env)
+    generated = [cand("old"), cand("now"), cand("now"), cand(None), cand("new", 1.0)]
+    repeat = repeated_generations(generated, lambda text: pool.joined_before(text, 3))
+    assert [repeat(c) for c in generated] == [True, False, True, False, False]
+    assert challenger_rewards(generated, 0.5, 2.0, -0.5, repeat=repeat) == pytest.approx([-0.5, 0.0, -0.5, -0.5, 1.0])
+    assert challenger_rewards(generated, 0.5, 2.0, -0.5) == pytest.approx([0.0, 0.0, 0.0, -0.5, 1.0])
+
+
+def test_a_run_with_repeats_paid_as_invalid(tmp_path, monkeypatch):
+    """The option wired through a run: every epoch's update asks which generations repeat a task known before the
+    epoch, one verdict per valid generation."""
+    from genenv import coevolve
+    from genenv.reward import repeated_generations
+    verdicts = []
+
+    def recorded(candidates, known):
+        repeat = repeated_generations(candidates, known)
+        verdicts.append([repeat(c) for c in candidates if c.valid])
+        return repeat
+    monkeypatch.setattr(coevolve, "repeated_generations", recorded)
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg.minibatch_groups=2",
+                                "env.pg.invalid_reward=-0.5", "env.pg.repeat_is_invalid=true"])
+    rows = read_jsonl(run(cfg, run_dir=tmp_path / "repeat", log=lambda m: None) / "metrics.jsonl")
+    assert len(verdicts) == len(rows) == cfg.epochs and sum(r["env_steps"] for r in rows) > 0
+    assert [len(v) for v in verdicts] == [r["valid"] for r in rows]
+
 def _group(policy, good, bad):
     """One seed group: the simulator wrote ``good`` (advantage +1) and ``bad`` (-1) after the same context."""
     context = policy.encode_prompt("s5|1200+3400>")

@@ -82,7 +82,7 @@ from genenv.players import Players, RunState, make_players
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
 from genenv.provenance import check_code_on_resume, record_code
-from genenv.reward import rwr_weights, scored, simulator_gate, success_rate
+from genenv.reward import repeated_generations, rwr_weights, scored, simulator_gate, success_rate
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
@@ -209,8 +209,10 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
     useless task earns)."""
     ec, cr = cfg.env, cfg.curriculum_reward
+    repeat = (repeated_generations(generated, lambda text: state.task_pool.joined_before(text, epoch))
+              if ec.pg.repeat_is_invalid else None)
     groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, cfg.experimental.pg_reward,
-                               simulator_gate(cfg, domain, state.task_pool))
+                               simulator_gate(cfg, domain, state.task_pool), repeat)
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,

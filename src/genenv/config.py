@@ -159,6 +159,11 @@ class PgConfig:
     clip_eps: float = knob(0.2, "ratio clip", lo=0.0, hi=1.0)
     invalid_reward: float = knob(0.0, "reward of an invalid generation, on the rescaled R_env scale where a task "
                                  "always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0, hi=1.0)
+    repeat_is_invalid: bool = knob(False, "a valid generation whose task is already in the pool, or was written "
+                                   "earlier in the same epoch, earns invalid_reward, as an invalid one does (beyond "
+                                   "the paper; the paper's information, no levels): with validity paid, a simulator "
+                                   "that repeats one solved task no longer earns for it (measured: "
+                                   "docs/benchmarks/apibank-comparison.md, pilot F)")
     gate: str = knob("none", "which valid tasks may earn their reward (beyond the paper); the others earn 0, what a "
                      "useless valid task earns, so the simulator is not paid for a mastered task's sampling noise. "
                      "'none' (the paper's information: every valid task); 'greedy' (the paper's information: only "

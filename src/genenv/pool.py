@@ -48,6 +48,11 @@ class TaskPool:
             self.entries[index].p_hat_history.append(float(p_hat))
             self.pending.append({"p_hat": float(p_hat), "index": index})
 
+    def joined_before(self, text: str, epoch: int) -> bool:
+        """Whether the task ``text`` was in the pool before ``epoch`` (seed tasks joined at -1)."""
+        index = self._index.get(text)
+        return index is not None and self.entries[index].epoch < epoch
+
     def apply(self, event: dict) -> None:
         """Replay one recorded event (resume)."""
         if "add" in event:

@@ -132,18 +132,34 @@ def scored(cfg: RunConfig, candidates: list) -> list:
 # ----- the pg update's reward (beyond the paper) --------------------------------------------------------------
 
 def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
-                       shape: str = "rescaled", gate: Callable | None = None) -> list[float]:
+                       shape: str = "rescaled", gate: Callable | None = None,
+                       repeat: Callable | None = None) -> list[float]:
     """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
     (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
     the domain rejected. With ``gate`` (a predicate on a candidate: :func:`simulator_gate`), a valid task it shuts
-    out earns 0, what a useless valid task earns."""
+    out earns 0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a
+    valid task it names earns ``invalid_reward``."""
     def valid_reward(c) -> float:
+        if repeat is not None and repeat(c):
+            return float(invalid_reward)
         if gate is not None and not gate(c):
             return 0.0
         if shape == "rescaled":
             return float(frontier_reward(c.r_env, alpha, beta))
         return float(interior_reward(c.p_hat, alpha, beta))
     return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
+
+
+def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
+    """``env.pg.repeat_is_invalid``: a predicate on ``candidates`` naming each valid generation whose task text was
+    ``known`` before the epoch (in the pool) or was written by an earlier candidate of the list."""
+    seen, repeated = set(), set()
+    for c in candidates:
+        if c.valid:
+            if known(c.parsed.text) or c.parsed.text in seen:
+                repeated.add(id(c))
+            seen.add(c.parsed.text)
+    return lambda c: id(c) in repeated
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from genenv.reward import challenger_rewards
 
 
 def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,
-                      shape: str = "rescaled", gate: Callable | None = None) -> list[list[PolicySample]]:
+                      shape: str = "rescaled", gate: Callable | None = None,
+                      repeat: Callable | None = None) -> list[list[PolicySample]]:
     """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
     (:func:`challenger_rewards`) minus its group's mean as the advantage."""
     by_batch: dict[int, list] = {}
@@ -33,7 +34,7 @@ def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid
             by_batch.setdefault(c.batch, []).append(c)
     groups = []
     for members in by_batch.values():
-        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, gate))
+        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, gate, repeat))
         if is_informative(rewards):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
                            for c, a in zip(members, rewards - rewards.mean())])
