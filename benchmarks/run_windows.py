@@ -11,8 +11,9 @@ line per ``window`` epochs, then the evaluations (epoch, dev, held-out). The set
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from genenv.io import read_jsonl
 
 
 def window_sums(rows: list[dict]) -> dict:
@@ -46,8 +47,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10)
     args = parser.parse_args()
     for run in args.runs:
-        path = run / "metrics.jsonl"
-        rows = [json.loads(text) for text in path.read_text().splitlines()] if path.exists() else []
+        rows = read_jsonl(run / "metrics.jsonl")   # (a run still going: a torn last line ends the rows)
         print(f"{run}: {len(rows)} epochs")
         for w in windows(rows, args.window):
             print("  " + line(w))

@@ -401,9 +401,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
                                              lambda: evaluate_all(cfg, domain, players.agent, split))
         atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
                                                         **warm})
+        reused = " (evaluated by an earlier run: cached)" if cached else ""
         log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
-            f"by level {fmt_levels(warm['heldout_by_level'])}" + (" (evaluated by an earlier run: cached)" if cached
-                                                                  else ""))
+            f"by level {fmt_levels(warm['heldout_by_level'])}{reused}")
         save_checkpoint(players, state, run_dir)
         (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)   # the checkpoint holds the set now
 
