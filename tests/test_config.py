@@ -118,13 +118,14 @@ def test_a_dotted_domain_option_keeps_the_presets_other_options():
     assert load_config("smoke", ["domain.options.width=6"]).domain.options == {"width": 6}
 
 
-@pytest.mark.parametrize("name", ["smollm2-apibank", "smollm2-multihop", "smollm2-travel", "travel-smoke"])
+@pytest.mark.parametrize("name", ["smollm2-apibank", "smollm2-multihop", "smollm2-travel", "travel-smoke",
+                                  "smollm2-reasoning-gym"])
 def test_the_real_domain_presets_load_and_name_their_domain(name):
     """Every field of these presets is a known, valid setting (a typo would be a ConfigError naming it)."""
     from genenv.config import preset_names
     assert name in preset_names()
     cfg = load_config(name)
-    assert cfg.name == name and cfg.domain.name in ("apibank", "multihop", "travel")
+    assert cfg.name == name and cfg.domain.name in ("apibank", "multihop", "travel", "reasoning_gym")
     if name.startswith("smollm2"):
         assert cfg.agent.model == cfg.env.model == "smollm2" and cfg.agent.gradient_checkpointing
 

@@ -473,3 +473,22 @@ def test_run_windows_sums_each_window_by_hand():
     assert (last["first"], last["last"], last["valid"], last["env_kl_capped"]) == (2, 2, 2, 1)
     assert line(first).startswith("epochs 0-1: valid 1/32 (3%), simulator steps 8 (+0 undone by the KL cap), "
                                   "in-band 1, GRPO steps 1 (5.2 per 1000 rollouts)")
+
+
+def test_group_signal_counts_groups_by_agreement():
+    """benchmarks/group_signal.py: a level's groups split into all failed, mixed and all solved by the success
+    threshold, with the mean sampled success over tasks and the greedy success, by hand."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from group_signal import group_signal
+
+    from genenv.rollout import Episode
+
+    def group(*rewards):
+        return [Episode(None, [], reward) for reward in rewards]
+
+    sampled = [group(0.0, 0.0, 0.0, 0.0), group(1.0, 0.0, 0.4, 1.0), group(1.0, 1.0, 0.5, 1.0)]
+    greedy = [group(0.0), group(1.0), group(0.49)]
+    row = group_signal(sampled, greedy, threshold=0.5)
+    assert row == {"tasks": 3, "sampled_success": round((0 + 0.5 + 1.0) / 3, 3), "greedy_success": 0.333,
+                   "all_failed": 1, "mixed": 1, "all_solved": 1}
+    assert group_signal([], [], 0.5)["mixed"] == 0
