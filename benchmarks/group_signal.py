@@ -18,7 +18,7 @@ import numpy as np
 from _preset import preset_from_args
 
 from genenv.rollout import rollout
-from genenv.warmstart import _base_policy, warm_start_agent
+from genenv.warmstart import base_policy, warm_start_agent
 
 
 def group_signal(groups, greedy_groups, threshold: float) -> dict:
@@ -41,7 +41,7 @@ def main() -> None:
         "--no-warmstart": {"action": "store_true", "help": "the base model, not the warm-started agent"}})
     start = time.perf_counter()
     if args.no_warmstart:
-        agent, info = _base_policy("agent", cfg, cfg.agent, domain), "base model"
+        agent, info = base_policy("agent", cfg, cfg.agent, domain), "base model"
     else:
         agent, info = warm_start_agent(cfg, domain)
     print(f"agent: {info} ({time.perf_counter() - start:.0f} s)", flush=True)

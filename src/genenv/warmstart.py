@@ -95,7 +95,9 @@ def check_alphabet(domain: Domain, texts, what: str) -> None:
                           f"model cannot encode: {''.join(missing)!r}; add them to the domain's alphabet")
 
 
-def _base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy:
+def base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy:
+    """The player's model before any training: a tiny model built for the domain's alphabet, or a real model
+    loaded from its folder (``smollm2`` prepared once); a model the machine lacks is a ConfigError naming the field."""
     if player_cfg.model == "tiny":
         if domain.alphabet is None:
             raise ValueError(f"{role}.model: domain {domain.name!r} has no alphabet for a tiny model; "
@@ -207,7 +209,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.agent.dtype)
-    policy = _base_policy("agent", cfg, cfg.agent, domain)
+    policy = base_policy("agent", cfg, cfg.agent, domain)
     ws = cfg.agent.warmstart
     rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "warmstart"))
     if seeds is None:
@@ -253,7 +255,7 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.env.dtype)
-    policy = _base_policy("env", cfg, cfg.env, domain)
+    policy = base_policy("env", cfg, cfg.env, domain)
     ws = cfg.env.warmstart
     rng = np.random.default_rng(stream_seed(cfg.seed, "env", "warmstart"))
     corpus = domain.simulator_corpus(np.random.default_rng(stream_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
