@@ -34,6 +34,27 @@ def test_a_specification_grounds_to_the_familys_item(domain):
     assert domain.score(task, item["answer"]) == 1.0 and domain.score(task, "not it") == 0.0
 
 
+def test_spell_backward_scores_like_its_own_scorer_and_builds_it_once(monkeypatch):
+    """The family's scorer is built once per family, not per score (reasoning-gym's get_score_answer_fn builds the
+    whole dataset, 30 ms for spell_backward), and scores as reasoning-gym's own scorer does."""
+    import reasoning_gym
+
+    from genenv.domains import reasoning_gym as rg_domain
+    rg_domain._scorer.cache_clear()
+    built = []
+    original = reasoning_gym.factory.get_score_answer_fn
+    monkeypatch.setattr(reasoning_gym.factory, "get_score_answer_fn", lambda name: built.append(name) or original(name))
+    spell = make_domain("reasoning_gym", datasets=["spell_backward"])
+    tasks = [spell.random_task(np.random.default_rng(seed), 2) for seed in range(5)]
+    own = original("spell_backward")
+    for task in tasks:
+        item = rg_domain._item("spell_backward", tuple(task.meta["levels"].items()), task.meta["seed"])
+        for response in (task.answer, task.answer[::-1], "", "  " + task.answer + " "):
+            assert spell.score(task, response) == float(own(answer=response.strip(), entry=item) >= 1.0)
+    assert built == ["spell_backward"]
+    rg_domain._scorer.cache_clear()
+
+
 def test_seed_heldout_and_dev_sets_use_disjoint_generator_seeds(domain):
     seeds = [t.meta["seed"] for t in domain.seed_tasks(np.random.default_rng(0), 50)]
     heldout = [t.meta["seed"] for t in domain.heldout_tasks(3)]
