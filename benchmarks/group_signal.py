@@ -17,14 +17,15 @@ import time
 import numpy as np
 from _preset import preset_from_args
 
+from genenv.reward import success_rate
 from genenv.rollout import rollout
 from genenv.warmstart import base_policy, warm_start_agent
 
 
 def group_signal(groups, greedy_groups, threshold: float) -> dict:
-    """Counts over tasks of one level: sampled success, greedy success and the groups' agreement."""
-    solved = [[episode.reward >= threshold for episode in group] for group in groups]
-    fractions = [float(np.mean(s)) for s in solved]
+    """Counts over tasks of one level: sampled success, greedy success and the groups' agreement (each group's
+    p_hat as the run computes it, :func:`genenv.reward.success_rate`)."""
+    fractions = [success_rate([episode.reward for episode in group], threshold) for group in groups]
     return {"tasks": len(groups),
             "sampled_success": round(float(np.mean(fractions)), 3) if fractions else 0.0,
             "greedy_success": round(float(np.mean([g[0].reward >= threshold for g in greedy_groups])), 3)
