@@ -141,6 +141,28 @@ def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
 
 
 @pytest.mark.slow
+def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
+    """A run killed after it wrote its config and metrics file but before its first checkpoint (during the warm
+    start's evaluation, say) is resumed from epoch 0 in its own folder, not refused as a folder that holds a run,
+    and ends with the metrics of an uninterrupted run of the same seed."""
+    from genenv.metrics import TIMING_KEYS
+    compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=lambda m: None)
+    run_dir = run_dir_of(tmp_path, Arm("static", ()), 0)
+    uninterrupted = read_jsonl(run_dir / "metrics.jsonl")
+    shutil.rmtree(run_dir / "checkpoints" / "latest")
+    shutil.rmtree(run_dir / "final")
+    (run_dir / "metrics.jsonl").write_text("")
+    logs = []
+    compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=logs.append)
+    assert "1 runs: 0 finished, 1 to resume, 0 new; 1 of 1 epochs to go" in logs
+    assert "[resume] static seed 0 at epoch 0 of 1" in logs and not any("FAILED" in line for line in logs)
+    assert (run_dir / "final" / "agent").exists()
+    again = read_jsonl(run_dir / "metrics.jsonl")
+    assert [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in again] == [
+        {k: v for k, v in row.items() if k not in TIMING_KEYS} for row in uninterrupted]
+
+
+@pytest.mark.slow
 def test_compare_extra_arm_runs_with_its_overrides_and_can_be_the_reference(tmp_path):
     summary = compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"],
                       extra_arms=["static-b3:curriculum=static curriculum_reward.beta=3"], reference="static-b3",

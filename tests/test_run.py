@@ -597,3 +597,21 @@ def test_a_run_records_its_code_and_a_resume_with_other_code_says_so(smoke_run, 
     run(load_config("smoke", ["threads=1", "epochs=6"]), run_dir=run_dir, resume=True, log=messages.append)
     assert len(read_jsonl(run_dir / "code_changes.jsonl")) == 1   # the code that last ran it is the new one
     assert json.loads((run_dir / "code.json").read_text()) == recorded   # what started the run is kept
+
+
+def test_a_resume_from_another_commit_with_the_same_source_is_a_note_not_a_warning(smoke_run, tmp_path, monkeypatch):
+    """Another git commit whose package source and libraries are the same (a docs-only commit) cannot change the
+    arithmetic: the resume records it and says so as a note, without the warning that the epochs may differ."""
+    import shutil
+
+    from genenv import provenance
+    run_dir = tmp_path / "copy"
+    shutil.copytree(smoke_run, run_dir)
+    moved = {**provenance.code_version(), "git": {"commit": "f" * 40, "dirty": False}}
+    monkeypatch.setattr(provenance, "code_version", lambda: moved)
+    messages = []
+    run(load_config("smoke", ["threads=1", "epochs=4"]), run_dir=run_dir, resume=True, log=messages.append)
+    assert not any("other code" in m or m.startswith("warning") for m in messages)
+    note = [m for m in messages if "another git state" in m]
+    assert len(note) == 1 and f"same package source (fingerprint {moved['source']})" in note[0]
+    assert list(read_jsonl(run_dir / "code_changes.jsonl")[0]["changes"]) == ["git"]

@@ -128,8 +128,10 @@ def select_arms(arms: list[Arm], spec: str) -> list[Arm]:
 
 
 def pair_status(run_dir: Path, epochs: int) -> str:
-    """'finished', 'partial' (resume it) or 'new'."""
-    if not (run_dir / "config.yaml").exists() or not (run_dir / "checkpoints" / "latest").exists():
+    """'finished', 'partial' (resume it) or 'new'. A run stopped before its first checkpoint (during the warm
+    start's evaluation, say) is partial: ``genenv run --resume`` starts it over in its own folder with its saved
+    config (a plain ``genenv run`` refuses a folder that holds a run)."""
+    if not (run_dir / "config.yaml").exists():
         return "new"
     rows = read_jsonl(run_dir / "metrics.jsonl")
     if len(rows) >= epochs and (run_dir / "final" / "agent").exists():

@@ -107,10 +107,14 @@ def check_code_on_resume(run_dir: Path, epoch: int, log) -> dict[str, tuple]:
         record_code(run_dir)
         return {}
     changes = code_changes(before, now)
+    listed = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
+    if set(changes) == {"git"}:   # another commit, the same package source and libraries: the same arithmetic
+        log(f"note: {run_dir} resumes at epoch {epoch} from another git state ({listed}) with the same package "
+            f"source (fingerprint {now['source']}) and libraries (code_changes.jsonl)")
+    elif changes:
+        log(f"warning: {run_dir} resumes at epoch {epoch} with other code than ran it ({listed}): the epochs from "
+            "here on need not equal an uninterrupted run's (code_changes.jsonl)")
     if changes:
-        log(f"warning: {run_dir} resumes at epoch {epoch} with other code than ran it ("
-            + ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
-            + "): the epochs from here on need not equal an uninterrupted run's (code_changes.jsonl)")
         append_jsonl(Path(run_dir) / CODE_HISTORY, {
             "resumed_at_epoch": epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "changes": {key: list(pair) for key, pair in changes.items()}})
