@@ -144,7 +144,9 @@ def test_compare_skips_finished_pairs_and_resumes_unfinished(comparison):
 def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
     """A run killed after it wrote its config and metrics file but before its first checkpoint (during the warm
     start's evaluation, say) is resumed from epoch 0 in its own folder, not refused as a folder that holds a run,
-    and ends with the metrics of an uninterrupted run of the same seed."""
+    and ends with the metrics of an uninterrupted run of the same seed; such a folder's resume may change any
+    setting (nothing is trained yet)."""
+    from genenv.checkpoint import load_run_config
     from genenv.metrics import TIMING_KEYS
     compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=lambda m: None)
     run_dir = run_dir_of(tmp_path, Arm("static", ()), 0)
@@ -160,6 +162,13 @@ def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
     again = read_jsonl(run_dir / "metrics.jsonl")
     assert [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in again] == [
         {k: v for k, v in row.items() if k not in TIMING_KEYS} for row in uninterrupted]
+
+    # stopped before its first checkpoint again: nothing is trained, so a resume may change what resumes refuse
+    shutil.rmtree(run_dir / "checkpoints" / "latest")
+    shutil.rmtree(run_dir / "final")
+    (run_dir / "metrics.jsonl").write_text("")
+    assert main(["run", "--resume", str(run_dir), "agent.lr=0.002"]) == 0
+    assert load_run_config(run_dir).agent.lr == 0.002 and len(read_jsonl(run_dir / "metrics.jsonl")) == 1
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from genenv.config import ConfigError, describe, load_config, preset_names, pres
 def _run(args) -> int:
 
     if args.resume:
-        from genenv.checkpoint import load_run_config  # noqa: PLC0415 (heavy: see the imports above)
+        from genenv.checkpoint import latest_checkpoint, load_run_config  # noqa: PLC0415 (heavy: see above)
         from genenv.coevolve import run  # noqa: PLC0415
         run_dir = Path(args.resume)
         if not run_dir.is_dir():
@@ -33,7 +33,11 @@ def _run(args) -> int:
         if not (run_dir / "config.yaml").exists():
             print(f"genenv: --resume {run_dir}: no config.yaml there (not a run folder)", file=sys.stderr)
             return 2
-        cfg = load_run_config(run_dir, args.overrides, resuming=True)
+        checkpointed = latest_checkpoint(run_dir) is not None
+        # before its first checkpoint nothing is trained: it starts over, and any override may change it
+        cfg = load_run_config(run_dir, args.overrides, resuming=checkpointed)
+        if not checkpointed:
+            print(f"{run_dir}: stopped before its first checkpoint; starting it over", file=sys.stderr)
         run(cfg, run_dir=run_dir, resume=True)
         return 0
     cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads

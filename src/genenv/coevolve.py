@@ -392,6 +392,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     else:
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
+        if resume and (run_dir / "config.yaml").exists() and config_changes(cfg, run_dir):
+            # started over before its first checkpoint with other settings: the old settings' shards are not its own
+            (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir)
         record_code(run_dir)

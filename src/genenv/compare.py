@@ -129,8 +129,8 @@ def select_arms(arms: list[Arm], spec: str) -> list[Arm]:
 
 def pair_status(run_dir: Path, epochs: int) -> str:
     """'finished', 'partial' (resume it) or 'new'. A run stopped before its first checkpoint (during the warm
-    start's evaluation, say) is partial: ``genenv run --resume`` starts it over in its own folder with its saved
-    config (a plain ``genenv run`` refuses a folder that holds a run)."""
+    start's evaluation, say) is partial: ``genenv run --resume`` starts it over in its own folder (a plain
+    ``genenv run`` refuses a folder that holds a run)."""
     if not (run_dir / "config.yaml").exists():
         return "new"
     rows = read_jsonl(run_dir / "metrics.jsonl")
@@ -198,12 +198,17 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
                 continue
             done = checkpointed_epochs(run_dir) if status == "partial" else 0
             epochs_left += max(cfg.epochs - done, 0)
-            if status == "partial":
+            settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
+            checkpoints = run_dir / "checkpoints"
+            if status == "partial" and not any((checkpoints / name).exists() for name in ("latest", "latest.old")):
+                # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
+                # with this command's settings (a fixed override takes effect)
+                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
+            elif status == "partial":
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir)]
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
-                           *(["--config", config_file] if config_file else []), *extra, *arm.overrides,
-                           f"seed={seed}", "progress=false"]
+                           *(["--config", config_file] if config_file else []), *settings]
             jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log",
                          f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""))
     total = sum(counts.values())
