@@ -171,6 +171,12 @@ def load_optimizers(path: Path) -> dict:
     return out
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether a resume of ``run_dir`` finds a checkpoint (checkpoints/latest, or the latest.old that
+    :func:`latest_checkpoint` takes back); asking changes nothing."""
+    return any((Path(run_dir) / "checkpoints" / name).exists() for name in ("latest", "latest.old"))
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """checkpoints/latest, or None before the first one. A run killed between the two renames of a swap left
     only latest.old: it takes its name back first, so no later save runs without a complete checkpoint."""

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from genenv.analysis import RunRecord, code_sentence, load_run, summarize
+from genenv.checkpoint import has_checkpoint
 from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names, make_curriculum
@@ -199,8 +200,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
             done = checkpointed_epochs(run_dir) if status == "partial" else 0
             epochs_left += max(cfg.epochs - done, 0)
             settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
-            checkpoints = run_dir / "checkpoints"
-            if status == "partial" and not any((checkpoints / name).exists() for name in ("latest", "latest.old")):
+            if status == "partial" and not has_checkpoint(run_dir):
                 # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
                 # with this command's settings (a fixed override takes effect)
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
