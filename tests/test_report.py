@@ -157,7 +157,8 @@ def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
     logs = []
     compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=logs.append)
     assert "1 runs: 0 finished, 1 to resume, 0 new; 1 of 1 epochs to go" in logs
-    assert "[resume] static seed 0 at epoch 0 of 1" in logs and not any("FAILED" in line for line in logs)
+    assert "[resume] static seed 0 from epoch 0 of 1 (stopped before its first checkpoint)" in logs
+    assert not any("FAILED" in line for line in logs)
     assert (run_dir / "final" / "agent").exists()
     again = read_jsonl(run_dir / "metrics.jsonl")
     assert [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in again] == [

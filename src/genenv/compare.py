@@ -200,17 +200,18 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
             done = checkpointed_epochs(run_dir) if status == "partial" else 0
             epochs_left += max(cfg.epochs - done, 0)
             settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
+            where = f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""
             if status == "partial" and not has_checkpoint(run_dir):
                 # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
                 # with this command's settings (a fixed override takes effect)
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
+                where = f" from epoch 0 of {cfg.epochs} (stopped before its first checkpoint)"
             elif status == "partial":
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir)]
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
                            *(["--config", config_file] if config_file else []), *settings]
-            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log",
-                         f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""))
+            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log", where))
     total = sum(counts.values())
     log(f"{total} runs: {counts['finished']} finished, {counts['partial']} to resume, {counts['new']} new; "
         f"{epochs_left} of {sum(configs[a, s].epochs for a in arms for s in seed_list)} epochs to go")
