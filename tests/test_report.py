@@ -490,6 +490,28 @@ def test_the_report_says_when_runs_were_made_by_different_code():
                                "(genenv/seed0)")
 
 
+def test_the_report_names_the_files_in_which_two_sources_differ(tmp_path):
+    """code.json holds each source file's hash; with runs made by two sources the summary names the files that
+    differ from the source of most runs, and the report's sentence lists them."""
+    from genenv.analysis import code_sentence, code_versions
+    from genenv.provenance import code_version, files_that_differ, source_files
+    assert files_that_differ({"a.py": "1", "b.py": "2"}, {"a.py": "1", "b.py": "3", "c.py": "4"}) == ["b.py", "c.py"]
+    files = source_files()
+    assert "coevolve.py" in files and "configs/default.yaml" in files and code_version()["files"] == files
+    edited = {**files, "compare.py": "0" * 12}
+    groups = {}
+    for label, seed, source, made in (("genenv", 0, "aaaa", files), ("random", 0, "aaaa", files),
+                                      ("static", 0, "bbbb", edited)):
+        run_dir = tmp_path / label / f"seed{seed}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "code.json").write_text(json.dumps({"source": source, "files": made}))
+        groups.setdefault(label, []).append(RunRecord(path=run_dir, label=label, seed=seed, config={}, rows=[]))
+    code = code_versions(groups)
+    assert code["most_runs_source"] == "aaaa" and code["files_that_differ"] == {"bbbb": ["compare.py"]}
+    assert code_sentence(code).startswith("Not every run was made by the same code: 2 by source aaaa; 1 by source "
+                                          "bbbb (differs from aaaa in compare.py)")
+
+
 def test_run_windows_sums_each_window_by_hand():
     """benchmarks/run_windows.py: per window of epochs, the simulator's valid generations, its steps and the steps
     the KL cap undid, in-band tasks, GRPO steps and the valid tasks' p_hat histogram, summed; the last window short."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from genenv.config import run_config_dict
 from genenv.io import read_jsonl
-from genenv.provenance import code_history
+from genenv.provenance import code_history, files_that_differ
 from genenv.stats import gain_recovered, paired_differences
 
 
@@ -160,8 +160,11 @@ def summarize(groups: dict[str, list[RunRecord]], reference: str = "genenv", tar
 def code_versions(groups: dict[str, list[RunRecord]]) -> dict:
     """The code that made a comparison's runs (:mod:`genenv.provenance`): each source fingerprint a run started
     with, and the runs (``label/seed<k>``) it made; the runs made before genenv recorded it, and the runs resumed
-    with other source code than they started with."""
+    with other source code than they started with. With several sources: the source that made the most runs
+    (``most_runs_source``) and, per other source, the package files in which it differs (``files_that_differ``;
+    runs recorded before code.json held per-file hashes have none)."""
     sources: dict[str, list[str]] = {}
+    files: dict[str, dict[str, str]] = {}
     unrecorded, resumed_with_other_code = [], []
     for label, runs in groups.items():
         for record in runs:
@@ -171,9 +174,17 @@ def code_versions(groups: dict[str, list[RunRecord]]) -> dict:
                 unrecorded.append(name)
                 continue
             sources.setdefault(started.get("source"), []).append(name)
+            if started.get("files"):
+                files.setdefault(started.get("source"), started["files"])
             if any("source" in row["changes"] for row in changes):
                 resumed_with_other_code.append(name)
-    return {"sources": sources, "unrecorded": unrecorded, "resumed_with_other_code": resumed_with_other_code}
+    code = {"sources": sources, "unrecorded": unrecorded, "resumed_with_other_code": resumed_with_other_code}
+    most = max(sources, key=lambda source: len(sources[source]), default=None)
+    if len(sources) > 1 and most in files:
+        code["most_runs_source"] = most
+        code["files_that_differ"] = {source: files_that_differ(files[most], files[source])
+                                     for source in sources if source != most and source in files}
+    return code
 
 
 def code_sentence(code: dict) -> str:
@@ -181,7 +192,15 @@ def code_sentence(code: dict) -> str:
     sources, others = code["sources"], [*code["unrecorded"], *code["resumed_with_other_code"]]
     if len(sources) == 1 and not others:
         return f"Every run was made by the same code (source fingerprint {next(iter(sources))})."
-    parts = [f"{len(names)} by source {source}" for source, names in sources.items()]
+    differ, most = code.get("files_that_differ", {}), code.get("most_runs_source")
+
+    def runs_of(source: str, names: list[str]) -> str:
+        if source not in differ:
+            return f"{len(names)} by source {source}"
+        paths = differ[source]
+        listed = ", ".join(paths[:6]) + (", ..." if len(paths) > 6 else "")
+        return f"{len(names)} by source {source} (differs from {most} in {listed})"
+    parts = [runs_of(source, names) for source, names in sources.items()]
     if code["unrecorded"]:
         parts.append(f"{len(code['unrecorded'])} made before runs recorded their code")
     if code["resumed_with_other_code"]:

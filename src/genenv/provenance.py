@@ -2,11 +2,12 @@
 
 A run's numbers are reproducible for the same seed *and the same code*. The run folder records, when the run
 starts, genenv's version, a fingerprint of its source (every ``.py`` and ``.yaml`` file of the installed package:
-any edit changes it, also outside a git checkout), the git commit and whether the checkout had uncommitted changes
-(when the package sits in one), and the versions of Python and of the libraries whose arithmetic the metrics
-depend on. A resume compares the code it runs with the code that last ran the folder; where they differ it says
-so in the log and appends the change, with the epoch it resumed at, to ``code_changes.jsonl``: the epochs after
-that come from other code, and need not equal what an uninterrupted run would have given.
+any edit changes it, also outside a git checkout) and a hash of each of those files, the git commit and whether
+the checkout had uncommitted changes (when the package sits in one), and the versions of Python and of the
+libraries whose arithmetic the metrics depend on. A resume compares the code it runs with the code that last ran
+the folder; where they differ it says so in the log and appends the change, with the epoch it resumed at, to
+``code_changes.jsonl``: the epochs after that come from other code, and need not equal what an uninterrupted run
+would have given.
 """
 
 from __future__ import annotations
@@ -29,13 +30,29 @@ PACKAGE_ROOT = Path(genenv.__file__).resolve().parent
 LIBRARIES = ("torch", "numpy", "transformers", "tokenizers")
 
 
+def _source_paths(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
+
+
 def source_fingerprint(root: Path = PACKAGE_ROOT) -> str:
     """sha256 (first 16 hex digits) over every ``.py`` and ``.yaml`` file under ``root``: relative path and
     bytes, in sorted order."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts):
+    for path in _source_paths(root):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def source_files(root: Path = PACKAGE_ROOT) -> dict[str, str]:
+    """Each file :func:`source_fingerprint` covers, by relative path: the first 12 hex digits of its sha256 (what
+    lets a report name the files in which two fingerprints differ)."""
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+            for path in _source_paths(root)}
+
+
+def files_that_differ(files: dict[str, str], other: dict[str, str]) -> list[str]:
+    """The paths present in only one of two :func:`source_files` maps or with different contents, sorted."""
+    return sorted(path for path in set(files) | set(other) if files.get(path) != other.get(path))
 
 
 def git_state(root: Path = PACKAGE_ROOT) -> dict | None:
@@ -61,9 +78,10 @@ def _version(name: str) -> str | None:
 
 def code_version() -> dict:
     """What :data:`CODE_FILE` records: genenv's version, its source fingerprint, its git state, Python's and the
-    :data:`LIBRARIES`' versions."""
+    :data:`LIBRARIES`' versions, and each source file's hash (``files``)."""
     return {"genenv": genenv.__version__, "source": source_fingerprint(), "git": git_state(),
-            "python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}}
+            "python": platform.python_version(), **{name: _version(name) for name in LIBRARIES},
+            "files": source_files()}
 
 
 def record_code(run_dir: Path) -> None:
@@ -91,8 +109,9 @@ def last_code(run_dir: Path) -> dict | None:
 
 
 def code_changes(before: dict, now: dict) -> dict[str, tuple]:
-    """The keys whose value differs, ``key: (before, now)``; the git state compares by commit and dirtiness."""
-    return {key: (before.get(key), now.get(key)) for key in sorted(set(before) | set(now))
+    """The keys whose value differs, ``key: (before, now)``; the git state compares by commit and dirtiness. The
+    per-file hashes (``files``) are left out: ``source`` already says whether any file changed."""
+    return {key: (before.get(key), now.get(key)) for key in sorted((set(before) | set(now)) - {"files"})
             if before.get(key) != now.get(key)}
 
 
