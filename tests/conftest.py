@@ -1,4 +1,5 @@
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -20,3 +21,12 @@ def tiny_policy():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def disposable_dir(tmp_path):
+    """tmp_path, deleted when the test ends: for tests that write hundreds of MB (a SmolLM2 checkpoint, a GGUF).
+    pytest keeps the last three sessions' tmp_path folders; three sessions of these files took 6 GB and a full
+    disk failed a CI run."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)

