@@ -586,14 +586,18 @@ def test_a_run_records_its_code_and_a_resume_with_other_code_says_so(smoke_run, 
     assert not (run_dir / "code_changes.jsonl").exists() and not any("other code" in m for m in messages)
 
     edited = {**provenance.code_version(), "source": "0123456789abcdef"}
+    edited["files"] = {**edited["files"], "reward.py": "0" * 12}   # one package file edited
     monkeypatch.setattr(provenance, "code_version", lambda: edited)
     messages = []
     run(load_config("smoke", ["threads=1", "epochs=5"]), run_dir=run_dir, resume=True, log=messages.append)
     warning = [m for m in messages if "other code" in m]
     assert len(warning) == 1 and f"source {recorded['source']!r} -> '0123456789abcdef'" in warning[0]
+    assert "files that differ: reward.py)" in warning[0]
     history = read_jsonl(run_dir / "code_changes.jsonl")
     assert history[0]["resumed_at_epoch"] == 4 and history[0]["changes"] == {
         "source": [recorded["source"], "0123456789abcdef"]}
+    assert history[0]["files_that_differ"] == ["reward.py"] and history[0]["files"] == edited["files"]
+    assert provenance.last_code(run_dir)["files"] == edited["files"]   # the files that last ran it
     run(load_config("smoke", ["threads=1", "epochs=6"]), run_dir=run_dir, resume=True, log=messages.append)
     assert len(read_jsonl(run_dir / "code_changes.jsonl")) == 1   # the code that last ran it is the new one
     assert json.loads((run_dir / "code.json").read_text()) == recorded   # what started the run is kept

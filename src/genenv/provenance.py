@@ -105,6 +105,8 @@ def last_code(run_dir: Path) -> dict | None:
     code, changes = code_history(run_dir)
     for row in changes:
         code.update({key: new for key, (_, new) in row["changes"].items()})
+        if "files" in row:
+            code["files"] = row["files"]
     return code
 
 
@@ -117,7 +119,8 @@ def code_changes(before: dict, now: dict) -> dict[str, tuple]:
 
 def check_code_on_resume(run_dir: Path, epoch: int, log) -> dict[str, tuple]:
     """On resume: the code now against the code that last ran ``run_dir``; a difference is logged and appended
-    to ``code_changes.jsonl`` with ``epoch``. Returns the changes (empty: the same code)."""
+    to ``code_changes.jsonl`` with ``epoch`` (a source change also with the package files that differ and the new
+    per-file hashes). Returns the changes (empty: the same code)."""
     now = code_version()
     before = last_code(run_dir)
     if before is None:
@@ -126,15 +129,20 @@ def check_code_on_resume(run_dir: Path, epoch: int, log) -> dict[str, tuple]:
         record_code(run_dir)
         return {}
     changes = code_changes(before, now)
+    if not changes:
+        return changes
+    row = {"resumed_at_epoch": epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "changes": {key: list(pair) for key, pair in changes.items()}}
     listed = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in changes.items())
+    if "source" in changes and before.get("files") and now.get("files"):
+        row["files_that_differ"] = paths = files_that_differ(before["files"], now["files"])
+        row["files"] = now["files"]
+        listed += f"; files that differ: {', '.join(paths[:6])}{', ...' if len(paths) > 6 else ''}"
     if set(changes) == {"git"}:   # another commit, the same package source and libraries: the same arithmetic
         log(f"note: {run_dir} resumes at epoch {epoch} from another git state ({listed}) with the same package "
             f"source (fingerprint {now['source']}) and libraries (code_changes.jsonl)")
-    elif changes:
+    else:
         log(f"warning: {run_dir} resumes at epoch {epoch} with other code than ran it ({listed}): the epochs from "
             "here on need not equal an uninterrupted run's (code_changes.jsonl)")
-    if changes:
-        append_jsonl(Path(run_dir) / CODE_HISTORY, {
-            "resumed_at_epoch": epoch, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "changes": {key: list(pair) for key, pair in changes.items()}})
+    append_jsonl(Path(run_dir) / CODE_HISTORY, row)
     return changes
