@@ -173,6 +173,35 @@ def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settings(tmp_path):
+    """The same command with more epochs extends each finished run (its resume is given ``epochs``; before, the
+    resume found the run finished, did nothing, and compare logged it done), and matches an uninterrupted run of
+    that length; a setting a resume cannot change is one ConfigError naming it, before anything runs."""
+    from genenv.metrics import TIMING_KEYS
+    compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"],
+            log=lambda m: None)
+    run_dir = run_dir_of(tmp_path / "short", Arm("static", ()), 0)
+    logs = []
+    compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"],
+            log=logs.append)
+    assert "1 runs: 0 finished, 1 to resume, 0 new; 1 of 2 epochs to go" in logs
+    assert "[resume] static seed 0 at epoch 1 of 2" in logs and not any("FAILED" in line for line in logs)
+    assert [row["epoch"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1]
+    assert read_jsonl(run_dir / "config_changes.jsonl")[0]["changes"] == {"epochs": [1, 2]}
+    compare(tmp_path / "long", preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"],
+            log=lambda m: None)
+    straight = read_jsonl(run_dir_of(tmp_path / "long", Arm("static", ()), 0) / "metrics.jsonl")
+    assert [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in read_jsonl(run_dir / "metrics.jsonl")
+            ] == [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in straight]
+
+    before = (run_dir / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError, match=r"static seed 0 .*\(agent\.lr .* -> 0\.002\); a resume cannot change them"):
+        compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1",
+                overrides=["epochs=3", "agent.lr=0.002"], log=lambda m: None)
+    assert (run_dir / "metrics.jsonl").read_text() == before
+
+
+@pytest.mark.slow
 def test_compare_extra_arm_runs_with_its_overrides_and_can_be_the_reference(tmp_path):
     summary = compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"],
                       extra_arms=["static-b3:curriculum=static curriculum_reward.beta=3"], reference="static-b3",

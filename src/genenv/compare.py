@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from genenv.analysis import RunRecord, code_sentence, load_run, summarize
-from genenv.checkpoint import has_checkpoint
+from genenv.checkpoint import config_changes, has_checkpoint
 from genenv.coevolve import check_domain_capabilities
-from genenv.config import ConfigError, load_config
+from genenv.config import ConfigError, load_config, resumable
 from genenv.curricula import curriculum_names, make_curriculum
 from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
@@ -140,6 +141,28 @@ def pair_status(run_dir: Path, epochs: int) -> str:
     return "partial"
 
 
+def resume_settings(cfg, run_dir: Path, name: str) -> list[str]:
+    """The overrides that make a checkpointed run in ``run_dir`` the run this comparison asks for (``cfg``): each
+    field a resume may change where the two differ (``epochs=20`` extends a run made with ``epochs=10``). A field
+    a resume cannot change is a ConfigError naming it and the run (``name``): resuming would quietly go on with
+    the folder's own setting. Nothing when the folder's config no longer loads (its own resume says why)."""
+    try:
+        changes = config_changes(cfg, run_dir)
+    except (ConfigError, OSError, ValueError, TypeError):
+        return []
+    fixed = {key: pair for key, pair in changes.items() if not resumable(key)}
+    if fixed:
+        listed = ", ".join(f"{key} {old!r} -> {new!r}" for key, (old, new) in list(fixed.items())[:4])
+        raise ConfigError(f"{name} in {run_dir} was made with other settings than this command asks for ({listed})"
+                          "; a resume cannot change them. Use another --out, or the settings it was made with")
+    return [f"{key}={_as_yaml(new)}" for key, (_, new) in changes.items()]
+
+
+def _as_yaml(value) -> str:
+    """A value as an override's YAML text (``parse_override`` reads it back: 1e-05 is ``1.0e-05``, not a string)."""
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).removesuffix("...\n").strip()
+
+
 def checkpointed_epochs(run_dir: Path) -> int:
     """Epochs a resumed run keeps: those its latest checkpoint holds (later metrics rows are redone)."""
     try:
@@ -183,6 +206,9 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))
+    for (arm, seed), cfg in configs.items():   # a checkpointed run must be able to become the run asked for
+        if has_checkpoint(run_dir_of(out, arm, seed)):
+            resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
@@ -206,8 +232,9 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
                 # with this command's settings (a fixed override takes effect)
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
                 where = f" from epoch 0 of {cfg.epochs} (stopped before its first checkpoint)"
-            elif status == "partial":
-                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir)]
+            elif status == "partial":   # with the settings a resume may change (more epochs: it is extended)
+                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir),
+                           *resume_settings(cfg, run_dir, f"{arm.label} seed {seed}")]
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
                            *(["--config", config_file] if config_file else []), *settings]
