@@ -201,6 +201,19 @@ def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settin
     assert (run_dir / "metrics.jsonl").read_text() == before
 
 
+def test_compare_never_logs_done_for_a_run_that_did_not_finish(tmp_path, monkeypatch):
+    """A run process that exits 0 without finishing its epochs (as `genenv run --resume` of a finished run did
+    when compare asked for more epochs) is logged INCOMPLETE and counted failed, not "done"."""
+    from genenv import compare as compare_module
+    monkeypatch.setattr(compare_module, "_run_pair", lambda command, log_file: 0)   # exits 0, runs nothing
+    logs = []
+    with pytest.raises(ConfigError, match=r"every run failed \(1\)"):
+        compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=logs.append)
+    assert any(line.startswith("[INCOMPLETE] static seed 0: its run ended without error but holds 0 of 1 epochs")
+               for line in logs)
+    assert not any(line.startswith("[done]") for line in logs)
+
+
 @pytest.mark.slow
 def test_compare_extra_arm_runs_with_its_overrides_and_can_be_the_reference(tmp_path):
     summary = compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"],

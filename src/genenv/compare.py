@@ -238,16 +238,22 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
                            *(["--config", config_file] if config_file else []), *settings]
-            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log", where))
+            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log", where, cfg.epochs))
     total = sum(counts.values())
     log(f"{total} runs: {counts['finished']} finished, {counts['partial']} to resume, {counts['new']} new; "
         f"{epochs_left} of {sum(configs[a, s].epochs for a in arms for s in seed_list)} epochs to go")
 
     def launch(job):
-        arm, seed, status, command, log_file, where = job
+        arm, seed, status, command, log_file, where, epochs = job
         start = time.perf_counter()
         log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}{where}")
         code = _run_pair(command, log_file)
+        run_dir = run_dir_of(out, arm, seed)
+        if code == 0 and pair_status(run_dir, epochs) != "finished":   # never "done" for a run that is not
+            rows = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+            log(f"[INCOMPLETE] {arm.label} seed {seed}: its run ended without error but holds {len(rows)} of "
+                f"{epochs} epochs (see {log_file})")
+            return 1
         log(f"[{'done' if code == 0 else 'FAILED'}] {arm.label} seed {seed} in {time.perf_counter() - start:.0f}s"
             + ("" if code == 0 else f" (exit {code}; see {log_file})"))
         return code
