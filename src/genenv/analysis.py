@@ -14,7 +14,7 @@ import numpy as np
 
 from genenv.config import run_config_dict
 from genenv.io import read_jsonl
-from genenv.provenance import code_history, files_that_differ
+from genenv.provenance import code_history, files_that_differ, name_files
 from genenv.stats import gain_recovered, paired_differences
 
 
@@ -197,9 +197,7 @@ def code_sentence(code: dict) -> str:
     def runs_of(source: str, names: list[str]) -> str:
         if source not in differ:
             return f"{len(names)} by source {source}"
-        paths = differ[source]
-        listed = ", ".join(paths[:6]) + (", ..." if len(paths) > 6 else "")
-        return f"{len(names)} by source {source} (differs from {most} in {listed})"
+        return f"{len(names)} by source {source} (differs from {most} in {name_files(differ[source])})"
     parts = [runs_of(source, names) for source, names in sources.items()]
     if code["unrecorded"]:
         parts.append(f"{len(code['unrecorded'])} made before runs recorded their code")

@@ -206,9 +206,9 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))
-    for (arm, seed), cfg in configs.items():   # a checkpointed run must be able to become the run asked for
-        if has_checkpoint(run_dir_of(out, arm, seed)):
-            resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
+    # a checkpointed run must be able to become the run asked for: checked before anything runs
+    resumes = {(arm, seed): resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
+               for (arm, seed), cfg in configs.items() if has_checkpoint(run_dir_of(out, arm, seed))}
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
@@ -227,14 +227,13 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
             epochs_left += max(cfg.epochs - done, 0)
             settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
             where = f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""
-            if status == "partial" and not has_checkpoint(run_dir):
+            if status == "partial" and (arm, seed) not in resumes:
                 # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
                 # with this command's settings (a fixed override takes effect)
                 command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
                 where = f" from epoch 0 of {cfg.epochs} (stopped before its first checkpoint)"
             elif status == "partial":   # with the settings a resume may change (more epochs: it is extended)
-                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir),
-                           *resume_settings(cfg, run_dir, f"{arm.label} seed {seed}")]
+                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *resumes[arm, seed]]
             else:
                 command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
                            *(["--config", config_file] if config_file else []), *settings]

@@ -55,6 +55,11 @@ def files_that_differ(files: dict[str, str], other: dict[str, str]) -> list[str]
     return sorted(path for path in set(files) | set(other) if files.get(path) != other.get(path))
 
 
+def name_files(paths: list[str], shown: int = 6) -> str:
+    """The first ``shown`` of ``paths`` for a sentence, ``, ...`` when there are more."""
+    return ", ".join(paths[:shown]) + (", ..." if len(paths) > shown else "")
+
+
 def git_state(root: Path = PACKAGE_ROOT) -> dict | None:
     """The commit of the git checkout holding ``root`` and whether its tracked files there have uncommitted
     changes; None when ``root`` is not in a checkout (an installed wheel) or git is not available."""
@@ -137,7 +142,7 @@ def check_code_on_resume(run_dir: Path, epoch: int, log) -> dict[str, tuple]:
     if "source" in changes and before.get("files") and now.get("files"):
         row["files_that_differ"] = paths = files_that_differ(before["files"], now["files"])
         row["files"] = now["files"]
-        listed += f"; files that differ: {', '.join(paths[:6])}{', ...' if len(paths) > 6 else ''}"
+        listed += f"; files that differ: {name_files(paths)}"
     if set(changes) == {"git"}:   # another commit, the same package source and libraries: the same arithmetic
         log(f"note: {run_dir} resumes at epoch {epoch} from another git state ({listed}) with the same package "
             f"source (fingerprint {now['source']}) and libraries (code_changes.jsonl)")
