@@ -182,8 +182,12 @@ def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settin
             log=lambda m: None)
     run_dir = run_dir_of(tmp_path / "short", Arm("static", ()), 0)
     logs = []
-    compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"],
-            log=logs.append)
+    with pytest.MonkeyPatch.context() as patch:   # on a machine without the warm-start cache: none is rebuilt
+        patch.setenv("GENENV_CACHE", str(tmp_path / "empty-cache"))
+        compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"],
+                log=logs.append)
+    assert not any(line.startswith("seed 0:") for line in logs), logs
+    assert not (tmp_path / "empty-cache" / "models").exists()
     assert "1 runs: 0 finished, 1 to resume, 0 new; 1 of 2 epochs to go" in logs
     assert "[resume] static seed 0 at epoch 1 of 2" in logs and not any("FAILED" in line for line in logs)
     assert [row["epoch"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1]
@@ -199,6 +203,18 @@ def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settin
         compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1",
                 overrides=["epochs=3", "agent.lr=0.002"], log=lambda m: None)
     assert (run_dir / "metrics.jsonl").read_text() == before
+
+
+def test_only_seeds_with_a_run_to_start_are_warm_started():
+    """A seed is warmed when one of its runs is new or stopped before its first checkpoint; finished runs and
+    checkpointed ones (which resume from their own folder's weights) need no warm start."""
+    from genenv.compare import seeds_to_warm
+    a, b = Arm("genenv", ()), Arm("random", ())
+    statuses = {(a, 0): "finished", (b, 0): "partial", (a, 1): "finished", (b, 1): "partial",
+                (a, 2): "finished", (b, 2): "new", (a, 3): "finished", (b, 3): "finished"}
+    resumes = {(b, 0): ["epochs=20"]}   # seed 1's partial run has no checkpoint: it starts over
+    assert seeds_to_warm(statuses, resumes, [0, 1, 2, 3]) == [1, 2]
+    assert seeds_to_warm(statuses, resumes, [0, 3]) == []
 
 
 def test_compare_never_logs_done_for_a_run_that_did_not_finish(tmp_path, monkeypatch):

@@ -212,13 +212,15 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
-    _warm_start_each_seed(configs, arms, seed_list, workers, log)
+    statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
+                for (arm, seed), cfg in configs.items()}
+    _warm_start_each_seed(configs, arms, seeds_to_warm(statuses, resumes, seed_list), workers, log)
     jobs, counts, epochs_left = [], {"finished": 0, "partial": 0, "new": 0}, 0
     for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
         for arm in arms:
             cfg = configs[arm, seed]
             run_dir = run_dir_of(out, arm, seed)
-            status = pair_status(run_dir, cfg.epochs)
+            status = statuses[arm, seed]
             counts[status] += 1
             if status == "finished":
                 log(f"[skip] {arm.label} seed {seed}: finished")
@@ -271,11 +273,21 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     return summary
 
 
+def seeds_to_warm(statuses: dict, resumes: dict, seeds: list[int]) -> list[int]:
+    """The seeds whose warm start some run will read: one with a run to start (new, or stopped before its first
+    checkpoint). A finished run needs nothing and a checkpointed one resumes from the weights its folder holds, so
+    re-running a comparison on a machine without the cache rebuilds no warm start it does not use."""
+    return [seed for seed in seeds if any(status != "finished" and (arm, seed) not in resumes
+                                          for (arm, s), status in statuses.items() if s == seed)]
+
+
 def _warm_start_each_seed(configs, arms, seeds, workers, log) -> None:
     """Fill the warm-start cache once per seed before runs fan out (all curricula share it). With several
     workers the seeds warm in parallel, one process each (a process of its own: torch's thread count is global
     and tiny models are bound by the Python interpreter, so threads would not run side by side)."""
     jobs = [(configs[arms[0], seed], seed) for seed in seeds]
+    if not jobs:
+        return
     if workers == 1 or len(jobs) == 1:
         for cfg, seed in jobs:
             _warm_one_seed(cfg, seed, log)  # lines as they come
