@@ -30,3 +30,28 @@ def disposable_dir(tmp_path):
     disk failed a CI run."""
     yield tmp_path
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+LOW_DISK_BYTES = 6 << 30   # the SmolLM2 checkpoint and GGUF tests write about 2 GB at once
+
+
+def _free_disk(path: str) -> int:
+    return shutil.disk_usage(path).free
+
+
+def pytest_report_header(config):
+    import tempfile
+    where = tempfile.gettempdir()
+    return f"free disk where tests write ({where}): {_free_disk(where) / (1 << 30):.1f} GB"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """A failed session on a nearly full disk says so last, where a CI log's tail is read: its errors
+    ('No space left on device', 'could not create numbered dir') otherwise look like test failures."""
+    import tempfile
+    where = tempfile.gettempdir()
+    free = _free_disk(where)
+    if exitstatus != 0 and free < LOW_DISK_BYTES:
+        terminalreporter.write_line(f"note: only {free / (1 << 30):.1f} GB free in {where}; tests that write model "
+                                    "files fail on a full disk. Free space (old run folders, caches) and re-run.",
+                                    yellow=True)
