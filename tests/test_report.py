@@ -173,7 +173,7 @@ def test_compare_restarts_a_run_stopped_before_its_first_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
-def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settings(tmp_path):
+def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settings(tmp_path, capsys):
     """The same command with more epochs extends each finished run (its resume is given ``epochs``; before, the
     resume found the run finished, did nothing, and compare logged it done), and matches an uninterrupted run of
     that length; a setting a resume cannot change is one ConfigError naming it, before anything runs."""
@@ -202,6 +202,21 @@ def test_compare_with_more_epochs_extends_finished_runs_and_refuses_other_settin
     with pytest.raises(ConfigError, match=r"static seed 0 .*\(agent\.lr .* -> 0\.002\); a resume cannot change them"):
         compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1",
                 overrides=["epochs=3", "agent.lr=0.002"], log=lambda m: None)
+    assert (run_dir / "metrics.jsonl").read_text() == before
+
+    # its checkpoints removed to free disk: the run is read as finished, but no command starts it over
+    shutil.rmtree(run_dir / "checkpoints" / "latest")
+    assert compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"],
+                   log=lambda m: None)["curricula"]["static"]["epochs"] == [2]
+    with pytest.raises(ConfigError, match=r"static seed 0: .* holds 2 epochs of metrics but no checkpoint .*"
+                                          r"ask for the epochs it holds \(epochs=2\)"):
+        compare(tmp_path / "short", preset="smoke", curricula="static", seeds="1", overrides=["epochs=3"],
+                log=lambda m: None)
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run_dir), "epochs=3"]) == 2
+    assert "holds 2 epochs of metrics but no checkpoint" in capsys.readouterr().err
+    assert main(["run", "--resume", str(run_dir)]) == 0      # finished: nothing to do
+    assert "nothing to resume (its checkpoint was removed" in capsys.readouterr().out
     assert (run_dir / "metrics.jsonl").read_text() == before
 
 

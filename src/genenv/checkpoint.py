@@ -177,6 +177,22 @@ def has_checkpoint(run_dir: Path) -> bool:
     return any((Path(run_dir) / "checkpoints" / name).exists() for name in ("latest", "latest.old"))
 
 
+def epochs_without_checkpoint(run_dir: Path) -> int:
+    """Epochs a run folder's metrics hold when it has no checkpoint to resume them from: 0 for a run with one, or
+    stopped in its warm start (a run checkpoints before its first epoch). More means its checkpoints were removed
+    (to free disk): resuming would start it over from epoch 0 and overwrite those metrics."""
+    metrics = Path(run_dir) / "metrics.jsonl"
+    if has_checkpoint(run_dir) or not metrics.exists():
+        return 0
+    return len(read_jsonl(metrics))
+
+
+def no_checkpoint_message(run_dir: Path, epochs: int) -> str:
+    return (f"{run_dir} holds {epochs} epochs of metrics but no checkpoint (checkpoints/latest was removed), so it "
+            "cannot be resumed or extended: a resume would start it over from epoch 0 and overwrite them. Keep it "
+            "as it is (read it with `genenv report`), or start a new run with another --out")
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """checkpoints/latest, or None before the first one. A run killed between the two renames of a swap left
     only latest.old: it takes its name back first, so no later save runs without a complete checkpoint."""

@@ -44,9 +44,11 @@ from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import (
     config_changes,
+    epochs_without_checkpoint,
     export_final,
     latest_checkpoint,
     load_checkpoint,
+    no_checkpoint_message,
     record_config_changes,
     save_checkpoint,
     save_config,
@@ -392,6 +394,13 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     else:
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
+        kept = epochs_without_checkpoint(run_dir) if resume else 0
+        if kept >= cfg.epochs and (run_dir / "final" / "agent").exists() and not config_changes(cfg, run_dir):
+            log(f"{run_dir} has finished its {cfg.epochs} epochs: nothing to resume (its checkpoint was removed, "
+                "so it cannot be extended)")
+            return run_dir
+        if kept:
+            raise ConfigError(no_checkpoint_message(run_dir, kept))
         if resume and (run_dir / "config.yaml").exists() and config_changes(cfg, run_dir):
             # started over before its first checkpoint with other settings: the old settings' shards are not its own
             (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)

@@ -22,7 +22,7 @@ import torch
 import yaml
 
 from genenv.analysis import RunRecord, code_sentence, load_run, summarize
-from genenv.checkpoint import config_changes, has_checkpoint
+from genenv.checkpoint import config_changes, epochs_without_checkpoint, has_checkpoint, no_checkpoint_message
 from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config, resumable
 from genenv.curricula import curriculum_names, make_curriculum
@@ -209,11 +209,16 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     # a checkpointed run must be able to become the run asked for: checked before anything runs
     resumes = {(arm, seed): resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
                for (arm, seed), cfg in configs.items() if has_checkpoint(run_dir_of(out, arm, seed))}
+    statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
+                for (arm, seed), cfg in configs.items()}
+    for (arm, seed), status in statuses.items():   # a run whose checkpoints were removed cannot become longer
+        kept = epochs_without_checkpoint(run_dir_of(out, arm, seed)) if status == "partial" else 0
+        if kept:
+            raise ConfigError(f"{arm.label} seed {seed}: " + no_checkpoint_message(run_dir_of(out, arm, seed), kept)
+                              + f", or ask for the epochs it holds (epochs={kept})")
     atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                              "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                       for a in arms], "seeds": seed_list, "reference": reference})
-    statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
-                for (arm, seed), cfg in configs.items()}
     _warm_start_each_seed(configs, arms, seeds_to_warm(statuses, resumes, seed_list), workers, log)
     jobs, counts, epochs_left = [], {"finished": 0, "partial": 0, "new": 0}, 0
     for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
