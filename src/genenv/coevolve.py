@@ -395,9 +395,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
         kept = epochs_without_checkpoint(run_dir) if resume else 0
-        if kept >= cfg.epochs and (run_dir / "final" / "agent").exists() and not config_changes(cfg, run_dir):
-            log(f"{run_dir} has finished its {cfg.epochs} epochs: nothing to resume (its checkpoint was removed, "
-                "so it cannot be extended)")
+        if kept >= cfg.epochs and (run_dir / "final" / "agent").exists():
+            log(f"{run_dir} has finished its {kept} epochs: nothing to resume (its checkpoint was removed, so it "
+                "cannot be extended)")
             return run_dir
         if kept:
             raise ConfigError(no_checkpoint_message(run_dir, kept))
