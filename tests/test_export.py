@@ -87,3 +87,24 @@ def test_export_cli_writes_a_new_folder_and_names_what_is_wrong(smoke_run, tmp_p
         elsewhere.stderr
     assert not (tmp_path / "x").exists()
     assert len(done.stdout.splitlines()) == 1
+
+
+def test_a_finished_run_without_its_checkpoint_still_exports_its_pool_and_says_when_it_cannot(smoke_run, tmp_path):
+    """Removing checkpoints/latest to free disk leaves the pool log: a finished run's last checkpoint covered all of
+    it, so the same tasks export. With the pool log gone too the tasks table is empty and a note says why (it
+    used to read as an empty pool)."""
+    import shutil
+
+    from genenv.export import export
+    whole = export(smoke_run, "parquet", tmp_path / "whole")
+    copy = tmp_path / "run"
+    shutil.copytree(smoke_run, copy)
+    shutil.rmtree(copy / "checkpoints" / "latest")
+    notes: list[str] = []
+    assert export(copy, "parquet", tmp_path / "no-latest", notes) == whole and notes == []
+    assert pq.read_table(tmp_path / "no-latest" / "tasks.parquet").to_pylist() == \
+        pq.read_table(tmp_path / "whole" / "tasks.parquet").to_pylist()
+    shutil.rmtree(copy / "checkpoints")
+    done = _cli("export", str(copy), "--to", "parquet", str(tmp_path / "no-pool"))
+    assert done.returncode == 0 and done.stdout.startswith("tasks 0 rows, generations ")
+    assert "note: " in done.stderr and "its pool log (checkpoints/task_pool.log.jsonl) was removed" in done.stderr

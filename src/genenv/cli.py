@@ -69,11 +69,14 @@ def _compare(args) -> int:
 
 def _export(args) -> int:
     from genenv.export import ExportError, export  # noqa: PLC0415
+    notes: list[str] = []
     try:
-        rows = export(args.path, args.to, args.out)
+        rows = export(args.path, args.to, args.out, notes)
     except ExportError as err:
         print(f"genenv: export: {err}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"genenv: export: note: {note}", file=sys.stderr)
     print(", ".join(f"{name} {count} rows" for name, count in rows.items()) + f": {args.out}")
     return 0
 

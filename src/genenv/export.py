@@ -38,17 +38,25 @@ class ExportError(ValueError):
     """A folder that is neither a run nor a comparison, or a missing optional dependency."""
 
 
-def _pool_events(run_dir: Path) -> list[dict]:
-    """The task pool's events up to the last checkpoint (what a resume would rebuild)."""
+def _pool_events(run_dir: Path, notes: list[str]) -> list[dict]:
+    """The task pool's events up to the last checkpoint (what a resume would rebuild). A finished run whose
+    ``checkpoints/latest`` was removed (to free disk) still has them: its last checkpoint, after its last epoch,
+    covered the whole log. Without a log to read, ``notes`` says why the tasks table has none of its tasks."""
     state_file = run_dir / "checkpoints" / "latest" / "state.json"
-    if not state_file.exists():
-        return []
-    size = json.loads(state_file.read_text())["pool_log_bytes"]["task_pool"]
-    return read_pool_log(run_dir / "checkpoints" / "task_pool.log.jsonl", size)
+    log_file = run_dir / "checkpoints" / "task_pool.log.jsonl"
+    if state_file.exists():
+        return read_pool_log(log_file, json.loads(state_file.read_text())["pool_log_bytes"]["task_pool"])
+    if log_file.exists() and (run_dir / "final" / "agent").exists():
+        return read_pool_log(log_file, log_file.stat().st_size)
+    why = ("its pool log (checkpoints/task_pool.log.jsonl) was removed" if (run_dir / "final").exists() else
+           "it has no checkpoint yet")
+    notes.append(f"{run_dir}: no tasks or verl rows: {why}; its generations and rollouts come from samples/")
+    return []
 
 
-def run_tables(run_dir: str | Path, arm: str | None = None) -> dict[str, list[dict]]:
-    """The four tables of one run folder, as lists of rows (``arm`` and ``seed`` columns added when ``arm``)."""
+def run_tables(run_dir: str | Path, arm: str | None = None, notes: list[str] | None = None) -> dict[str, list[dict]]:
+    """The four tables of one run folder, as lists of rows (``arm`` and ``seed`` columns added when ``arm``);
+    ``notes`` collects what could not be read."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise ExportError(f"{run_dir}: not a run folder (no config.yaml)")
@@ -57,7 +65,7 @@ def run_tables(run_dir: str | Path, arm: str | None = None) -> dict[str, list[di
     tags = {"arm": arm, "seed": seed} if arm is not None else {}
 
     tasks: list[dict] = []
-    for event in _pool_events(run_dir):
+    for event in _pool_events(run_dir, [] if notes is None else notes):
         if "add" in event:
             task = event["add"]
             tasks.append({**tags, "index": len(tasks), "text": task["text"], "prompt": task["prompt"],
@@ -92,11 +100,11 @@ def run_tables(run_dir: str | Path, arm: str | None = None) -> dict[str, list[di
     return {"tasks": tasks, "generations": generations, "rollouts": rollouts, "verl": verl}
 
 
-def folder_tables(path: str | Path) -> dict[str, list[dict]]:
+def folder_tables(path: str | Path, notes: list[str] | None = None) -> dict[str, list[dict]]:
     """A run folder's tables, or every run of a comparison folder (``compare.json``) with its arm and seed."""
     path = Path(path)
     if (path / "config.yaml").exists():
-        return run_tables(path)
+        return run_tables(path, notes=notes)
     if not (path / "compare.json").exists():
         raise ExportError(f"{path}: neither a run folder (config.yaml) nor a comparison (compare.json)")
     tables: dict[str, list[dict]] = {name: [] for name in TABLES}
@@ -104,14 +112,14 @@ def folder_tables(path: str | Path) -> dict[str, list[dict]]:
     if not runs:
         raise ExportError(f"{path}: a comparison with no runs yet (nothing under {path / 'runs'})")
     for run_dir in runs:
-        for name, rows in run_tables(run_dir, arm=run_dir.parent.name).items():
+        for name, rows in run_tables(run_dir, arm=run_dir.parent.name, notes=notes).items():
             tables[name].extend(rows)
     return tables
 
 
-def export(path: str | Path, to: str, out: str | Path) -> dict[str, int]:
+def export(path: str | Path, to: str, out: str | Path, notes: list[str] | None = None) -> dict[str, int]:
     """Write ``path``'s tables to ``out`` as parquet files or a Hugging Face datasets folder; returns the rows
-    of each table."""
+    of each table (``notes``: what a run folder lacked, one line each)."""
     if to not in ("parquet", "hf"):
         raise ExportError(f"--to: {to!r} is not one of parquet, hf")
     try:
@@ -122,7 +130,7 @@ def export(path: str | Path, to: str, out: str | Path) -> dict[str, int]:
     out = Path(out)
     if out.exists():
         raise ExportError(f"{out}: already exists; export writes a new folder (remove it or choose another)")
-    tables = folder_tables(path)
+    tables = folder_tables(path, notes)
     arrow = {name: pa.Table.from_pylist(rows) for name, rows in tables.items()}
     if to == "parquet":
         def write(build: Path) -> None:
