@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -191,6 +192,49 @@ def no_checkpoint_message(run_dir: Path, epochs: int) -> str:
     return (f"{run_dir} holds {epochs} epochs of metrics but no checkpoint (checkpoints/latest was removed), so it "
             "cannot be resumed or extended: a resume would start it over from epoch 0 and overwrite them. Keep it "
             "as it is (read it with `genenv report`), or start a new run with another --out")
+
+
+# what `genenv prune` removes from a finished run: the states a resume needs, and nothing a report or an export reads
+PRUNED = ("latest", "latest.old", "initial")
+
+
+def run_finished(run_dir: Path) -> bool:
+    """All its epochs in metrics.jsonl and its final players exported."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "final" / "agent").exists() or not (run_dir / "metrics.jsonl").exists():
+        return False
+    return len(read_jsonl(run_dir / "metrics.jsonl")) >= int(run_config_dict(run_dir)["epochs"])
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def prunable(run_dir: Path) -> dict[str, int]:
+    """The bytes ``prune_run`` would free, by folder (a half-pruned folder's leftovers included)."""
+    root = Path(run_dir) / "checkpoints"
+    found = [root / name for name in PRUNED] + sorted(root.glob(".*.pruning"))
+    return {path.name: _size(path) for path in found if path.is_dir()}
+
+
+def prune_run(run_dir: Path) -> int:
+    """Remove a finished run's checkpoint states (``PRUNED``), keeping its pool logs, metrics, samples and
+    final players; returns the bytes freed. Each folder is renamed before it is deleted, so a prune stopped
+    midway leaves whole checkpoints or none (a later prune removes the rest). The run can then be read, reported
+    and exported, never resumed or extended (a resume asking for more epochs is refused, naming it)."""
+    run_dir = Path(run_dir)
+    if not run_finished(run_dir):
+        raise ConfigError(f"{run_dir}: not a finished run; its checkpoint is what a resume continues from, so "
+                          "prune keeps it")
+    freed = 0
+    root = run_dir / "checkpoints"
+    for name in PRUNED:
+        if (root / name).is_dir():
+            os.replace(root / name, root / f".{name}.pruning")
+    for path in sorted(root.glob(".*.pruning")):
+        freed += _size(path)
+        shutil.rmtree(path)
+    return freed
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -67,6 +67,35 @@ def _compare(args) -> int:
     return 1 if summary.get("failed_runs") else 0
 
 
+def _prune(args) -> int:
+    from genenv.checkpoint import prunable, prune_run, run_finished  # noqa: PLC0415
+    from genenv.io import run_folders  # noqa: PLC0415
+    runs = run_folders(args.path)
+    if not runs:
+        print(f"genenv: prune {args.path}: neither a run folder (config.yaml) nor a comparison with runs",
+              file=sys.stderr)
+        return 2
+    total = 0
+    for run_dir in runs:
+        if not run_finished(run_dir):
+            print(f"{run_dir}: not finished: kept (a resume continues from its checkpoint)")
+            continue
+        sizes = prunable(run_dir)
+        if not sizes:
+            print(f"{run_dir}: finished, nothing to prune")
+            continue
+        freed = prune_run(run_dir) if args.yes else sum(sizes.values())
+        total += freed
+        print(f"{run_dir}: finished, {'removed' if args.yes else 'would remove'} checkpoints/"
+              f"{{{','.join(sizes)}}}: {freed / 1e9:.2f} GB")
+    if args.yes:
+        print(f"freed {total / 1e9:.2f} GB. These runs can be reported and exported, no longer resumed or extended")
+    else:
+        print(f"would free {total / 1e9:.2f} GB (a dry run: add --yes to remove). Pruned runs can be reported "
+              "and exported, no longer resumed or extended")
+    return 0
+
+
 def _export(args) -> int:
     from genenv.export import ExportError, export  # noqa: PLC0415
     notes: list[str] = []
@@ -262,6 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parquet: DIR/<table>.parquet; hf: a datasets folder (datasets.load_from_disk)")
     exp_p.add_argument("out", metavar="DIR", help="a new folder to write (refused if it exists)")
     exp_p.set_defaults(func=_export)
+    pr_p = sub.add_parser("prune", help="free disk: remove finished runs' checkpoint states (a SmolLM2 run: 4 of "
+                          "its 5 GB), keeping what reports and exports read; a dry run without --yes")
+    pr_p.add_argument("path", help="a run folder or a `genenv compare` folder (its finished runs)")
+    pr_p.add_argument("--yes", action="store_true", help="remove them (without it: list what would go)")
+    pr_p.set_defaults(func=_prune)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
     ev_p.add_argument("--benchmark", required=True, choices=("bfcl", "alfworld", "api-bank", "bamboogle",
                                                                    "travelplanner", "heldout"),

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from genenv.config import run_config_dict
-from genenv.io import publish_dir, read_jsonl, read_pool_log
+from genenv.io import publish_dir, read_jsonl, read_pool_log, run_folders
 
 TABLES = ("tasks", "generations", "rollouts", "verl")
 # a sample's fields as columns (its "seed", the seed task the simulator varied, becomes "seed_task": "seed" is
@@ -108,7 +108,7 @@ def folder_tables(path: str | Path, notes: list[str] | None = None) -> dict[str,
     if not (path / "compare.json").exists():
         raise ExportError(f"{path}: neither a run folder (config.yaml) nor a comparison (compare.json)")
     tables: dict[str, list[dict]] = {name: [] for name in TABLES}
-    runs = sorted(p.parent for p in (path / "runs").glob("*/seed*/config.yaml"))
+    runs = run_folders(path)
     if not runs:
         raise ExportError(f"{path}: a comparison with no runs yet (nothing under {path / 'runs'})")
     for run_dir in runs:

@@ -228,3 +228,12 @@ def read_pool_log(path: Path, size: int) -> list[dict]:
     with open(path, "rb") as handle:
         data = handle.read(size)
     return [json.loads(line) for line in data.decode().splitlines() if line]
+
+
+def run_folders(path: str | Path) -> list[Path]:
+    """``path`` itself when it is a run folder (config.yaml), else the runs of a comparison folder
+    (``runs/<arm>/seed<k>/``), sorted; [] for anything else."""
+    path = Path(path)
+    if (path / "config.yaml").exists():
+        return [path]
+    return sorted(p.parent for p in (path / "runs").glob("*/seed*/config.yaml"))
