@@ -13,8 +13,15 @@ import json
 import math
 import os
 import shutil
+import socket
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:   # Windows: runs are not locked
+    fcntl = None
 
 import torch
 import yaml
@@ -194,6 +201,55 @@ def no_checkpoint_message(run_dir: Path, epochs: int) -> str:
             "as it is (read it with `genenv report`), or start a new run with another --out")
 
 
+LOCK_FILE = "run.lock"
+
+
+class RunInUse(RuntimeError):
+    """Another process holds the run folder's lock."""
+
+
+@contextmanager
+def run_lock(run_dir: Path, purpose: str = "running it"):
+    """Hold ``run_dir/run.lock`` (an exclusive ``flock``) while writing the folder: a second ``genenv run
+    --resume``, a comparison re-run in another terminal, or a prune of the same folder stops with RunInUse
+    naming the holder, instead of two processes interleaving one run's checkpoints and metrics. The kernel drops
+    the lock when its process dies (``kill -9`` too), so a killed run never leaves a stale one. The file stays
+    (unlinking it would let a later process lock a file another one still holds); without ``fcntl`` (Windows)
+    nothing is locked."""
+    if fcntl is None:
+        yield
+        return
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(run_dir / LOCK_FILE, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunInUse(f"{run_dir} is in use by {holder}: wait for it to end or stop it, then run this "
+                           "again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"genenv pid {os.getpid()} on {socket.gethostname()} ({purpose})\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()   # closing the descriptor releases the lock
+
+
+def run_in_use(run_dir: Path) -> str | None:
+    """Who holds ``run_dir``'s lock now (RunInUse's message), or None."""
+    if not (Path(run_dir) / LOCK_FILE).exists():
+        return None
+    try:
+        with run_lock(run_dir, "checking it"):
+            return None
+    except RunInUse as err:
+        return str(err)
+
+
 # what `genenv prune` removes from a finished run: the states a resume needs, and nothing a report or an export reads
 PRUNED = ("latest", "latest.old", "initial")
 
@@ -228,12 +284,13 @@ def prune_run(run_dir: Path) -> int:
                           "prune keeps it")
     freed = 0
     root = run_dir / "checkpoints"
-    for name in PRUNED:
-        if (root / name).is_dir():
-            os.replace(root / name, root / f".{name}.pruning")
-    for path in sorted(root.glob(".*.pruning")):
-        freed += _size(path)
-        shutil.rmtree(path)
+    with run_lock(run_dir, "pruning it"):
+        for name in PRUNED:
+            if (root / name).is_dir():
+                os.replace(root / name, root / f".{name}.pruning")
+        for path in sorted(root.glob(".*.pruning")):
+            freed += _size(path)
+            shutil.rmtree(path)
     return freed
 
 

@@ -68,7 +68,7 @@ def _compare(args) -> int:
 
 
 def _prune(args) -> int:
-    from genenv.checkpoint import prunable, prune_run, run_finished  # noqa: PLC0415
+    from genenv.checkpoint import RunInUse, prunable, prune_run, run_finished, run_in_use  # noqa: PLC0415
     from genenv.io import run_folders  # noqa: PLC0415
     runs = run_folders(args.path)
     if not runs:
@@ -84,7 +84,17 @@ def _prune(args) -> int:
         if not sizes:
             print(f"{run_dir}: finished, nothing to prune")
             continue
-        freed = prune_run(run_dir) if args.yes else sum(sizes.values())
+        comparison = run_dir.parents[2] if len(run_dir.parents) > 2 else None   # <comparison>/runs/<arm>/seed<k>
+        holder = run_in_use(run_dir) or (run_in_use(comparison) if comparison and (comparison / "compare.json")
+                                         .exists() else None)
+        if holder:
+            print(f"{run_dir}: kept: {holder}")
+            continue
+        try:
+            freed = prune_run(run_dir) if args.yes else sum(sizes.values())
+        except RunInUse as err:   # taken since
+            print(f"{run_dir}: kept: {err}")
+            continue
         total += freed
         print(f"{run_dir}: finished, {'removed' if args.yes else 'would remove'} checkpoints/"
               f"{{{','.join(sizes)}}}: {freed / 1e9:.2f} GB")
@@ -392,6 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"genenv: config error: {err}", file=sys.stderr)
         return 2
     except FileExistsError as err:
+        print(f"genenv: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        from genenv.checkpoint import RunInUse  # noqa: PLC0415
+        if not isinstance(err, RunInUse):
+            raise
         print(f"genenv: {err}", file=sys.stderr)
         return 2
     except OSError as err:

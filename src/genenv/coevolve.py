@@ -50,6 +50,7 @@ from genenv.checkpoint import (
     load_checkpoint,
     no_checkpoint_message,
     record_config_changes,
+    run_lock,
     save_checkpoint,
     save_config,
     save_initial,
@@ -378,6 +379,12 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     curriculum.check(domain)
     check_domain_capabilities(cfg, curriculum, domain)
     split = data_split(cfg, domain)
+    with run_lock(run_dir):   # one process writes a run folder at a time (a second one stops, naming the first)
+        return _run_locked(cfg, curriculum, domain, split, run_dir, resume, log)
+
+
+def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,
+                resume: bool, log) -> Path:
     ckpt = latest_checkpoint(run_dir) if resume else None
     if ckpt is not None:
         players, state = load_checkpoint(cfg, ckpt, run_dir)

@@ -22,7 +22,14 @@ import torch
 import yaml
 
 from genenv.analysis import RunRecord, code_sentence, load_run, summarize
-from genenv.checkpoint import config_changes, epochs_without_checkpoint, has_checkpoint, no_checkpoint_message
+from genenv.checkpoint import (
+    config_changes,
+    epochs_without_checkpoint,
+    has_checkpoint,
+    no_checkpoint_message,
+    run_in_use,
+    run_lock,
+)
 from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config, resumable
 from genenv.curricula import curriculum_names, make_curriculum
@@ -206,76 +213,81 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))
-    # a checkpointed run must be able to become the run asked for: checked before anything runs
-    resumes = {(arm, seed): resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
-               for (arm, seed), cfg in configs.items() if has_checkpoint(run_dir_of(out, arm, seed))}
-    statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
-                for (arm, seed), cfg in configs.items()}
-    for (arm, seed), status in statuses.items():   # a run whose checkpoints were removed cannot become longer
-        kept = epochs_without_checkpoint(run_dir_of(out, arm, seed)) if status == "partial" else 0
-        if kept:
-            raise ConfigError(f"{arm.label} seed {seed}: " + no_checkpoint_message(run_dir_of(out, arm, seed), kept)
-                              + f", or ask for the epochs it holds (epochs={kept})")
-    atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
-                                             "arms": [{"label": a.label, "overrides": list(a.overrides)}
-                                                      for a in arms], "seeds": seed_list, "reference": reference})
-    _warm_start_each_seed(configs, arms, seeds_to_warm(statuses, resumes, seed_list), workers, log)
-    jobs, counts, epochs_left = [], {"finished": 0, "partial": 0, "new": 0}, 0
-    for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
-        for arm in arms:
-            cfg = configs[arm, seed]
+    with run_lock(out, "comparing it"):   # one process runs a comparison folder at a time
+        # a checkpointed run must be able to become the run asked for: checked before anything runs
+        resumes = {(arm, seed): resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
+                   for (arm, seed), cfg in configs.items() if has_checkpoint(run_dir_of(out, arm, seed))}
+        statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
+                    for (arm, seed), cfg in configs.items()}
+        for (arm, seed), status in statuses.items():   # another process writing a run: this one would interleave
+            holder = run_in_use(run_dir_of(out, arm, seed)) if status != "new" else None
+            if holder:
+                raise ConfigError(f"{arm.label} seed {seed}: {holder} (is this comparison running elsewhere?)")
+        for (arm, seed), status in statuses.items():   # a run whose checkpoints were removed cannot become longer
+            kept = epochs_without_checkpoint(run_dir_of(out, arm, seed)) if status == "partial" else 0
+            if kept:
+                raise ConfigError(f"{arm.label} seed {seed}: " + no_checkpoint_message(run_dir_of(out, arm, seed), kept)
+                                  + f", or ask for the epochs it holds (epochs={kept})")
+        atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
+                                                 "arms": [{"label": a.label, "overrides": list(a.overrides)}
+                                                          for a in arms], "seeds": seed_list, "reference": reference})
+        _warm_start_each_seed(configs, arms, seeds_to_warm(statuses, resumes, seed_list), workers, log)
+        jobs, counts, epochs_left = [], {"finished": 0, "partial": 0, "new": 0}, 0
+        for seed in seed_list:   # seed by seed: the pairs a stopped comparison has finished are paired
+            for arm in arms:
+                cfg = configs[arm, seed]
+                run_dir = run_dir_of(out, arm, seed)
+                status = statuses[arm, seed]
+                counts[status] += 1
+                if status == "finished":
+                    log(f"[skip] {arm.label} seed {seed}: finished")
+                    continue
+                done = checkpointed_epochs(run_dir) if status == "partial" else 0
+                epochs_left += max(cfg.epochs - done, 0)
+                settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
+                where = f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""
+                if status == "partial" and (arm, seed) not in resumes:
+                    # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
+                    # with this command's settings (a fixed override takes effect)
+                    command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
+                    where = f" from epoch 0 of {cfg.epochs} (stopped before its first checkpoint)"
+                elif status == "partial":   # with the settings a resume may change (more epochs: it is extended)
+                    command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *resumes[arm, seed]]
+                else:
+                    command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
+                               *(["--config", config_file] if config_file else []), *settings]
+                jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log", where, cfg.epochs))
+        total = sum(counts.values())
+        log(f"{total} runs: {counts['finished']} finished, {counts['partial']} to resume, {counts['new']} new; "
+            f"{epochs_left} of {sum(configs[a, s].epochs for a in arms for s in seed_list)} epochs to go")
+
+        def launch(job):
+            arm, seed, status, command, log_file, where, epochs = job
+            start = time.perf_counter()
+            log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}{where}")
+            code = _run_pair(command, log_file)
             run_dir = run_dir_of(out, arm, seed)
-            status = statuses[arm, seed]
-            counts[status] += 1
-            if status == "finished":
-                log(f"[skip] {arm.label} seed {seed}: finished")
-                continue
-            done = checkpointed_epochs(run_dir) if status == "partial" else 0
-            epochs_left += max(cfg.epochs - done, 0)
-            settings = [*extra, *arm.overrides, f"seed={seed}", "progress=false"]
-            where = f" at epoch {done} of {cfg.epochs}" if status == "partial" else ""
-            if status == "partial" and (arm, seed) not in resumes:
-                # stopped before its first checkpoint: nothing trained to keep, so it starts over in its folder
-                # with this command's settings (a fixed override takes effect)
-                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *settings]
-                where = f" from epoch 0 of {cfg.epochs} (stopped before its first checkpoint)"
-            elif status == "partial":   # with the settings a resume may change (more epochs: it is extended)
-                command = [sys.executable, "-m", "genenv.cli", "run", "--resume", str(run_dir), *resumes[arm, seed]]
-            else:
-                command = [sys.executable, "-m", "genenv.cli", "run", "--preset", preset, "--out", str(run_dir),
-                           *(["--config", config_file] if config_file else []), *settings]
-            jobs.append((arm, seed, status, command, run_dir.parent / f"seed{seed}.log", where, cfg.epochs))
-    total = sum(counts.values())
-    log(f"{total} runs: {counts['finished']} finished, {counts['partial']} to resume, {counts['new']} new; "
-        f"{epochs_left} of {sum(configs[a, s].epochs for a in arms for s in seed_list)} epochs to go")
+            if code == 0 and pair_status(run_dir, epochs) != "finished":   # never "done" for a run that is not
+                rows = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+                log(f"[INCOMPLETE] {arm.label} seed {seed}: its run ended without error but holds {len(rows)} of "
+                    f"{epochs} epochs (see {log_file})")
+                return 1
+            log(f"[{'done' if code == 0 else 'FAILED'}] {arm.label} seed {seed} in {time.perf_counter() - start:.0f}s"
+                + ("" if code == 0 else f" (exit {code}; see {log_file})"))
+            return code
 
-    def launch(job):
-        arm, seed, status, command, log_file, where, epochs = job
-        start = time.perf_counter()
-        log(f"[{'resume' if status == 'partial' else 'start'}] {arm.label} seed {seed}{where}")
-        code = _run_pair(command, log_file)
-        run_dir = run_dir_of(out, arm, seed)
-        if code == 0 and pair_status(run_dir, epochs) != "finished":   # never "done" for a run that is not
-            rows = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
-            log(f"[INCOMPLETE] {arm.label} seed {seed}: its run ended without error but holds {len(rows)} of "
-                f"{epochs} epochs (see {log_file})")
-            return 1
-        log(f"[{'done' if code == 0 else 'FAILED'}] {arm.label} seed {seed} in {time.perf_counter() - start:.0f}s"
-            + ("" if code == 0 else f" (exit {code}; see {log_file})"))
-        return code
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        codes = list(pool.map(launch, jobs))
-    failed = sum(1 for c in codes if c != 0)
-    if failed and not collect(out, arms, seed_list):
-        logs = sorted({str(job[4]) for job, code in zip(jobs, codes) if code != 0})
-        raise ConfigError(f"--out {out}: every run failed ({failed}); nothing to compare. Each run's log says why: "
-                          + ", ".join(logs[:3]) + (" ..." if len(logs) > 3 else ""))
-    summary = write_comparison(out, arms, seed_list, target=target, reference=reference)
-    if failed:
-        log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")
-    summary["failed_runs"] = failed
-    return summary
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            codes = list(pool.map(launch, jobs))
+        failed = sum(1 for c in codes if c != 0)
+        if failed and not collect(out, arms, seed_list):
+            logs = sorted({str(job[4]) for job, code in zip(jobs, codes) if code != 0})
+            raise ConfigError(f"--out {out}: every run failed ({failed}); nothing to compare. Each run's log says why: "
+                              + ", ".join(logs[:3]) + (" ..." if len(logs) > 3 else ""))
+        summary = write_comparison(out, arms, seed_list, target=target, reference=reference)
+        if failed:
+            log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")
+        summary["failed_runs"] = failed
+        return summary
 
 
 def seeds_to_warm(statuses: dict, resumes: dict, seeds: list[int]) -> list[int]:
