@@ -62,6 +62,10 @@ def test_a_resume_a_comparison_and_a_prune_each_stop_on_a_folder_in_use(tmp_path
                     log=lambda m: None)
         assert main(["prune", str(run_dir), "--yes"]) == 0
         assert "(comparing it)" in capsys.readouterr().out and (run_dir / "checkpoints" / "latest").exists()
+        from genenv.checkpoint import prune_run
+        with pytest.raises(RunInUse, match="comparing it"):   # the function checks too, under the run's lock
+            prune_run(run_dir)
+        assert (run_dir / "checkpoints" / "latest").exists()
     assert (run_dir / "metrics.jsonl").read_text() == metrics
     compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=2"], log=lambda m: None)
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2      # and once free, the extension runs

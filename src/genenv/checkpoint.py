@@ -273,6 +273,19 @@ def prunable(run_dir: Path) -> dict[str, int]:
     return {path.name: _size(path) for path in found if path.is_dir()}
 
 
+def comparison_of(run_dir: Path) -> Path | None:
+    """The comparison folder a run belongs to (``<comparison>/runs/<arm>/seed<k>``), or None."""
+    parents = Path(run_dir).parents
+    return parents[2] if len(parents) > 2 and (parents[2] / "compare.json").exists() else None
+
+
+def in_use_by(run_dir: Path) -> str | None:
+    """Who is writing ``run_dir`` now: a process holding it, or the comparison it belongs to (which may be about
+    to extend it). None when nobody is."""
+    comparison = comparison_of(run_dir)
+    return run_in_use(run_dir) or (run_in_use(comparison) if comparison is not None else None)
+
+
 def prune_run(run_dir: Path) -> int:
     """Remove a finished run's checkpoint states (``PRUNED``), keeping its pool logs, metrics, samples and
     final players; returns the bytes freed. Each folder is renamed before it is deleted, so a prune stopped
@@ -285,6 +298,10 @@ def prune_run(run_dir: Path) -> int:
     freed = 0
     root = run_dir / "checkpoints"
     with run_lock(run_dir, "pruning it"):
+        comparison = comparison_of(run_dir)   # (its own lock is this prune's now)
+        holder = run_in_use(comparison) if comparison is not None else None
+        if holder:
+            raise RunInUse(holder)
         for name in PRUNED:
             if (root / name).is_dir():
                 os.replace(root / name, root / f".{name}.pruning")

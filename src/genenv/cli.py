@@ -68,7 +68,7 @@ def _compare(args) -> int:
 
 
 def _prune(args) -> int:
-    from genenv.checkpoint import RunInUse, prunable, prune_run, run_finished, run_in_use  # noqa: PLC0415
+    from genenv.checkpoint import RunInUse, in_use_by, prunable, prune_run, run_finished  # noqa: PLC0415
     from genenv.io import run_folders  # noqa: PLC0415
     runs = run_folders(args.path)
     if not runs:
@@ -84,15 +84,13 @@ def _prune(args) -> int:
         if not sizes:
             print(f"{run_dir}: finished, nothing to prune")
             continue
-        comparison = run_dir.parents[2] if len(run_dir.parents) > 2 else None   # <comparison>/runs/<arm>/seed<k>
-        holder = run_in_use(run_dir) or (run_in_use(comparison) if comparison and (comparison / "compare.json")
-                                         .exists() else None)
+        holder = in_use_by(run_dir)
         if holder:
             print(f"{run_dir}: kept: {holder}")
             continue
         try:
             freed = prune_run(run_dir) if args.yes else sum(sizes.values())
-        except RunInUse as err:   # taken since
+        except RunInUse as err:   # taken since the check
             print(f"{run_dir}: kept: {err}")
             continue
         total += freed
