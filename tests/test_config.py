@@ -148,7 +148,8 @@ def test_help_config_errors_and_domains_do_not_load_torch():
              "    try:\n        code = main({args!r})\n    except SystemExit as e:\n        code = e.code\n"
              "print(code, 'torch' in sys.modules, 'transformers' in sys.modules, repr(out.getvalue()))")
     for args, expected_code, text in ((["--help"], 0, "usage: genenv"), (["run", "epoch=3"], 2, "did you mean epochs?"),
-                                      (["domains"], 0, "addition"), (["config", "seed=x"], 2, "seed: expected")):
+                                      (["domains"], 0, "addition"), (["config", "seed=x"], 2, "seed: expected"),
+                                      (["prune", "no-such-folder"], 2, "neither a run folder")):
         done = subprocess.run([sys.executable, "-c", probe.format(args=args)], capture_output=True, text=True,
                               timeout=120)
         code, torch_loaded, transformers_loaded, output = done.stdout.strip().split(" ", 3)

@@ -68,13 +68,13 @@ def _compare(args) -> int:
 
 
 def _prune(args) -> int:
-    from genenv.checkpoint import RunInUse, in_use_by, prunable, prune_run, run_finished  # noqa: PLC0415
     from genenv.io import run_folders  # noqa: PLC0415
     runs = run_folders(args.path)
-    if not runs:
+    if not runs:   # answered before torch is imported
         print(f"genenv: prune {args.path}: neither a run folder (config.yaml) nor a comparison with runs",
               file=sys.stderr)
         return 2
+    from genenv.checkpoint import RunInUse, in_use_by, prunable, prune_run, run_finished  # noqa: PLC0415
     total = 0
     for run_dir in runs:
         if not run_finished(run_dir):
