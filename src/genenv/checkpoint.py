@@ -254,12 +254,13 @@ def run_in_use(run_dir: Path) -> str | None:
 PRUNED = ("latest", "latest.old", "initial")
 
 
-def run_finished(run_dir: Path) -> bool:
-    """All its epochs in metrics.jsonl and its final players exported."""
+def run_finished(run_dir: Path, epochs: int | None = None) -> bool:
+    """``epochs`` (default: the run's own) in metrics.jsonl and its final players exported."""
     run_dir = Path(run_dir)
     if not (run_dir / "final" / "agent").exists() or not (run_dir / "metrics.jsonl").exists():
         return False
-    return len(read_jsonl(run_dir / "metrics.jsonl")) >= int(run_config_dict(run_dir)["epochs"])
+    epochs = int(run_config_dict(run_dir)["epochs"]) if epochs is None else epochs
+    return len(read_jsonl(run_dir / "metrics.jsonl")) >= epochs
 
 
 def _size(path: Path) -> int:

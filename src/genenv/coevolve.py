@@ -50,6 +50,7 @@ from genenv.checkpoint import (
     load_checkpoint,
     no_checkpoint_message,
     record_config_changes,
+    run_finished,
     run_lock,
     save_checkpoint,
     save_config,
@@ -402,7 +403,7 @@ def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: D
         if (run_dir / "metrics.jsonl").exists() and not resume:
             raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
         kept = epochs_without_checkpoint(run_dir) if resume else 0
-        if kept >= cfg.epochs and (run_dir / "final" / "agent").exists():
+        if kept and run_finished(run_dir, cfg.epochs):
             log(f"{run_dir} has finished its {kept} epochs: nothing to resume (its checkpoint was removed, so it "
                 "cannot be extended)")
             return run_dir

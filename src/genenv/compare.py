@@ -27,6 +27,7 @@ from genenv.checkpoint import (
     epochs_without_checkpoint,
     has_checkpoint,
     no_checkpoint_message,
+    run_finished,
     run_in_use,
     run_lock,
 )
@@ -142,10 +143,7 @@ def pair_status(run_dir: Path, epochs: int) -> str:
     ``genenv run`` refuses a folder that holds a run)."""
     if not (run_dir / "config.yaml").exists():
         return "new"
-    rows = read_jsonl(run_dir / "metrics.jsonl")
-    if len(rows) >= epochs and (run_dir / "final" / "agent").exists():
-        return "finished"
-    return "partial"
+    return "finished" if run_finished(run_dir, epochs) else "partial"
 
 
 def resume_settings(cfg, run_dir: Path, name: str) -> list[str]:
