@@ -212,20 +212,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))
     with run_lock(out, "comparing it"):   # one process runs a comparison folder at a time
-        # a checkpointed run must be able to become the run asked for: checked before anything runs
-        resumes = {(arm, seed): resume_settings(cfg, run_dir_of(out, arm, seed), f"{arm.label} seed {seed}")
-                   for (arm, seed), cfg in configs.items() if has_checkpoint(run_dir_of(out, arm, seed))}
-        statuses = {(arm, seed): pair_status(run_dir_of(out, arm, seed), cfg.epochs)
-                    for (arm, seed), cfg in configs.items()}
-        for (arm, seed), status in statuses.items():   # another process writing a run: this one would interleave
-            holder = run_in_use(run_dir_of(out, arm, seed)) if status != "new" else None
-            if holder:
-                raise ConfigError(f"{arm.label} seed {seed}: {holder} (is this comparison running elsewhere?)")
-        for (arm, seed), status in statuses.items():   # a run whose checkpoints were removed cannot become longer
-            kept = epochs_without_checkpoint(run_dir_of(out, arm, seed)) if status == "partial" else 0
-            if kept:
-                raise ConfigError(f"{arm.label} seed {seed}: " + no_checkpoint_message(run_dir_of(out, arm, seed), kept)
-                                  + f", or ask for the epochs it holds (epochs={kept})")
+        statuses, resumes = _check_existing_runs(out, configs)
         atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,
                                                  "arms": [{"label": a.label, "overrides": list(a.overrides)}
                                                           for a in arms], "seeds": seed_list, "reference": reference})
@@ -286,6 +273,27 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
             log(f"{failed} run(s) failed; the summary covers the finished ones. Re-run the same command to retry.")
         summary["failed_runs"] = failed
         return summary
+
+
+def _check_existing_runs(out: Path, configs: dict) -> tuple[dict, dict]:
+    """Each (arm, seed) pair's status and, for a checkpointed run, the settings its resume is given; checked
+    before anything runs, a ConfigError naming the run when one cannot become the run asked for: another process
+    is writing it (the two would interleave), its checkpoints were removed (it would start over and overwrite its
+    metrics), or it was made with a setting a resume cannot change."""
+    statuses, resumes = {}, {}
+    for (arm, seed), cfg in configs.items():
+        run_dir, name = run_dir_of(out, arm, seed), f"{arm.label} seed {seed}"
+        statuses[arm, seed] = status = pair_status(run_dir, cfg.epochs)
+        holder = run_in_use(run_dir) if status != "new" else None
+        if holder:
+            raise ConfigError(f"{name}: {holder} (is this comparison running elsewhere?)")
+        kept = epochs_without_checkpoint(run_dir) if status == "partial" else 0
+        if kept:
+            raise ConfigError(f"{name}: {no_checkpoint_message(run_dir, kept)}, or ask for the epochs it holds "
+                              f"(epochs={kept})")
+        if has_checkpoint(run_dir):
+            resumes[arm, seed] = resume_settings(cfg, run_dir, name)
+    return statuses, resumes
 
 
 def seeds_to_warm(statuses: dict, resumes: dict, seeds: list[int]) -> list[int]:
