@@ -4,7 +4,7 @@ these numbers).
 
     .venv/bin/python benchmarks/paired_arms.py --metric dev --reference genenv-predicted \\
         genenv-predicted=runs/dev37b/runs/genenv-predicted random=runs/dev37/runs/random ...
-        [--gain-over random --gain-of oracle]
+        [--gain-over random --gain-of oracle] [--epoch 199]
 
 Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders, or several joined by commas (seeds 0-7 from
 one comparison, 8-15 from another: ``random=runs/dev37/runs/random,runs/dev37c/runs/random``; a seed found
@@ -22,15 +22,21 @@ from genenv.analysis import load_run
 from genenv.stats import gain_recovered, paired_differences
 
 
-def finals(arm_dir: Path, metric: str) -> dict[int, float]:
-    """Seed -> the final ``{metric}_success`` of every finished run under ``arm_dir``."""
+def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, float]:
+    """Seed -> the final ``{metric}_success`` of every finished run under ``arm_dir``; with ``epoch``, the one
+    evaluated at that epoch of every run that has reached it (a longer run read at a shorter budget)."""
     out = {}
     for seed_dir in sorted(arm_dir.glob("seed*/")):
         if not (seed_dir / "config.yaml").exists():
             continue
         record = load_run(seed_dir)
-        if record.finished:
-            out[record.seed] = record.rows[-1][f"{metric}_success"]
+        if epoch is None:
+            if record.finished:
+                out[record.seed] = record.rows[-1][f"{metric}_success"]
+            continue
+        value = next((row.get(f"{metric}_success") for row in record.rows if row["epoch"] == epoch), None)
+        if value is not None:
+            out[record.seed] = value
     return out
 
 
@@ -38,6 +44,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arms", nargs="+", metavar="LABEL=ARM_DIR")
     parser.add_argument("--metric", default="dev", choices=("dev", "heldout"))
+    parser.add_argument("--epoch", type=int, default=None, help="read each run at this epoch (it must have been "
+                        "evaluated then) instead of its final row: a longer run at a shorter budget")
     parser.add_argument("--reference", required=True, help="the arm every other is paired against")
     parser.add_argument("--gain-over", default=None, help="baseline arm of the gain share (e.g. random)")
     parser.add_argument("--gain-of", default=None, help="ceiling arm of the gain share (e.g. oracle)")
@@ -47,7 +55,7 @@ def main() -> None:
         label, _, paths = item.partition("=")
         arms[label] = {}
         for path in paths.split(","):
-            found = finals(Path(path), args.metric)
+            found = finals(Path(path), args.metric, args.epoch)
             twice = sorted(set(found) & set(arms[label]))
             if twice:
                 parser.error(f"{label}: seed(s) {twice} in more than one of its folders")

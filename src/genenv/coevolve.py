@@ -9,7 +9,8 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
   4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
-                       env.pg.gate=greedy, one greedy rollout of each mixed task (check_greedy)
+                       env.pg.gate=greedy, one greedy rollout of each mixed task (check_greedy); with
+                       env.pg.signal, what each task teaches the agent (credit_tasks, genenv.teacher)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
   7. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
@@ -90,8 +91,17 @@ from genenv.reward import repeated_generations, rwr_weights, scored, simulator_g
 from genenv.rollout import Episode, rollout, single_step_accuracy
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
+from genenv.teacher import (
+    NO_TEACHER,
+    likelihood_reward,
+    probe_direction,
+    probe_gains,
+    scaled_by_largest,
+    task_logprobs,
+    verified_examples,
+)
 from genenv.trackers import Trackers
-from genenv.warmstart import warm_start_agent, warm_start_evaluation, warm_start_simulator
+from genenv.warmstart import agent_examples, warm_start_agent, warm_start_evaluation, warm_start_simulator
 
 # ============================================================================ the phases of an epoch
 
@@ -172,6 +182,40 @@ def check_greedy(cfg: RunConfig, domain: Domain, agent: Policy, generated: list[
     for i, group in zip(mixed, groups):
         out[i] = out[i].updated(greedy_solved=bool(group[0].reward >= cfg.curriculum_reward.success_threshold))
     return out
+
+
+def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState, generated: list[Candidate],
+                 epoch: int) -> tuple[list[Candidate], dict]:
+    """Phase 4c (``env.pg.signal``, beyond the paper, no levels): what each valid generation teaches the agent, read
+    from the agent before its update (:mod:`genenv.teacher`). ``probe_gain``: its GRPO gradient's first-order gain
+    in expected success on ``env.pg.probe_tasks`` held-in pool tasks, scaled into [-1, 1]; ``answer_likelihood``:
+    the agent's probability of its verified response, in log-odds around alpha. Also the epoch's teacher metrics."""
+    pg, temperature = cfg.env.pg, cfg.agent.temperature
+    valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
+    if not valid:
+        return generated, dict(NO_TEACHER)
+    def build(tasks):
+        return agent_examples(cfg, domain, agent, tasks)
+    stats = dict(NO_TEACHER)
+    if pg.signal == "answer_likelihood":
+        examples, counts = verified_examples(domain, agent, [generated[i].parsed for i in valid], build)
+        rewards = [likelihood_reward(lp, cfg.curriculum_reward.alpha, pg.likelihood_width)
+                   for lp in task_logprobs(agent, examples, counts, temperature)]
+        stats["teacher_forward_sequences"] = len(examples)
+    else:   # probe_gain
+        probe = state.task_pool.sample(phase_rng(cfg.seed, epoch, "probe"), pg.probe_tasks)
+        examples, counts = verified_examples(domain, agent, probe, build)
+        direction = probe_direction(agent, examples, counts, temperature)
+        gains, passes = probe_gains(agent, [generated[i].episodes for i in valid], direction, temperature)
+        rewards = scaled_by_largest(gains)
+        stats.update(teacher_probe_tasks=len(probe), teacher_backward_passes=passes + 1,
+                     teacher_forward_sequences=len(examples) + sum(len(generated[i].episodes) for i, g in
+                                                                   zip(valid, gains) if g != 0.0))
+    stats["teacher_reward_mean"] = mean(rewards)
+    out = list(generated)
+    for i, reward in zip(valid, rewards):
+        out[i] = out[i].updated(teacher_reward=float(reward))
+    return out, stats
 
 
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
@@ -334,6 +378,10 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         generated = score_tasks(cfg, generated, groups)
         if curriculum.trains_simulator and cfg.env.pg.gate == "greedy":   # (a gate implies env.update=pg)
             generated = check_greedy(cfg, domain, players.agent, generated, engine)
+    teacher_stats = dict(NO_TEACHER)
+    if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal != "alpha":
+        with timer("credit"):
+            generated, teacher_stats = credit_tasks(cfg, domain, players.agent, state, generated, epoch)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:
@@ -342,8 +390,8 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, epoch)
     with timer("env_update"):
         trains = curriculum.trains_simulator
-        env_stats = (update_simulator(cfg, domain, players, state, generated, epoch) if trains
-                     else dict(NO_ENV_UPDATE))
+        env_stats = {**(update_simulator(cfg, domain, players, state, generated, epoch) if trains
+                        else dict(NO_ENV_UPDATE)), **teacher_stats}
         if env_stats["env_steps"]:
             engine.weights_changed("env")
     eval_stats = dict(NO_EVALUATION)

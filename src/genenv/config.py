@@ -176,6 +176,19 @@ class PgConfig:
                      "whose success, predicted by a ridge regression on character n-grams of the text fit to the "
                      "last gate_fit_window rolled-out pool tasks, is below gate_mastered: tasks that look like "
                      "mastered ones do not pay)", choices=PG_GATES)
+    signal: str = knob("alpha", "what a valid task earns (issue 55; the paper's information, no levels): 'alpha' "
+                       "(R_env rescaled to [0, 1], the paper's reward under pg); 'probe_gain' (a grounded teacher "
+                       "reward: the first-order change the task's GRPO gradient makes to the agent's expected "
+                       "success on probe_tasks held-in tasks drawn from the training pool each epoch, scaled by the "
+                       "epoch's largest into [-1, 1]: a task that would make the agent forget earns less than 0); "
+                       "'answer_likelihood' (the agent's probability P of the task's verified response, paid "
+                       "exp(-(logit P - logit alpha)^2 / (2 likelihood_width^2)): too easy and too hard told apart "
+                       "where p_hat is 0 or 1). Extra model calls are counted in metrics.jsonl (teacher_*); "
+                       "genenv.teacher", choices=("alpha", "probe_gain", "answer_likelihood"))
+    probe_tasks: int = knob(256, "signal=probe_gain: held-in tasks drawn from the training pool each epoch (never "
+                            "dev or held-out)", lo=1)
+    likelihood_width: float = knob(2.0, "signal=answer_likelihood: the reward's width in log-odds (2: P = 0.1 or "
+                                   "0.9 earns 0.55, P = 0.01 or 0.99 earns 0.07; chosen before any run)", lo=0.01)
     gate_mastered: float = knob(0.75, "gate levels/predicted: a level (or a task's prediction) with success at "
                                 "least this is mastered and does not pay (0.75: alpha + k_min of the default, "
                                 "what the gate used before it had its own knob)", lo=0.0, hi=1.0)

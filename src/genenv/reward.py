@@ -134,7 +134,8 @@ def scored(cfg: RunConfig, candidates: list) -> list:
 def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
                        shape: str = "rescaled", gate: Callable | None = None,
                        repeat: Callable | None = None) -> list[float]:
-    """The pg reward of each generation: for a valid task R_env rescaled by :func:`frontier_reward`
+    """The pg reward of each generation: for a valid task its teacher reward when the loop computed one
+    (``env.pg.signal``, :mod:`genenv.teacher`), else R_env rescaled by :func:`frontier_reward`
     (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
     the domain rejected. With ``gate`` (a predicate on a candidate: :func:`simulator_gate`), a valid task it shuts
     out earns 0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a
@@ -144,6 +145,8 @@ def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: fl
             return float(invalid_reward)
         if gate is not None and not gate(c):
             return 0.0
+        if c.teacher_reward is not None:   # env.pg.signal: the loop computed what the task teaches
+            return float(c.teacher_reward)
         if shape == "rescaled":
             return float(frontier_reward(c.r_env, alpha, beta))
         return float(interior_reward(c.p_hat, alpha, beta))

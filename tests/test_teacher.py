@@ -1,0 +1,111 @@
+"""The level-free teacher signals (env.pg.signal, genenv.teacher): hand-computed values, the first-order gain
+checked against a real step, and a run that pays them."""
+
+import math
+
+import pytest
+import torch
+
+from genenv.algos.rwr import WeightedExample
+from genenv.config import TinyModelConfig
+from genenv.domains import Task
+from genenv.generation import Candidate
+from genenv.reward import challenger_rewards
+from genenv.rollout import Episode, Turn
+from genenv.teacher import (
+    likelihood_reward,
+    logit,
+    probe_direction,
+    probe_gains,
+    scaled_by_largest,
+    sequence_logprobs,
+    task_logprobs,
+)
+
+
+def test_likelihood_reward_by_hand():
+    assert likelihood_reward(math.log(0.5)) == pytest.approx(1.0)
+    # logit(0.1) = ln(1/9) = -2.197225; exp(-4.827796 / 8) = 0.546908; symmetric at 0.9
+    assert likelihood_reward(math.log(0.1)) == pytest.approx(0.546908, abs=1e-6)
+    assert likelihood_reward(math.log(0.9)) == pytest.approx(0.546908, abs=1e-6)
+    assert likelihood_reward(math.log(0.01), width=2.0) == pytest.approx(math.exp(-(math.log(99) ** 2) / 8))
+    # directional where p_hat is blind: nearly within reach earns far more than hopeless, as almost mastered
+    # earns more than trivial
+    assert likelihood_reward(math.log(0.05)) > 100 * likelihood_reward(math.log(1e-6))
+    assert likelihood_reward(math.log(0.95)) > 100 * likelihood_reward(math.log(1 - 1e-6))
+    for impossible in (-math.inf, 0.0, 0.5, math.nan):   # P = 0, P = 1, an impossible log-prob, NaN
+        assert likelihood_reward(impossible) == 0.0
+    assert likelihood_reward(math.log(0.25), alpha=0.25) == pytest.approx(1.0)
+    assert logit(0.5) == 0.0 and logit(0.0) == -math.inf and logit(1.0) == math.inf
+
+
+def test_scaled_by_largest():
+    assert scaled_by_largest([2.0, -4.0, 0.0]) == [0.5, -1.0, 0.0]
+    assert scaled_by_largest([0.0, 0.0]) == [0.0, 0.0]
+    assert scaled_by_largest([]) == []
+
+
+def _policy():
+    from genenv.models.tiny import build_tiny_policy
+    return build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
+                                             max_positions=32), "0123456789+=", seed=3)
+
+
+def _examples(policy, pairs):
+    return [WeightedExample(policy.encode_prompt(p), policy.encode_target(t)) for p, t in pairs]
+
+
+def test_task_logprobs_sum_each_tasks_examples():
+    policy = _policy()
+    examples = _examples(policy, [("12+", "3"), ("4+4=", "8"), ("5=", "55")])
+    each = sequence_logprobs(policy, examples).detach().double().numpy()
+    assert task_logprobs(policy, examples, [2, 1]) == pytest.approx([each[0] + each[1], each[2]])
+    assert all(value < 0 for value in each)
+
+
+def _episode(policy, prompt, response, reward):
+    ids = policy.encode_target(response)
+    return Episode(Task(prompt, prompt), [Turn(policy.encode_prompt(prompt), ids, [0.0] * len(ids), response, reward)],
+                   reward=reward, terminated=True)
+
+
+def test_probe_gain_is_the_first_order_change_of_the_probe_sets_expected_success():
+    """A small ascent step along a group's policy gradient changes the probe set's mean probability of its verified
+    responses by step * gain (first order), and a group whose rollouts agree gains exactly 0 with no backward."""
+    torch.manual_seed(0)
+    policy = _policy()
+    probe = _examples(policy, [("12+", "3"), ("4+4=", "8"), ("7=", "71")])
+    counts = [1, 2]
+    group = [_episode(policy, "12+", "3", 1.0), _episode(policy, "12+", "9", 0.0),
+             _episode(policy, "12+", "33", 0.0), _episode(policy, "12+", "3", 1.0)]
+    agree = [_episode(policy, "4+", "8", 1.0), _episode(policy, "4+", "8", 1.0)]
+    direction = probe_direction(policy, probe, counts)
+    gains, passes = probe_gains(policy, [group, agree], direction)
+    assert gains[1] == 0.0 and passes == 1 and gains[0] != 0.0
+
+    def probe_value():
+        with torch.no_grad():
+            logp = sequence_logprobs(policy, probe).double()
+            return float((torch.exp(logp[0]) + torch.exp(logp[1] + logp[2])) / 2)
+
+    from genenv.algos.grpo import informative_samples
+    samples = informative_samples([group])[0]
+    params = policy.trainable_parameters()
+    seq = policy.build_batch([s.prompt_ids for s in samples], [s.response_ids for s in samples])
+    logp, _ = policy.token_logprobs(seq)
+    adv = torch.tensor([s.advantage for s in samples])
+    objective = (logp * seq.response_mask * adv[:, None]).sum() / seq.response_mask.sum()
+    grads = torch.autograd.grad(objective, params)
+    before, step = probe_value(), 1e-3
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p.add_(step * g)
+    assert probe_value() - before == pytest.approx(step * gains[0], rel=0.05)
+
+
+def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_invalid_reward():
+    from genenv.domains import Invalid
+    seed = Task("s", "s")
+    made = [Candidate(0, seed, "c", [1], [2], "r", Task("t", "t", "a", 1), r_env=0.9, teacher_reward=-0.4),
+            Candidate(0, seed, "c", [1], [2], "r", Invalid("bad"), teacher_reward=None)]
+    assert challenger_rewards(made, 0.5, 2.0, invalid_reward=-0.5) == [-0.4, -0.5]
