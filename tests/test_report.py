@@ -619,3 +619,51 @@ def test_group_signal_counts_groups_by_agreement():
     assert row == {"tasks": 3, "sampled_success": round((0 + 0.5 + 1.0) / 3, 3), "greedy_success": 0.333,
                    "all_failed": 1, "mixed": 1, "all_solved": 1}
     assert group_signal([], [], 0.5)["mixed"] == 0
+
+
+def test_arm_profile_by_hand(tmp_path):
+    """benchmarks/arm_profile.py: band hit and mixed groups averaged over every epoch of every seed, the p_hat
+    histogram summed per window of epochs as shares, the teacher's calls per epoch, the first and last epoch's
+    valid tasks."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from arm_profile import first_and_last_tasks, profile
+
+    from genenv.io import atomic_write_jsonl
+    for seed, band in ((0, 0.1), (1, 0.3)):
+        rows = [{"epoch": e, "band_hit_rate": band, "effective_fraction": 0.2 * e, "teacher_backward_passes": 3,
+                 "teacher_forward_sequences": 10 * e, "p_hat_histogram": [4, 0, 0, 0, 0] if e < 2 else [0, 0, 0, 0, 2]}
+                for e in range(4)]
+        atomic_write_jsonl(tmp_path / f"seed{seed}" / "metrics.jsonl", rows)
+    result = profile(tmp_path, windows=2)
+    assert result["seeds"] == 2
+    assert result["band_hit_rate"] == pytest.approx(0.2) and result["mixed_groups"] == pytest.approx(0.3)
+    assert result["p_hat_shares_by_window"] == [[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]
+    assert result["teacher_backward_passes_per_epoch"] == 3 and result["teacher_forward_sequences_per_epoch"] == 15
+    samples = tmp_path / "seed0" / "samples"
+    atomic_write_jsonl(samples / "epoch_0.jsonl", [{"valid": False}, {"valid": True, "task": "a", "level": 1,
+                                                                        "p_hat_task": 0.5}])
+    atomic_write_jsonl(samples / "epoch_10.jsonl", [{"valid": True, "task": "b", "level": 3, "p_hat_task": 0.0}])
+    atomic_write_jsonl(samples / "epoch_9.jsonl", [{"valid": True, "task": "c", "level": 2, "p_hat_task": 1.0}])
+    tasks = first_and_last_tasks(tmp_path / "seed0", n=5)
+    assert tasks == {"first (epoch_0)": [{"task": "a", "level": 1, "p_hat": 0.5}],
+                     "last (epoch_10)": [{"task": "b", "level": 3, "p_hat": 0.0}]}
+
+
+def test_paired_arms_reads_a_longer_run_at_an_earlier_epoch(tmp_path):
+    """benchmarks/paired_arms.py --epoch: each run's success evaluated at that epoch (a run that has not reached it
+    is left out); without it, the final row of finished runs only (seed 1 stopped at epoch 2 of 4)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from paired_arms import finals
+
+    from genenv.io import atomic_write_jsonl
+    for seed, epochs in ((0, 4), (1, 2)):
+        run = tmp_path / f"seed{seed}"
+        (run / "config.yaml").parent.mkdir(parents=True)
+        (run / "config.yaml").write_text(f"seed: {seed}\nepochs: 4\n")
+        atomic_write_jsonl(run / "metrics.jsonl", [{"epoch": e, "dev_success": 0.1 * e + seed if e % 2 else None}
+                                                   for e in range(epochs)])
+        if epochs == 4:
+            (run / "final" / "agent").mkdir(parents=True)   # what marks a run finished
+    assert finals(tmp_path, "dev", epoch=1) == {0: pytest.approx(0.1), 1: pytest.approx(1.1)}
+    assert finals(tmp_path, "dev", epoch=3) == {0: pytest.approx(0.3)}
+    assert finals(tmp_path, "dev") == {0: pytest.approx(0.3)}

@@ -109,3 +109,38 @@ def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_i
     made = [Candidate(0, seed, "c", [1], [2], "r", Task("t", "t", "a", 1), r_env=0.9, teacher_reward=-0.4),
             Candidate(0, seed, "c", [1], [2], "r", Invalid("bad"), teacher_reward=None)]
     assert challenger_rewards(made, 0.5, 2.0, invalid_reward=-0.5) == [-0.4, -0.5]
+
+
+def _run(tmp_path, name, *overrides):
+    from genenv.coevolve import run
+    from genenv.config import load_config
+    from genenv.io import read_jsonl
+    out = run(load_config("smoke", ["threads=1", "epochs=3", *overrides]), run_dir=tmp_path / name, log=lambda m: None)
+    samples = [[r for r in read_jsonl(out / "samples" / f"epoch_{e}.jsonl") if r["valid"]] for e in range(3)]
+    return read_jsonl(out / "metrics.jsonl"), samples
+
+
+def test_a_run_pays_probe_gains_only_to_mixed_tasks(tmp_path):
+    """signal=probe_gain in the loop: every valid task carries its teacher reward, 0 unless its rollouts were mixed,
+    the largest magnitude 1 in an epoch with any mixed task; the extra model calls are one backward pass over the
+    probe set and one per mixed task, and the simulator takes steps on them."""
+    rows, samples = _run(tmp_path, "probe", "env.pg.signal=probe_gain", "env.pg.probe_tasks=32")
+    for row, tasks in zip(rows, samples):
+        mixed = [t for t in tasks if 0.0 < t["p_hat_task"] < 1.0]
+        assert row["teacher_probe_tasks"] == 32 and row["teacher_backward_passes"] == 1 + len(mixed)
+        assert all(t["teacher_reward"] == 0.0 for t in tasks if t not in mixed)
+        if mixed:
+            assert max(abs(t["teacher_reward"]) for t in mixed) == pytest.approx(1.0)
+        assert row["teacher_reward_mean"] == pytest.approx(sum(t["teacher_reward"] for t in tasks) / len(tasks))
+    assert sum(r["env_steps"] for r in rows) > 0
+
+
+def test_a_run_pays_answer_likelihood_and_an_untrained_simulator_reads_nothing(tmp_path):
+    rows, samples = _run(tmp_path, "likelihood", "env.pg.signal=answer_likelihood")
+    for row, tasks in zip(rows, samples):
+        assert row["teacher_forward_sequences"] == len(tasks) and row["teacher_backward_passes"] == 0
+        assert all(0.0 <= t["teacher_reward"] <= 1.0 for t in tasks)
+    assert sum(r["env_steps"] for r in rows) > 0
+    random_rows, random_samples = _run(tmp_path, "random", "curriculum=random", "env.pg.signal=answer_likelihood")
+    assert all(r["teacher_reward_mean"] is None and r["teacher_forward_sequences"] == 0 for r in random_rows)
+    assert all(t["teacher_reward"] is None for tasks in random_samples for t in tasks)

@@ -173,6 +173,7 @@ def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Ca
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
                        p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band, greedy_solved=g.greedy_solved,
+                       teacher_reward=g.teacher_reward,
                        rollouts=[{"response": e.final_action, "reward": e.reward,
                                   "terminated": e.terminated, "truncated": e.truncated}
                                  for e in g.episodes[:cfg.samples_rollouts_shown]])
