@@ -139,3 +139,17 @@ def test_a_full_disk_at_a_checkpoint_is_one_clear_line_and_the_run_resumes(tmp_p
     monkeypatch.setattr(genenv.checkpoint, "save_optimizers", real_save)
     assert main(["run", "--resume", str(run_dir)]) == 0
     assert [row["epoch"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_overrides_may_stand_before_and_after_the_options(tmp_path):
+    """Issue 58: `genenv run --preset smoke key=value --out DIR threads=1` stopped on "unrecognized arguments:
+    threads=1"; now every KEY=VALUE counts, in order (the last setting of a key wins)."""
+    import yaml
+    run_dir = tmp_path / "mixed"
+    done = _cli("run", "--preset", "smoke", "epochs=3", "threads=2", "--out", str(run_dir), "threads=1", "epochs=1")
+    assert done.returncode == 0, done.stderr
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["epochs"] == 1 and saved["threads"] == 1
+    wrong = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "x"), "--bogus", "epochs=1")
+    assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr
+    assert not (tmp_path / "x").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv.cli import build_parser, main
+from genenv.cli import main, parse_command_line
 from genenv.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_every_documented_command_is_valid(where, command, monkeypatch, capsys):
         script = ROOT / args[0]
         assert script.exists(), f"{where}: {args[0]} does not exist"
         return
-    parsed = build_parser().parse_args(args)
+    parsed = parse_command_line(args)
     if tuple(args) in RUN_FOR_REAL:
         assert main(args) == 0
     elif parsed.command in ("run", "compare") and not getattr(parsed, "resume", None):

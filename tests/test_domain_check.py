@@ -113,3 +113,51 @@ def test_check_domain_passes_the_sorting_example_with_a_one_line_summary():
     done = subprocess.run([sys.executable, "-m", "genenv.cli", "check-domain", "sorting_domain:SortingDomain"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0 and done.stdout.count("\n") == 1 and "every property holds" in done.stdout
+
+
+def _old_has_content(plan) -> bool:   # travel's content test before issue 58: any non-blank string but "-"
+    keys = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
+    return any(isinstance(day, dict) and any(str(day.get(key) or "").strip() not in ("", "-") for key in keys)
+               for day in (plan or []))
+
+
+@pytest.mark.parametrize("key, prop, undo", [
+    # each row puts back the code before issue 58's fix (the guard it added, switched off) and the stronger
+    # check must name the defect an outside fuzz found
+    ("travel", "null_in_format: a null response scored",
+     ("genenv.evaluators.travelplanner.constraints.usable_share",
+      lambda plan, query, sandbox: float(_old_has_content(plan)))),
+    ("travel", "wrong_json_types: validate raised TypeError",
+     ("genenv.evaluators.travelplanner.solver.local_type_problem", lambda local: None)),
+    ("toolcall", "wrong_json_types: validate raised TypeError",
+     ("genenv.domains.toolcall._schema_type_problem", lambda name, properties, required: None)),
+])
+def test_the_stronger_check_finds_the_defects_the_old_code_had(monkeypatch, key, prop, undo):
+    """Issue 58: check-domain passed every domain while travel paid plans with nothing real in them (0.44-0.56) and
+    travel's and toolcall's validate raised on JSON of the wrong type; null responses inside the answer format and
+    type confusion inside well-formed tasks find all three, and the fixed code passes (the test above)."""
+    domain, _ = _cached(key)
+    monkeypatch.setattr(*undo)
+    report = check_domain(domain, examples=300)
+    assert not report.ok and any(str(f).startswith(prop) for f in report.failures), report.summary()
+
+
+def test_formatted_null_responses_and_type_confusion_by_hand():
+    from genenv.domain_check import formatted_null_responses, json_part, type_confused_texts
+    from genenv.domains import Task
+
+    class Plans:
+        def warmstart_examples(self, task):
+            return [([], task.prompt, 'plan: [{"city": "Rome", "n": 2}, {"city": "Oslo"}]')]
+
+    made = formatted_null_responses(Plans(), Task("t", "p", None))
+    assert 'plan: [{"city": ".", "n": 2}, {"city": "."}]' in made and 'plan: [{"city": "."}]' in made
+    assert json_part("x 12 y") is None and json_part('a {"k": [1]} b') == ("a ", {"k": [1]}, " b")
+    texts = type_confused_texts('{"a": {"b": 1}}')
+    assert '{"a": {}}' in texts and '{"a": {"b": [{}]}}' in texts and '{"a": {"b": null}}' in texts
+    assert len(texts) == 2 * 12 and len(type_confused_texts('{"a": {"b": 1}}', limit=5)) == 5
+
+    class Calls:
+        def warmstart_examples(self, task):
+            return [([], task.prompt, "[f(a='x', b=2)]")]
+    assert "[f(a='.', b=2)]" in formatted_null_responses(Calls(), Task("t", "p", "[f(a='x', b=2)]"))

@@ -123,6 +123,10 @@ def test_planner_finds_shortest_plans(data, length):
     (_world(states={"apple 1": ["hot", "cool"]}), "both hot and cool"),
     (_world(objects={"apple 1": "countertop 1"}, states={"apple 1": ["hot"]}), "goal already holds"),
     (_world(receptacles=[f"cabinet {k}" for k in range(1, 18)]), "more than 16 receptacles"),
+    # a list or an object where the goal names a type raised TypeError (unhashable; issue 58's stronger check)
+    (_world(goal={"type": "pick_heat_then_place_in_recep", "object": [1, 2], "receptacle": "countertop"}),
+     "goal.object must be a string, got list"),
+    (_world(goal={"type": {}, "object": "apple", "receptacle": "countertop"}), "goal.type must be a string, got dict"),
 ])
 def test_bad_worlds_are_rejected_with_reasons(domain, text, reason):
     result = domain.parse_and_validate(text)

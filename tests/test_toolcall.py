@@ -77,6 +77,11 @@ def test_simulator_task_is_grounded_and_checked_by_bfcl(domain):
     (_with(functions__0__name="set alarm"), "bad function name"),
     (_with(functions__0__parameters__required=["minute"]), "required names a parameter that is not declared"),
     (_with(functions__0__parameters__properties__hour={"type": "time"}), "unknown type"),
+    # issue 58: JSON of the wrong type where a name is looked up raised TypeError (unhashable)
+    (_with(functions__0__parameters__required=[{}]), "required must be a list of parameter names"),
+    (_with(functions__0__parameters__required=[["hour"]]), "required must be a list of parameter names"),
+    (_with(functions__0__parameters__properties__hour={"type": {}}), "type must be a string, got dict"),
+    (_with(functions__0__parameters__properties__hour={"type": ["integer"]}), "type must be a string, got list"),
     (_with(functions=[GOOD["functions"][0]] * 2), "duplicate function name"),
     (_with(functions=[dict(GOOD["functions"][0], name=f"f{i}") for i in range(9)]), "more than 8 functions"),
 ])

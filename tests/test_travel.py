@@ -129,8 +129,12 @@ def test_the_reward_is_the_share_of_checks_passed_and_one_only_for_a_full_pass(d
     assert domain.score(task, json.dumps(repeated)) == pytest.approx(9 / 10)
     missing = [dict(day) for day in plan]
     missing[1]["attraction"] = "Moon Base, Rockford;"
-    # Within Sandbox fails, so no hard check runs: budget and room type count as failed
-    assert domain.score(task, json.dumps(missing)) == pytest.approx(7 / 10)
+    # Within Sandbox fails, so no hard check runs: budget and room type count as failed; and the made-up attraction
+    # is one of the plan's filled fields that names nothing real (issue 58: paid by the share of real content)
+    from genenv.evaluators.travelplanner.constraints import usable_share
+    share = usable_share(missing, task.meta["query"], domain.sandbox)
+    assert share == pytest.approx(1 - 1 / share_denominator(missing, task.meta["query"], domain.sandbox))
+    assert domain.score(task, json.dumps(missing)) == pytest.approx(7 / 10 * share)
     assert domain.score(task, "no plan today") == 0.0
     verdict = evaluate_plan(task.meta["query"], cheap, domain.sandbox)
     assert plan_reward(task.meta["query"], verdict, "final") == 0.0
@@ -236,6 +240,53 @@ def test_a_plan_with_nothing_in_it_earns_nothing(domain, junk):
     task = domain.random_task(np.random.default_rng(0), 1)
     assert domain.score(task, junk) == 0.0
     assert make_domain("travel", data=str(WORLD), max_candidates=2, reward="final").score(task, junk) == 0.0
+
+
+@pytest.mark.parametrize("filler", [".", "{", "null", "\x01\x02", "?", "None"])
+def test_a_plan_in_the_right_format_with_nothing_real_in_it_earns_nothing(domain, filler):
+    """Issue 58: the seed's own plan with every field set to ".", "{", "null" or control characters earned 0.556,
+    and [{"current_city": "."}] 0.444 (any non-blank string counted as content); a plan pays only for fields that
+    name something the sandbox knows."""
+    task = domain.random_task(np.random.default_rng(0), 1)
+    plan = json.loads(task.answer)
+    assert domain.score(task, json.dumps([{key: filler for key in day} for day in plan])) == 0.0
+    assert domain.score(task, json.dumps([{"current_city": filler}])) == 0.0
+
+
+def test_a_plan_pays_in_proportion_to_its_real_content(domain):
+    """Partial credit: the micro reward times the share of content a traveller could use, over the filled fields
+    or the fields a complete plan fills (3 a day but the last: 8 for 3 days), whichever is more."""
+    from genenv.evaluators.travelplanner.constraints import required_fields, usable_share
+    task = domain.make_task(_query())
+    query, plan = task.meta["query"], json.loads(task.answer)
+    assert required_fields(query) == 8 and usable_share(plan, query, domain.sandbox) == 1.0
+    route = [{"current_city": day["current_city"]} for day in plan]   # the three days' cities, real, and nothing else
+    verdict = evaluate_plan(query, route, domain.sandbox)
+    micro = plan_reward(query, verdict)
+    assert usable_share(route, query, domain.sandbox) == pytest.approx(3 / 8)
+    assert domain.score(task, json.dumps(route)) == pytest.approx(3 / 8 * micro) and 0 < micro < 1
+    junk_meal = [dict(day) for day in plan]
+    junk_meal[1]["lunch"] = "Nowhere Diner, Rockford"   # not in the sandbox: one field of the plan is not real
+    share = usable_share(junk_meal, query, domain.sandbox)
+    assert share < 1.0 and share == pytest.approx(1 - 1 / share_denominator(junk_meal, query, domain.sandbox))
+
+
+def share_denominator(plan, query, sandbox):
+    from genenv.evaluators.travelplanner.constraints import PLACEHOLDER, examined, filled, required_fields
+    fields = [v for day in examined(query, plan) for k, v in day.items() if k != "days" and filled(v) and
+              v != PLACEHOLDER]
+    return max(len(fields), required_fields(query))
+
+
+@pytest.mark.parametrize("local, reason", [({"house rule": {}}, "house rule must be a string or null, got dict"),
+                                           ({"room type": ["private room"]}, "room type must be a string or null"),
+                                           ({"transportation": 3}, "transportation must be a string or null"),
+                                           ({"cuisine": [{}]}, "cuisine must be a list of strings or null"),
+                                           ({"cuisine": [["BBQ"]]}, "cuisine must be a list of strings or null")])
+def test_a_local_constraint_of_the_wrong_json_type_is_rejected_not_raised(domain, local, reason):
+    """Issue 58: validate raised TypeError (unhashable type) on an object or a list of objects there."""
+    result = domain.parse_and_validate(json.dumps(_query(local=local)))
+    assert isinstance(result, Invalid) and reason in result.reason, result
 
 
 def test_delivery_follows_the_spec_a_non_empty_list_is_delivered(world):

@@ -389,8 +389,23 @@ def _check_domain(args) -> int:
     return 0 if report.ok else 1
 
 
+def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. ``KEY=VALUE`` overrides may stand before or after the options (``genenv run
+    --preset smoke epochs=2 --out DIR threads=1``): argparse takes the ones before the first option as the
+    command's positional overrides and leaves the later ones over, which are appended in order (the last setting of
+    a key wins, as before). Anything else left over is the usual usage error."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        overrides = [item for item in extra if "=" in item and not item.startswith("-")]
+        if len(overrides) != len(extra) or not isinstance(getattr(args, "overrides", None), list):
+            parser.parse_args(argv)   # exits with argparse's message naming what it did not recognise
+        args.overrides = args.overrides + overrides
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(argv)
     try:
         return args.func(args)
     except BrokenPipeError:   # `genenv run ... | head`: the reader left; stop quietly, as Unix tools do

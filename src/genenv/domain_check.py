@@ -10,7 +10,14 @@ Like Gymnasium's ``env_checker``: a domain author runs it on their own class bef
 - ``agent_response``: for arbitrary text as the agent's response to a valid task (as one reply, and as every
   action of an episode), scoring never raises and returns a finite number in ``Domain.reward_range``.
 - ``null_response``: a response with nothing in it (empty, whitespace, punctuation only, the prompt or the task's
-  own text echoed back) is not a success and earns at most ``Domain.null_response_floor`` (0 by default).
+  own text echoed back) is not a success and earns at most ``Domain.null_response_floor`` (0 by default); and
+  the same inside the domain's own answer format (``null_in_format``): each verified response of a task
+  (``Domain.warmstart_examples``) with every string of its JSON replaced by nothing (".", "{", "null", control
+  characters...), cut down to its first element's first field, or with its answer replaced, as an agent that
+  learned the format but not the content would write it.
+- ``wrong_json_types``: a well-formed task with one JSON field (at any depth) replaced by a value of another type
+  (an object, a list of objects, a number, true, null, a 100,000-character string) is handled as any simulator
+  text is: no raise, a Task or an Invalid with a reason.
 
 The texts come from a seeded generator (random characters, the domain's alphabet, mutations of real tasks and
 answers, malformed JSON, very long and non-ASCII text), so a check repeats exactly; nothing is evaluated. The
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import string
 from dataclasses import dataclass, field
 
@@ -28,7 +36,8 @@ import numpy as np
 
 from genenv.domains.base import Domain, Invalid, Task
 
-PROPERTIES = ("seed_round_trip", "simulator_text", "agent_response", "null_response")
+PROPERTIES = ("seed_round_trip", "simulator_text", "wrong_json_types", "agent_response", "null_response",
+              "null_in_format")
 _PUNCTUATION_ONLY = ("", " ", "\n", "\t  \n", ".", "?", "!?", "...", "-", "{}", "[]", "[{}]", "[{}, {}]", "()", ",;:",
                      "\"\"", "''", "answer:", "answer: ?")
 # a structure with nothing in it: lists and objects of meaningless keys (a plan of empty days; an empty answer)
@@ -163,6 +172,113 @@ def null_response_problem(domain: Domain, task: Task, response: str, success_thr
     return None
 
 
+# ---------------------------------------------------------------------------------------- JSON inside texts
+
+# what a string of a well-formed answer is replaced by when it says nothing
+_NULL_FILLERS = (".", "{", "null", "-", "", " ", "\x01\x02", "?", "None")
+# a quoted string literal of a call written as code ('...' or "...", backslash escapes)
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+# values of every JSON type, put in place of one field of a well-formed task
+_OTHER_TYPES = ({}, [{}], [], 0, -1, 1.5, True, None, "", [1, 2], {"a": {}}, "x" * 100_000)
+
+
+def json_part(text: str):
+    """(prefix, value, suffix) when ``text`` holds a JSON object or list: the whole text, else its part from the
+    first ``[`` or ``{`` to the last ``]`` or ``}``; None otherwise (a bare number or string is not a structure)."""
+    if not isinstance(text, str):
+        return None
+    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
+    if not starts:
+        return None
+    start, end = min(starts), max(text.rfind("]"), text.rfind("}"))
+    if end <= start:
+        return None
+    try:
+        value = json.loads(text[start:end + 1])
+    except (ValueError, RecursionError):
+        return None
+    return (text[:start], value, text[end + 1:]) if isinstance(value, (dict, list)) else None
+
+
+def _paths(value, path=()):
+    """Every node's path below the root (dict keys and list indices), depth first."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield path + (key,)
+        yield from _paths(child, path + (key,))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {k: (_replaced(v, rest, new) if k == head else v) for k, v in value.items()}
+    return [(_replaced(v, rest, new) if i == head else v) for i, v in enumerate(value)]
+
+
+def _strings_replaced(value, filler: str):
+    if isinstance(value, str):
+        return filler
+    if isinstance(value, dict):
+        return {k: _strings_replaced(v, filler) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings_replaced(v, filler) for v in value]
+    return value
+
+
+def _first_field(value, filler: str):
+    """The structure cut to its first element's first field, that field's value ``filler``."""
+    if isinstance(value, list):
+        return [_first_field(value[0], filler)] if value else value
+    if isinstance(value, dict) and value:
+        key = next(iter(value))
+        return {key: _first_field(value[key], filler) if isinstance(value[key], (dict, list)) else filler}
+    return filler
+
+
+def formatted_null_responses(domain: Domain, task: Task) -> list[str]:
+    """Responses in the task's own answer format with nothing in them: each verified response
+    (``domain.warmstart_examples``) whose JSON strings are all replaced by a filler, or cut down to its first
+    element's first field; or, where the answer is a part of it (``answer: X``), with the answer replaced. Texts
+    equal to a verified response are left out (a structure with no strings in it is already an answer)."""
+    try:
+        targets = [target for _, _, target in domain.warmstart_examples(task) if isinstance(target, str)]
+    except Exception:   # noqa: BLE001 (a domain without verified responses for this task: nothing to derive)
+        return []
+    out = []
+    answer = (task.answer or "").strip()
+    for target in targets:
+        part = json_part(target)
+        if part is not None:
+            prefix, value, suffix = part
+            for filler in _NULL_FILLERS:
+                out.append(prefix + json.dumps(_strings_replaced(value, filler)) + suffix)
+                out.append(prefix + json.dumps(_first_field(value, filler)) + suffix)
+        elif _QUOTED.search(target):   # a call written as code: f(a='x', b="y") with every quoted value emptied
+            out += [_QUOTED.sub(lambda m, f=filler: m.group(0)[0] + f + m.group(0)[0], target)
+                    for filler in _NULL_FILLERS if "'" not in filler and '"' not in filler]
+        if answer and answer in target and target.strip() != answer:
+            out += [target.replace(answer, filler) for filler in _NULL_FILLERS]
+    known = {t.strip() for t in targets} | ({answer} if answer else set())
+    return [t for t in dict.fromkeys(out) if t.strip() not in known]
+
+
+def type_confused_texts(text: str, rng: np.random.Generator | None = None, limit: int | None = None) -> list[str]:
+    """``text``'s JSON with one field at a time (every depth) replaced by a value of each other JSON type; at most
+    ``limit`` of them, drawn with ``rng`` when there are more."""
+    part = json_part(text)
+    if part is None:
+        return []
+    prefix, value, suffix = part
+    out = [prefix + json.dumps(_replaced(value, path, new)) + suffix
+           for path in _paths(value) for new in _OTHER_TYPES]
+    if limit is not None and len(out) > limit:
+        rng = rng or np.random.default_rng(0)
+        out = [out[i] for i in sorted(rng.choice(len(out), size=limit, replace=False))]
+    return out
+
+
 # ---------------------------------------------------------------------------------------- the texts
 
 def _random_text(rng: np.random.Generator, alphabet: str, longest: int) -> str:
@@ -259,6 +375,10 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
             task = domain.parse_and_validate(text)
             if isinstance(task, Task) and all(task.text != s.text for s in seeds):
                 accepted.append(task)
+    per_seed = max(1, examples // max(1, len(seeds)))
+    for task in seeds:
+        for text in type_confused_texts(task.text, rng, per_seed):
+            record("wrong_json_types", text, simulator_text_problem(domain, text))
     checked = seeds + accepted
     if not checked:
         return report
@@ -271,10 +391,12 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
         observation = domain.reset(task, seed=0)[1]
         for response in null_responses(task, observation):
             record("null_response", response, null_response_problem(domain, task, response, success_threshold))
+        for response in formatted_null_responses(domain, task):
+            record("null_in_format", response, null_response_problem(domain, task, response, success_threshold))
     return report
 
 
-__all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "fuzz_texts",
-           "targeted_texts",
+__all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "formatted_null_responses",
+           "fuzz_texts", "json_part", "targeted_texts", "type_confused_texts",
            "null_response_problem", "null_responses", "response_rewards", "seed_round_trip_problem",
            "simulator_text_problem"]

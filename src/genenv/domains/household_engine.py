@@ -190,6 +190,9 @@ def world_from_json(data) -> World:
 def _goal_from_json(goal, receptacles, objects) -> Goal:
     if not isinstance(goal, dict):
         raise WorldError("goal must be an object with type, object and receptacle (or lamp)")
+    wrong = [key for key in ("type", "object", "receptacle", "lamp") if key in goal and not isinstance(goal[key], str)]
+    if wrong:   # (a list or an object there is unhashable: the set lookups below raised TypeError)
+        raise WorldError(f"goal.{wrong[0]} must be a string, got {type(goal[wrong[0]]).__name__}")
     task_type = goal.get("type")
     if task_type not in TASK_TYPES:
         raise WorldError(f"goal.type {task_type!r} is not one of {', '.join(TASK_TYPES)}")

@@ -260,6 +260,18 @@ class ToolCallDomain(Domain):
         return float(task.level)
 
 
+def _schema_type_problem(name: str, properties: dict, required) -> str | None:
+    """A parameter type or a required name of the wrong JSON type, or None. Checked before either is looked up in a
+    dict or a set: an object or a list there is unhashable, and the lookup raised TypeError (an outside fuzz found
+    ``"required": [{}]``)."""
+    for param, spec in properties.items():
+        if isinstance(spec, dict) and "type" in spec and not isinstance(spec["type"], str):
+            return f"{name}.{param}: type must be a string, got {type(spec['type']).__name__}"
+    if isinstance(required, list) and not all(isinstance(r, str) for r in required):
+        return f"{name}: required must be a list of parameter names"
+    return None
+
+
 def _schema_problem(function) -> str | None:
     if not isinstance(function, dict):
         return "a function must be an object"
@@ -272,6 +284,9 @@ def _schema_problem(function) -> str | None:
     properties = params.get("properties", {})
     if not isinstance(properties, dict):
         return f"{name}: properties must be an object"
+    problem = _schema_type_problem(name, properties, params.get("required", []))
+    if problem:
+        return problem
     for param, spec in properties.items():
         if not isinstance(param, str) or not param.isidentifier():
             return f"{name}: bad parameter name {param!r}"

@@ -290,26 +290,32 @@ class TravelDomain(LeveledDomain):
     def score(self, task, response):
         query = self.task_query(task)
         plan = checks.parse_plan(response)
+        if not plan:
+            return 0.0
         return plan_reward(query, checks.evaluate_plan(query, plan, self.sandbox), self.reward,
-                           content=checks.has_content(plan))
+                           content=checks.usable_share(plan, query, self.sandbox))
 
 
-def plan_reward(query: dict, verdict: dict, reward: str = "micro", content: bool = True) -> float:
-    """``final``: 1 when every check passes; ``micro``: the share of the query's applicable checks that pass (8
-    commonsense, the budget, each local constraint; hard checks that did not run count as failed).
+def plan_reward(query: dict, verdict: dict, reward: str = "micro", content: float = 1.0) -> float:
+    """``final``: 1 when every check passes and all the plan's content is usable; ``micro``: the share of the
+    query's applicable checks that pass (8 commonsense, the budget, each local constraint; hard checks that did not
+    run count as failed), times ``content``, the share of the plan's content a traveller could use
+    (:func:`genenv.evaluators.travelplanner.constraints.usable_share`).
 
-    0 on every constraint for a plan not delivered, and for one with nothing in it (``content`` False: no day
-    names a city, a transport, a meal, an attraction or a stay). TravelPlanner's evaluator checks such a plan,
-    and four of its eight commonsense checks pass vacuously on it (nothing repeated, nothing outside the
-    sandbox): 0.44-0.56 of the micro reward for writing nothing, which an agent would learn."""
-    if not verdict["delivered"] or not content:
+    Why the factor: TravelPlanner's evaluator checks a plan whatever it says, and four of its eight commonsense
+    checks pass vacuously on a plan with nothing real in it (nothing repeated, nothing outside the sandbox when
+    every field is "." or "{"): 0.44-0.56 of the micro reward for writing nothing, which an agent would learn
+    (an outside fuzz paid 215 of 540 such plans). A field counts when it names something the sandbox knows, the
+    way the spec's Within Sandbox check reads it but by the whole name; a plan pays in proportion to the fields
+    a complete plan fills that it fills with real things. A plan not delivered earns 0."""
+    if not verdict["delivered"] or content <= 0.0:
         return 0.0
     hard = verdict["hard"] or {}
     applicable = 1 + solver.constraint_count(query)
     passed = sum(verdict["commonsense"].values()) + sum(value is True for value in hard.values())
     if reward == "final":
-        return float(passed == 8 + applicable)
-    return passed / (8 + applicable)
+        return float(passed == 8 + applicable and content >= 1.0)
+    return content * passed / (8 + applicable)
 
 
 __all__ = ["TravelDomain", "plan_reward", "query_text", "trip_level"]

@@ -364,10 +364,63 @@ def pass_rates(results: list[dict], hard_denominator: int | None = None) -> dict
 PLAN_FIELDS = ("current_city", "transportation", "breakfast", "attraction", "lunch", "dinner", "accommodation")
 
 
-def has_content(plan) -> bool:
-    """Does ``plan`` say anything: a day with a plan field (SPEC 3) holding something other than ``-`` or blanks?"""
-    return any(isinstance(day, dict) and any(str(day.get(key) or "").strip() not in ("", "-") for key in PLAN_FIELDS)
-               for day in (plan or []))
+def knows(sandbox: Sandbox, table: str, text) -> bool:
+    """Does ``text`` ("Name, City") name a row of ``table`` in that city, the whole name (case and surrounding
+    blanks aside)? Stricter than the spec's "find" (any row whose name *contains* the text, so "., Boston" finds
+    every Boston restaurant with a dot in its name): this asks what a traveller could use."""
+    name, city = name_city(text)
+    wanted = name.strip().casefold()
+    key = "NAME" if table == "accommodations" else "Name"
+    return bool(wanted) and any(str(row[key]).strip().casefold() == wanted for row in sandbox.rows_in(table, city))
+
+
+def usable_field(sandbox: Sandbox, key: str, day: dict) -> bool:
+    """Does a filled field of a day name something the sandbox knows (a traveller could act on it)? current_city:
+    a city, or "from A to B" between two cities; transportation: a flight whose number flies that route, or
+    self-driving / a taxi between cities the distance tool knows; a meal or the accommodation: a row of its table
+    in its city; attraction: ``;``-terminated items, each an attraction of its city."""
+    value = day.get(key)
+    if key == "current_city":
+        text = str(value)
+        if "from " in text:
+            start, end = from_to(text)
+            return start is not None and start in sandbox.cities and end in sandbox.cities
+        return strip_state(text) in sandbox.cities
+    if key == "transportation":
+        start, end, lower, number = transport_of(day)
+        if start is None or end is None:
+            return False
+        if "flight number" in lower:
+            return number is not None and sandbox.flight(number, start, end) is not None
+        mode = "self-driving" if "self-driving" in lower else "taxi" if "taxi" in lower else None
+        return mode is not None and sandbox.distance_cost(start, end, mode) is not None
+    if key == "attraction":
+        items = attraction_items(value)
+        return bool(items) and all(knows(sandbox, "attractions", item) for item in items)
+    table = "accommodations" if key == "accommodation" else "restaurants"
+    return knows(sandbox, table, value)
+
+
+def required_fields(query: dict) -> int:
+    """How many fields a complete plan of the query's days fills at least, as Complete Information reads it
+    (SPEC 4.1, 8): every day its current_city, a travel day ("from ...") its transportation and any other day an
+    attraction (one field either way), every day but the last an accommodation (meals may be "-")."""
+    return 3 * int(query["days"]) - 1
+
+
+def usable_share(plan, query: dict, sandbox: Sandbox) -> float:
+    """The share of a plan's content a traveller could use: the examined days' filled plan fields (SPEC 3: not
+    empty, not "-", not the "no need to fill in" placeholder) that name something the sandbox knows
+    (:func:`usable_field`), over the filled fields or the fields a complete plan fills (:func:`required_fields`),
+    whichever is more. 1 for a plan whose every field is real and which fills at least what a complete plan does;
+    0 for one that says nothing (every field ".", "{", "null", control characters) or nothing real; a plan that
+    names only its cities gets the share of a plan those make up."""
+    days = examined(query, plan)
+    filled_fields = [(key, day) for day in days for key in PLAN_FIELDS
+                     if filled(day.get(key)) and day.get(key) != PLACEHOLDER]
+    usable = sum(usable_field(sandbox, key, day) for key, day in filled_fields)
+    denominator = max(len(filled_fields), required_fields(query))
+    return usable / denominator if denominator else 0.0
 
 
 # ============================================================================ plans written by a model

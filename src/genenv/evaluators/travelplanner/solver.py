@@ -59,6 +59,19 @@ def level_name(query: dict) -> str:
     return LEVEL_NAMES[min(constraint_count(query), 2)]
 
 
+def local_type_problem(local: dict) -> str | None:
+    """Why a local constraint holds a value of the wrong JSON type (house rule, room type and transportation a
+    string or null; cuisine a list of strings or null), or None. Checked before any value is looked up in a table:
+    an object or a list there is unhashable, and a lookup raised TypeError (found by an outside fuzz)."""
+    for key in ("house rule", "room type", "transportation"):
+        if local[key] is not None and not isinstance(local[key], str):
+            return f"{key} must be a string or null, got {type(local[key]).__name__}"
+    wanted = local["cuisine"]
+    if wanted is not None and not (isinstance(wanted, list) and all(isinstance(c, str) for c in wanted)):
+        return "cuisine must be a list of strings or null"
+    return None
+
+
 def query_problem(query, sandbox: Sandbox) -> str | None:
     """Why a structured query is malformed (a field, its type or value), or None."""
     if not isinstance(query, dict):
@@ -87,6 +100,9 @@ def query_problem(query, sandbox: Sandbox) -> str | None:
     if local is not None and (not isinstance(local, dict) or set(local) - set(LOCAL_KEYS)):
         return f"local_constraint must be an object with keys among {', '.join(LOCAL_KEYS)}"
     local = local_constraints(query)
+    problem = local_type_problem(local)
+    if problem:
+        return problem
     if local["house rule"] is not None and local["house rule"] not in ROOM_RULES:
         return f"house rule must be one of {', '.join(ROOM_RULES)} or null"
     if local["room type"] is not None and local["room type"] not in ROOM_TYPES:
