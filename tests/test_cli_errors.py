@@ -148,6 +148,10 @@ def test_overrides_may_stand_before_and_after_the_options(tmp_path):
     run_dir = tmp_path / "mixed"
     done = _cli("run", "--preset", "smoke", "epochs=3", "threads=2", "--out", str(run_dir), "threads=1", "epochs=1")
     assert done.returncode == 0, done.stderr
+    # a finished run ends on its result, not only its folder (issue 56)
+    last = done.stdout.strip().splitlines()[-3:]
+    assert last[0].startswith("held-out success ") and " -> " in last[0] and "agent rollouts" in last[0]
+    assert last[1] == f"run folder: {run_dir}" and last[2] == f"report: genenv report {run_dir}"
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["epochs"] == 1 and saved["threads"] == 1
     wrong = _cli("run", "--preset", "smoke", "--out", str(tmp_path / "x"), "--bogus", "epochs=1")

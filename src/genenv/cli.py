@@ -38,7 +38,7 @@ def _run(args) -> int:
         cfg = load_run_config(run_dir, args.overrides, resuming=checkpointed)
         if not checkpointed:
             print(f"{run_dir}: stopped before its first checkpoint; starting it over", file=sys.stderr)
-        run(cfg, run_dir=run_dir, resume=True)
+        _print_result(run(cfg, run_dir=run_dir, resume=True))
         return 0
     cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads
     from genenv.coevolve import run  # noqa: PLC0415
@@ -50,9 +50,25 @@ def _run(args) -> int:
         print(f"genenv: {run_dir} already holds a run: resume it with `genenv run --resume {run_dir}` "
               "or choose another --out / name=", file=sys.stderr)
         return 2
-    out = run(cfg, run_dir=run_dir)
-    print(f"run folder: {out}")
+    _print_result(run(cfg, run_dir=run_dir))
     return 0
+
+
+def _print_result(run_dir: Path) -> None:
+    """What a user waits for at the end of a run: held-out (and dev) success after the warm start and at the last
+    evaluation, the agent rollouts it took, the run folder and the command that draws its report."""
+    from genenv.coevolve import run_summary  # noqa: PLC0415
+    summary = run_summary(Path(run_dir))
+
+    def change(before, after) -> str:
+        shown = [("-" if v is None else f"{v:.3f}") for v in (before, after)]
+        return f"{shown[0]} -> {shown[1]}"
+    rollouts = summary.get("rollouts")
+    print(f"held-out success {change(summary['warmstart_heldout_success'], summary['final_heldout_success'])} "
+          f"(after the warm start -> at the end{'' if rollouts is None else f', {rollouts:,} agent rollouts'}); "
+          f"dev {change(summary['warmstart_dev_success'], summary['final_dev_success'])}")
+    print(f"run folder: {run_dir}")
+    print(f"report: genenv report {run_dir}")
 
 
 def _compare(args) -> int:
