@@ -2,6 +2,7 @@
 
 import dataclasses
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,48 @@ def test_a_seeds_warm_start_is_evaluated_once_for_every_arm(tmp_path, monkeypatc
         entry.write_text("{")
     third, evaluations, said = arm("static", "curriculum=static")
     assert evaluations == 2 and "cached" not in said and third == first
+
+
+def test_the_code_fingerprint_follows_what_code_computes_not_where_it_lives():
+    """Issue 56: moving a module (another name, another folder, other import lines, other docstrings) keeps its
+    hash; changing what it computes does not."""
+    from genenv.domains.base import computation_hash
+    source = ('"""A module."""\nimport numpy as np\nfrom genenv.evaluators.travelplanner import solver as checks\n\n'
+              'def f(v):\n    """Its doc."""\n    return checks.g(v) + np.sum(1)  # a comment\n')
+    moved = ('"""The same module, moved."""\nfrom genenv.domains.travel import solver as checks\nimport numpy as np\n'
+             '\n\ndef f(v):\n    return checks.g(v) + np.sum(1)\n')
+    assert computation_hash(source) == computation_hash(moved)
+    assert computation_hash(source) != computation_hash(source.replace("np.sum(1)", "np.sum(2)"))
+    assert computation_hash("def (") != computation_hash("def ((")   # unparsable source: its text
+
+
+def test_a_domain_moved_to_another_module_keeps_its_warm_start_cache_key(tmp_path):
+    """The whole key (class, code, options, tokenizer) of the same domain class at two module paths is the same:
+    a pure move of files retrains nothing."""
+    import importlib.util
+
+    from genenv.config import load_config
+    from genenv.warmstart import _cache_key
+    text = ('"""Old place."""\nfrom genenv.domains.addition import AdditionDomain\n\n\nclass Moved(AdditionDomain):\n'
+            '    def level_size(self, level):\n        return super().level_size(level)\n')
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "old_place.py").write_text(text)
+    (tmp_path / "pkg" / "sub" / "new_place.py").write_text(text.replace("Old place.", "New place, other words."))
+    domains = []
+    for name, path in (("old_place", tmp_path / "old_place.py"), ("pkg.sub.new_place", tmp_path / "pkg" / "sub" /
+                                                                  "new_place.py")):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        domains.append(module.Moved())
+    cfg = load_config("smoke", [])
+    for role, player in (("agent", cfg.agent), ("env", cfg.env)):
+        assert _cache_key(role, cfg, player, domains[0]) == _cache_key(role, cfg, player, domains[1])
+    edited = tmp_path / "edited.py"
+    edited.write_text(text.replace("return super().level_size(level)", "return 1 + super().level_size(level)"))
+    spec = importlib.util.spec_from_file_location("edited", edited)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["edited"] = module
+    spec.loader.exec_module(module)
+    assert _cache_key("agent", cfg, cfg.agent, module.Moved()) != _cache_key("agent", cfg, cfg.agent, domains[0])

@@ -62,14 +62,14 @@ def _config_value(cfg: RunConfig, dotted: str):
 
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     """The cache folder of a warm start: the fields in ``WARMSTART_FIELDS[role]`` and the domain's identity
-    and code (for the agent, less the options the domain names in ``simulator_only_options``): its class, a
-    fingerprint of its modules' source (:func:`code_fingerprint`: editing the domain
-    retrains), its ``format_version`` (for what the source cannot show), the data it reads
-    (:meth:`Domain.data_fingerprint`, in place of the options that only say where the data lives) and, for tiny
-    models, its tokenizer."""
+    and code (for the agent, less the options the domain names in ``simulator_only_options``): its class's name
+    (not its module: a moved file keeps its key), a fingerprint of what its modules compute
+    (:func:`code_fingerprint`: editing the domain retrains, moving it does not), its ``format_version`` (for what
+    the source cannot show), the data it reads (:meth:`Domain.data_fingerprint`, in place of the options that only
+    say where the data lives) and, for tiny models, its tokenizer."""
     cls = type(domain)
     payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
-               "domain_class": f"{cls.__module__}.{cls.__qualname__}", "domain_code": code_fingerprint(cls),
+               "domain_class": cls.__qualname__, "domain_code": code_fingerprint(cls),
                **{name: _config_value(cfg, name) for name in WARMSTART_FIELDS[role]}}
     options = payload["domain"]["options"]
     if role == "agent":  # options that shape only the simulator's corpus leave the agent's warm start alone

@@ -9,6 +9,7 @@ domain decides what is true), and how an agent is scored: ``score`` for single-t
 from __future__ import annotations
 
 import abc
+import ast
 import difflib
 import hashlib
 import importlib
@@ -375,16 +376,39 @@ def folder_fingerprint(folder: Path, parts: tuple[str, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
+def computation_hash(source: str) -> str:
+    """A hash of what Python source computes, not of where it lives: its syntax tree without import statements
+    and docstrings (a module moved to another package changes only its import lines; a docstring edit changes
+    nothing it computes). Comments and formatting never reach the tree. Source that does not parse: its text."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return hashlib.sha256(source.encode()).hexdigest()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        kept = [child for child in body if not isinstance(child, (ast.Import, ast.ImportFrom))]
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and kept
+                and isinstance(kept[0], ast.Expr) and isinstance(kept[0].value, ast.Constant)
+                and isinstance(kept[0].value.value, str)):
+            kept = kept[1:]
+        node.body = kept or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
 def code_fingerprint(cls: type[Domain]) -> str:
-    """A hash of the source of every module the domain class is made of (its classes' modules and its
-    ``code_modules``): part of the warm-start cache key, so editing a domain retrains its cached players."""
+    """A hash of what the domain computes: :func:`computation_hash` of every module the domain class is made of
+    (its classes' modules and its ``code_modules``), the modules' hashes sorted, so that neither a module's name
+    nor its folder enters it. Part of the warm-start cache key: editing what a domain computes retrains its
+    cached players, and moving its files (issue 56) does not."""
     modules = {sys.modules[c.__module__] for c in cls.__mro__ if c.__module__ in sys.modules
                and c.__module__ not in ("builtins", "abc")}
     modules |= set(getattr(cls, "code_modules", ()))
-    digest = hashlib.sha256()
-    for module in sorted(modules, key=lambda m: m.__name__):
+    hashes = []
+    for module in modules:
         try:
-            digest.update(inspect.getsource(module).encode())
+            hashes.append(computation_hash(inspect.getsource(module)))
         except (OSError, TypeError):  # no source (a compiled or interactive module): its name only
-            digest.update(module.__name__.encode())
-    return digest.hexdigest()[:12]
+            hashes.append(module.__name__)
+    return hashlib.sha256("\n".join(sorted(hashes)).encode()).hexdigest()[:12]
