@@ -10,7 +10,7 @@ import argparse
 import re
 import time
 
-from genenv.evaluators.apibank.calls import extract_call
+from genenv.domains.apibank.calls import extract_call
 
 SPEC_CALL = re.compile(r"\[(\w+)\((.*)\)\]")
 SPEC_ARGUMENT = re.compile(r"(\w+)\s*=\s*(?:['\"](.+?)['\"]|(\[.*\])|(\w+))")

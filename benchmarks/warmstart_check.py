@@ -11,7 +11,7 @@ import time
 
 from _preset import preset_from_args
 
-from genenv.coevolve import evaluate
+from genenv.evaluation import evaluate
 from genenv.warmstart import warm_start_agent
 
 

@@ -5,14 +5,13 @@ import json
 
 import pytest
 
-from genenv.domains import household_engine as engine
-from genenv.domains.household import HouseholdDomain
+from genenv.domains.household import HouseholdDomain, engine
 
 if importlib.util.find_spec("alfworld") is None or importlib.util.find_spec("textworld") is None:
     pytest.skip("ALFWorld is not installed (pip install genenv[alfworld]; `make install` does this)",
                 allow_module_level=True)
 
-from genenv.evaluators import alfworld  # noqa: E402
+from genenv.domains.household import alfworld  # noqa: E402
 from genenv.models.policy import Generation  # noqa: E402
 
 
@@ -68,7 +67,7 @@ class PlanPolicy:
 
 @pytest.mark.slow
 def test_eval_games_scores_full_episodes_and_single_steps(tmp_path):
-    from genenv.evaluate import eval_alfworld
+    from genenv.domains.household.benchmark import eval_alfworld
     tasks = _one_world_per_task_type()[:3]
     for k, task in enumerate(tasks):
         alfworld.export_game(engine.parse_world(task.text), tmp_path / "games" / f"{task.meta['type']}-{k}")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from genenv.evaluators.apibank.calls import extract_call, format_call, parse_arguments
-from genenv.evaluators.apibank.scoring import score_call
-from genenv.evaluators.apibank.tools import REGISTRY, CallError, ToolSession, calculate, load_databases
+from genenv.domains.apibank.calls import extract_call, format_call, parse_arguments
+from genenv.domains.apibank.scoring import score_call
+from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, calculate, load_databases
 
 FIXTURE = Path(__file__).parent / "data" / "apibank" / "init_database"
 OFFICIAL = Path(os.environ.get("GENENV_APIBANK_DATA", Path(__file__).resolve().parents[2] / "shared/data/api-bank"))
@@ -152,7 +152,7 @@ def test_agenda_check_accepts_a_close_content(databases):
 # ============================================================================ the official test files
 
 def _official_items(level: int):
-    from genenv.evaluators.apibank.evaluate import load_api_items
+    from genenv.domains.apibank.evaluator import load_api_items
     if not (OFFICIAL / "test-data").exists():
         print(f"API-Bank data not found at {OFFICIAL} (set GENENV_APIBANK_DATA): skipping")
         pytest.skip(f"API-Bank data not found at {OFFICIAL}")
@@ -187,7 +187,7 @@ FIXTURE_DATA = FIXTURE.parent  # a hand-made dialogue and its two API and two re
 
 
 def test_evaluate_level_scores_calls_and_responses():
-    from genenv.evaluators.apibank.evaluate import evaluate_level, load_api_items
+    from genenv.domains.apibank.evaluator import evaluate_level, load_api_items
 
     items = load_api_items(FIXTURE_DATA, 1)
     assert [it["gold"]["api_name"] for it in items] == ["QueryStock", "QueryBalance"]
@@ -205,7 +205,7 @@ def test_evaluate_level_scores_calls_and_responses():
 
 
 def test_rouge_l_hand_values():
-    from genenv.evaluators.apibank.evaluate import rouge_l
+    from genenv.domains.apibank.evaluator import rouge_l
     assert rouge_l("the cat sat", "the cat sat") == 1.0
     assert rouge_l("", "the cat") == 0.0 and rouge_l("...", "the cat") == 0.0
     # reference tokens {the, cat, sat, down} (m=4), prediction {the, cat} (n=2), LCS 2: R=0.5, P=1, F=2/3
@@ -213,7 +213,7 @@ def test_rouge_l_hand_values():
 
 
 def test_eval_command_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.evaluate import eval_apibank
+    from genenv.domains.apibank.benchmark import eval_apibank
 
     lines = []
     scores = eval_apibank("tiny", FIXTURE_DATA, [1, 3], tmp_path, max_new_tokens=8, policy=tiny_policy,
@@ -341,7 +341,7 @@ def test_domain_never_crashes_on_arbitrary_text():
 def test_domain_heldout_is_the_official_items_and_seeds_never_equal_one():
     import numpy as np
 
-    from genenv.domains.apibank import official_key
+    from genenv.domains.apibank.domain import official_key
     for data in (FIXTURE_DATA, OFFICIAL):
         if not (data / "test-data").exists():
             print(f"API-Bank data not found at {data}: checking the fixture only")
@@ -390,7 +390,7 @@ def test_level3_gold_calls_replayed_score_what_the_spec_measured():
     """SPEC.md 5.6: 121 of the 131 non-ToolSearcher gold steps pass upstream (AddMeeting 5 and
     MovieRecommendations 5 fail: their list parameters arrive as strings); the 114 ToolSearcher steps need a
     retrieval model and are counted apart."""
-    from genenv.evaluators.apibank.level3 import evaluate_level3
+    from genenv.domains.apibank.level3 import evaluate_level3
     if not (OFFICIAL / "test-data" / "level-3.json").exists():
         print(f"API-Bank data not found at {OFFICIAL} (set GENENV_APIBANK_DATA): skipping")
         pytest.skip(f"API-Bank data not found at {OFFICIAL}")
@@ -403,7 +403,7 @@ def test_level3_gold_calls_replayed_score_what_the_spec_measured():
 
 
 def _level3_world():
-    from genenv.evaluators.apibank.level3 import World, load_level3
+    from genenv.domains.apibank.level3 import World, load_level3
     tasks, items, _ = load_level3(FIXTURE_DATA)
     return World(tasks), items
 
@@ -439,7 +439,7 @@ def test_level3_flight_search_fails_on_a_route_searched_before():
 
 
 def test_level3_step_verdicts():
-    from genenv.evaluators.apibank.level3 import score_step
+    from genenv.domains.apibank.level3 import score_step
     world, items = _level3_world()
     gold = {it["gold"]["api_name"]: it["gold"] for it in items}
     session = world.session()
@@ -468,7 +468,7 @@ def test_level3_step_verdicts():
 
 
 def test_level3_evaluation_scores_steps_in_one_state_and_replies_without_speakers():
-    from genenv.evaluators.apibank.level3 import evaluate_level3, strip_speakers
+    from genenv.domains.apibank.level3 import evaluate_level3, strip_speakers
 
     assert strip_speakers("AI: It is warm. User: thanks AI:") == "It is warm.  thanks"
     answers = {"Geocoding": "API-Request: [Geocoding(address='Harbor Tower')]",
@@ -553,7 +553,7 @@ def test_long_responses_parse_to_what_the_spec_says():
 def test_digits_python_cannot_convert_are_a_wrong_call_not_a_crash(databases):
     """'¹' passes str.isdigit() but int() raises: a wrong call with its reason (it ended a run before). Digits of
     other scripts that Python converts stay what the original scores them: correct values."""
-    from genenv.evaluators.apibank.tools import convert
+    from genenv.domains.apibank.tools import convert
     for declared in ("int", "float"):
         with pytest.raises(CallError, match="invalid parameter type room_count"):
             convert("\u00b9", declared, "room_count")

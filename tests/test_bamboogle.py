@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv.evaluators.bamboogle import exact_match, extract_answer, load_questions, normalize_answer, token_f1
+from genenv.domains.multihop.bamboogle import exact_match, extract_answer, load_questions, normalize_answer, token_f1
 
 FIXTURE = Path(__file__).parent / "data" / "bamboogle"  # hand-made questions in the official format
 OFFICIAL = Path(os.environ.get("GENENV_BAMBOOGLE_DATA", Path(__file__).resolve().parents[2] / "shared/data/bamboogle"))
@@ -58,7 +58,7 @@ def test_official_file_has_the_125_questions():
 
 
 def test_closed_book_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.evaluate import eval_bamboogle
+    from genenv.domains.multihop.benchmark import eval_bamboogle
 
     scores = eval_bamboogle("tiny", FIXTURE, tmp_path, max_new_tokens=8, policy=tiny_policy, log=lambda m: None)
     assert scores["questions"] == 3 and scores["setting"] == "closed-book (no retrieval)"
@@ -74,8 +74,8 @@ def test_eval_command_rejects_a_missing_file_with_one_line(tmp_path, capsys):
 
 
 def test_search_protocol_turns_searches_into_passages_and_ends_at_an_answer():
-    from genenv.evaluators.bamboogle import PROTOCOL_HINT, load_corpus, search_episodes
-    from genenv.retrieval import Bm25Index
+    from genenv.domains.multihop.bamboogle import PROTOCOL_HINT, load_corpus, search_episodes
+    from genenv.domains.multihop.retrieval import Bm25Index
 
     index = Bm25Index(load_corpus(FIXTURE / "corpus.jsonl"))
     seen = []
@@ -101,7 +101,7 @@ def test_search_protocol_turns_searches_into_passages_and_ends_at_an_answer():
 
 
 def test_retrieval_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.evaluate import eval_bamboogle
+    from genenv.domains.multihop.benchmark import eval_bamboogle
 
     scores = eval_bamboogle("tiny", FIXTURE, tmp_path, max_new_tokens=8, policy=tiny_policy, log=lambda m: None,
                             corpus=FIXTURE / "corpus.jsonl", max_steps=2)
@@ -111,7 +111,7 @@ def test_retrieval_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
 
 
 def test_corpus_loader_names_a_bad_line(tmp_path):
-    from genenv.evaluators.bamboogle import load_corpus
+    from genenv.domains.multihop.bamboogle import load_corpus
     bad = tmp_path / "c.jsonl"
     bad.write_text('{"text": "ok"}\n{"title": "no text"}\n')
     with pytest.raises(ValueError, match=r"c.jsonl:2: expected an object with a string field text"):

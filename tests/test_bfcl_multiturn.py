@@ -10,8 +10,8 @@ import pytest
 if importlib.util.find_spec("bfcl_eval") is None:  # `make install` installs it; say why when it is missing
     pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)", allow_module_level=True)
 
-from genenv.evaluators import bfcl  # noqa: E402
-from genenv.evaluators import bfcl_multiturn as mt
+from genenv.domains.toolcall import bfcl  # noqa: E402
+from genenv.domains.toolcall import bfcl_multiturn as mt
 
 
 def _oracle(entries, transform=lambda calls: calls):
@@ -105,7 +105,7 @@ def test_a_slow_call_times_out():
 
 def test_eval_multi_turn_counts_turns_beyond_the_context_and_writes_bfcl_files(tmp_path):
     from genenv.config import TinyModelConfig
-    from genenv.evaluate import eval_bfcl
+    from genenv.domains.toolcall.benchmark import eval_bfcl
     from genenv.models.tiny import build_tiny_policy
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=4096), string.printable, seed=0)

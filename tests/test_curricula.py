@@ -250,8 +250,8 @@ def test_a_run_stopped_while_writing_its_fixed_set_resumes_with_the_same_set(tmp
     on resume, and ends exactly as an uninterrupted run (the same set, the same metrics); the journal goes once the
     first checkpoint holds the set."""
     import genenv.generation as generation
-    from genenv.coevolve import FIXED_SET_JOURNAL
     from genenv.metrics import TIMING_KEYS
+    from genenv.run_folder import FIXED_SET_JOURNAL
     cfg = load_config("smoke", ["threads=1", "curriculum=static", "epochs=1", "env.generation_batch=20"])
     whole = run(cfg, run_dir=tmp_path / "whole", log=lambda m: None)
     real, calls = generation.write_shard, []

@@ -125,12 +125,12 @@ def _old_has_content(plan) -> bool:   # travel's content test before issue 58: a
     # each row puts back the code before issue 58's fix (the guard it added, switched off) and the stronger
     # check must name the defect an outside fuzz found
     ("travel", "null_in_format: a null response scored",
-     ("genenv.evaluators.travelplanner.constraints.usable_share",
+     ("genenv.domains.travel.constraints.usable_share",
       lambda plan, query, sandbox: float(_old_has_content(plan)))),
     ("travel", "wrong_json_types: validate raised TypeError",
-     ("genenv.evaluators.travelplanner.solver.local_type_problem", lambda local: None)),
+     ("genenv.domains.travel.solver.local_type_problem", lambda local: None)),
     ("toolcall", "wrong_json_types: validate raised TypeError",
-     ("genenv.domains.toolcall._schema_type_problem", lambda name, properties, required: None)),
+     ("genenv.domains.toolcall.domain._schema_type_problem", lambda name, properties, required: None)),
 ])
 def test_the_stronger_check_finds_the_defects_the_old_code_had(monkeypatch, key, prop, undo):
     """Issue 58: check-domain passed every domain while travel paid plans with nothing real in them (0.44-0.56) and

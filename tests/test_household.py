@@ -8,10 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genenv.domains import Invalid, make_domain
-from genenv.domains import household_engine as engine
-from genenv.domains.household import level_of
+from genenv.domains.household import engine
+from genenv.domains.household.domain import level_of
 from genenv.models.policy import Generation
-from genenv.rollout import fit_history, rollout, single_step_accuracy
+from genenv.prompts import fit_history
+from genenv.rollout import rollout, single_step_accuracy
 
 HEAT = {"goal": {"type": "pick_heat_then_place_in_recep", "object": "apple", "receptacle": "countertop"},
         "receptacles": ["countertop 1", "fridge 1", "microwave 1", "cabinet 1"],
@@ -260,7 +261,7 @@ def test_every_word_of_the_domain_is_one_tiny_token(domain):
     the agent copies is a few tokens; a word added to the texts later fails here."""
     import re
 
-    from genenv.domains.household import TINY_WORDS
+    from genenv.domains.household.domain import TINY_WORDS
     from genenv.models.tiny import build_tiny_tokenizer
     texts = []
     tasks = domain.heldout_tasks(2)

@@ -152,7 +152,7 @@ def test_grpo_update_trains_on_the_trainers_old_logprobs_when_asked(tiny_policy,
 def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
     """`genenv eval --sampler llama.cpp` on a model folder, or with an unknown weight type: one line naming the flag,
     before any model loads."""
-    from genenv.evaluate import load_eval_policy
+    from genenv.benchmarking import load_eval_policy
     with pytest.raises(ValueError, match=r"--sampler: llama.cpp decodes a packaged GGUF model \(smollm2\)"):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
     with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
@@ -165,7 +165,7 @@ def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come
     """llama.cpp keeps the KV cells a prompt shares with the one before it, so genenv eval decodes the prompts in
     token order over all of them (API-Bank level 1: 74% of the prompt tokens shared with the previous prompt), not
     slice by slice; every answer returns to its prompt's place. On transformers the order is today's."""
-    from genenv.evaluate import _greedy_with_progress
+    from genenv.benchmarking import greedy_with_progress
     from genenv.models.policy import Generation
 
     class Recording:
@@ -180,7 +180,7 @@ def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come
 
     prompts = [f"{n:03d}" for n in [512, 105, 511, 104, 300, 103, 999, 102, 101, 100] * 2]
     policy = Recording()
-    answers = _greedy_with_progress(policy, prompts, 4, 1, "test")
+    answers = greedy_with_progress(policy, prompts, 4, 1, "test")
     assert answers == [f"answer {p}" for p in prompts]
     assert policy.decoded == sorted(prompts)       # 20 prompts in slices of 8: token order across the slices
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from genenv.domains import make_domain
-from genenv.domains.multihop import question_text
+from genenv.domains.multihop.domain import question_text
 
 FACTS = [["Ulla Voss", "born_in", "Kardon"], ["Kardon", "city_in", "Mirrel"], ["Mirrel", "leader_of", "Tor Ban"],
          ["Ixa Lo", "born_in", "Pelt"]]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from genenv.algos.env_pg import challenger_groups
-from genenv.coevolve import check_domain_capabilities, run
+from genenv.coevolve import run
 from genenv.config import ConfigError, load_config
-from genenv.curricula import information_label, information_used, make_curriculum
+from genenv.curricula import check_domain_capabilities, information_label, information_used, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
@@ -128,7 +128,8 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     old = to_dict(load_config("smoke"))
     pg, rwr = old["env"].pop("pg"), old["env"].pop("rwr")
     old["env"].update({f"pg_{k}" if k != "gate_fit_window" else "pg_gate_window": v for k, v in pg.items()
-                       if k not in ("gate_mastered", "gate_window", "repeat_is_invalid")})   # (knobs added since)
+                       if k not in ("gate_mastered", "gate_window", "repeat_is_invalid", "signal", "probe_tasks",
+                                     "likelihood_width")})   # (knobs added since)
     old["env"].update(rwr_steps=2, rwr_batch=8, pool_replay=rwr["pool_replay"], pg_level_gate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

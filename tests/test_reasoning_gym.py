@@ -8,7 +8,7 @@ pytest.importorskip("reasoning_gym")
 
 from genenv.domain_check import check_domain  # noqa: E402
 from genenv.domains import Invalid, make_domain  # noqa: E402
-from genenv.domains.reasoning_gym import DEV_SEEDS, HELDOUT_SEEDS, TRAIN_SEEDS  # noqa: E402
+from genenv.domains.reasoning_gym.domain import DEV_SEEDS, HELDOUT_SEEDS, TRAIN_SEEDS  # noqa: E402
 
 FAMILIES = ["basic_arithmetic", "base_conversion"]
 

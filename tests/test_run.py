@@ -152,7 +152,9 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
             saved.append((run_dir.name, state.epoch))
             save(players, state, run_dir, **kwargs)
         return save_checkpoint
-    monkeypatch.setattr(coevolve, "save_checkpoint", recording(coevolve.save_checkpoint))
+    from genenv import run_folder
+    monkeypatch.setattr(coevolve, "save_checkpoint", recording(coevolve.save_checkpoint))   # the epochs'
+    monkeypatch.setattr(run_folder, "save_checkpoint", recording(run_folder.save_checkpoint))   # the first
     reference = run(load_config("smoke", [*smoke, "checkpoint_every_s=0"]), run_dir=tmp_path / "every",
                     log=lambda m: None)
     assert [e for name, e in saved if name == "every"] == [0, 1, 2, 3, 4]

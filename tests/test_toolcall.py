@@ -13,8 +13,8 @@ if importlib.util.find_spec("bfcl_eval") is None:  # `make install` installs it;
     pytest.skip("bfcl-eval is not installed (pip install --no-deps bfcl-eval==2026.3.23)", allow_module_level=True)
 
 from genenv.domains import Invalid, Task, make_domain  # noqa: E402
-from genenv.domains.toolcall import gold_calls, render_calls  # noqa: E402
-from genenv.evaluators import bfcl  # noqa: E402
+from genenv.domains.toolcall import bfcl  # noqa: E402
+from genenv.domains.toolcall.domain import gold_calls, render_calls  # noqa: E402
 
 RECORDED = Path(__file__).parent / "data" / "bfcl_recorded.jsonl"
 GOOD = {"functions": [{"name": "set_alarm", "description": "Set an alarm.",
@@ -165,7 +165,7 @@ def test_eval_writes_bfcl_result_files(tmp_path):
     import string
 
     from genenv.config import TinyModelConfig
-    from genenv.evaluate import eval_bfcl
+    from genenv.domains.toolcall.benchmark import eval_bfcl
     from genenv.models.tiny import build_tiny_policy
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=4096), string.printable, seed=0)

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from genenv.domains import Invalid, Task, make_domain
-from genenv.domains.travel import plan_reward, trip_level
-from genenv.evaluators.travelplanner.constraints import evaluate_plan, total_cost
-from genenv.evaluators.travelplanner.sandbox import Sandbox
-from genenv.evaluators.travelplanner.solver import Solution, solve
+from genenv.domains.travel.constraints import evaluate_plan, total_cost
+from genenv.domains.travel.domain import plan_reward, trip_level
+from genenv.domains.travel.sandbox import Sandbox
+from genenv.domains.travel.solver import Solution, solve
 
 WORLD = Path(__file__).parent / "data" / "travel-world"   # hand-made tables (invented places), official layout
 OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",
@@ -131,7 +131,7 @@ def test_the_reward_is_the_share_of_checks_passed_and_one_only_for_a_full_pass(d
     missing[1]["attraction"] = "Moon Base, Rockford;"
     # Within Sandbox fails, so no hard check runs: budget and room type count as failed; and the made-up attraction
     # is one of the plan's filled fields that names nothing real (issue 58: paid by the share of real content)
-    from genenv.evaluators.travelplanner.constraints import usable_share
+    from genenv.domains.travel.constraints import usable_share
     share = usable_share(missing, task.meta["query"], domain.sandbox)
     assert share == pytest.approx(1 - 1 / share_denominator(missing, task.meta["query"], domain.sandbox))
     assert domain.score(task, json.dumps(missing)) == pytest.approx(7 / 10 * share)
@@ -256,7 +256,7 @@ def test_a_plan_in_the_right_format_with_nothing_real_in_it_earns_nothing(domain
 def test_a_plan_pays_in_proportion_to_its_real_content(domain):
     """Partial credit: the micro reward times the share of content a traveller could use, over the filled fields
     or the fields a complete plan fills (3 a day but the last: 8 for 3 days), whichever is more."""
-    from genenv.evaluators.travelplanner.constraints import required_fields, usable_share
+    from genenv.domains.travel.constraints import required_fields, usable_share
     task = domain.make_task(_query())
     query, plan = task.meta["query"], json.loads(task.answer)
     assert required_fields(query) == 8 and usable_share(plan, query, domain.sandbox) == 1.0
@@ -272,7 +272,7 @@ def test_a_plan_pays_in_proportion_to_its_real_content(domain):
 
 
 def share_denominator(plan, query, sandbox):
-    from genenv.evaluators.travelplanner.constraints import PLACEHOLDER, examined, filled, required_fields
+    from genenv.domains.travel.constraints import PLACEHOLDER, examined, filled, required_fields
     fields = [v for day in examined(query, plan) for k, v in day.items() if k != "days" and filled(v) and
               v != PLACEHOLDER]
     return max(len(fields), required_fields(query))

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from genenv.evaluators.travelplanner.constraints import (
+from genenv.domains.travel.constraints import (
     evaluate_plan,
     name_city,
     pass_rates,
     total_cost,
 )
-from genenv.evaluators.travelplanner.queries import derive_train_query
-from genenv.evaluators.travelplanner.sandbox import Sandbox
+from genenv.domains.travel.queries import derive_train_query
+from genenv.domains.travel.sandbox import Sandbox
 
 OFFICIAL = Path(os.environ.get("GENENV_TRAVELPLANNER_DATA",
                                Path(__file__).resolve().parents[2] / "shared/data/travelplanner"))
@@ -185,7 +185,7 @@ def test_the_45_training_gold_plans_pass_every_commonsense_check_and_the_budget(
 
 
 def test_plans_are_read_from_model_text_without_running_it():
-    from genenv.evaluators.travelplanner.constraints import parse_plan
+    from genenv.domains.travel.constraints import parse_plan
     assert parse_plan("Here it is: " + repr(PLAN) + " Enjoy!") == PLAN
     assert parse_plan('[{"days": 1, "current_city": "Rockford"}]') == [{"days": 1, "current_city": "Rockford"}]
     for bad in ("", "no plan", "[{'days': 1,", "[__import__('os').system('id')]", "[1, 2]", None, "[" * 5000):
@@ -206,7 +206,7 @@ def test_fixture_tables_load_like_the_real_ones():
 
 
 def test_structured_queries_load_with_clear_errors(tmp_path):
-    from genenv.evaluators.travelplanner.queries import load_queries
+    from genenv.domains.travel.queries import load_queries
     items = load_queries(FIXTURE / "queries.jsonl")
     assert items[0]["query"]["local_constraint"]["house rule"] == "pets"
     assert "F0000001" in items[0]["messages"][1]["content"]
@@ -217,11 +217,11 @@ def test_structured_queries_load_with_clear_errors(tmp_path):
 
 
 def test_eval_scores_a_scripted_planner_and_a_tiny_model(tiny_policy, tmp_path, monkeypatch):
-    import genenv.evaluate as evaluate
-    from genenv.evaluate import eval_travelplanner
+    import genenv.benchmarking as benchmarking
+    from genenv.domains.travel.benchmark import eval_travelplanner
 
     # a planner that writes the hand-made plan: the first query (budget 2,000) passes, the second (100) fails
-    monkeypatch.setattr(evaluate, "_greedy_responses", lambda policy, prompts, *a: [repr(PLAN)] * len(prompts))
+    monkeypatch.setattr(benchmarking, "greedy_responses", lambda policy, prompts, *a: [repr(PLAN)] * len(prompts))
     scores = eval_travelplanner("scripted", FIXTURE, str(FIXTURE / "queries.jsonl"), tmp_path / "s", policy=object(),
                                 log=lambda m: None)
     assert (scores["delivery"], scores["commonsense_macro"], scores["final"]) == (1.0, 1.0, 0.5)

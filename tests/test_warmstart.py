@@ -219,10 +219,11 @@ def test_a_seeds_warm_start_is_evaluated_once_for_every_arm(tmp_path, monkeypatc
     autocast) or an unreadable cache entry evaluates again."""
     import json
 
-    from genenv import coevolve
+    from genenv import coevolve, run_folder
     monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
     calls, real = [], coevolve.evaluate_all
-    monkeypatch.setattr(coevolve, "evaluate_all", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for module in (coevolve, run_folder):   # the epochs' evaluations, and the warm start's
+        monkeypatch.setattr(module, "evaluate_all", lambda *a, **k: calls.append(1) or real(*a, **k))
 
     def arm(name, *overrides):
         lines, before = [], len(calls)

@@ -57,7 +57,7 @@ def _run(args) -> int:
 def _print_result(run_dir: Path) -> None:
     """What a user waits for at the end of a run: held-out (and dev) success after the warm start and at the last
     evaluation, the agent rollouts it took, the run folder and the command that draws its report."""
-    from genenv.coevolve import run_summary  # noqa: PLC0415
+    from genenv.run_folder import run_summary  # noqa: PLC0415
     summary = run_summary(Path(run_dir))
 
     def change(before, after) -> str:
@@ -156,53 +156,30 @@ def _report(args) -> int:
 
 
 def _eval(args) -> int:
-    """One benchmark's evaluation; a bad path, name or model is one line on stderr and exit status 2."""
+    """One benchmark's evaluation, run by the domain package that declares it (``BENCHMARKS``) or, for heldout, by a
+    config's own sets; a bad path, name or model is one line on stderr and exit status 2."""
     from genenv.checkpoint import load_run_config  # noqa: PLC0415
-    from genenv.evaluate import (  # noqa: PLC0415
-        eval_alfworld,
-        eval_apibank,
-        eval_bamboogle,
-        eval_bfcl,
-        eval_split,
-        eval_travelplanner,
-    )
+    from genenv.domains import benchmark_module, benchmark_names  # noqa: PLC0415
     from genenv.models.registry import ModelNotAvailable  # noqa: PLC0415
-    if args.benchmark == "alfworld" and not args.games:
-        print("genenv: --games: give the folder of ALFWorld game files (e.g. json_2.1.1/valid_unseen)",
-              file=sys.stderr)
-        return 2
-    try:
-        levels = [int(v) for v in args.levels.split(",") if v.strip()]
-    except ValueError:
-        print(f"genenv: --levels: {args.levels!r} is not a comma-separated list of levels", file=sys.stderr)
+    known = benchmark_names()
+    if args.benchmark != "heldout" and args.benchmark not in known:
+        print(f"genenv: --benchmark: {args.benchmark!r} is not a benchmark; choose one of "
+              f"{', '.join([*sorted(known), 'heldout'])}", file=sys.stderr)
         return 2
     if args.benchmark != "heldout" and (args.overrides or args.run or args.config or args.preset):
         print("genenv: --preset, --config, --run and KEY=VALUE overrides choose the sets of --benchmark heldout; "
               f"--benchmark {args.benchmark} takes none", file=sys.stderr)
         return 2
-    if args.benchmark == "heldout":
-        cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
-               else load_config(args.preset or "default", args.overrides, args.config))
-        cfg = dataclasses.replace(cfg, device=args.device, threads=args.threads)
     common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=args.sampler,
                   sampler_dtype=args.sampler_dtype)
-    runners = {
-        "bfcl": lambda: eval_bfcl(args.model, [c.strip() for c in args.categories.split(",") if c.strip()],
-                                  args.out, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                                  max_steps=args.max_steps, **common),
-        "alfworld": lambda: eval_alfworld(args.model, args.games, args.out, max_steps=args.alfworld_max_steps,
-                                          **common),
-        "api-bank": lambda: eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
-                                         batch_size=args.batch_size, **common),
-        "travelplanner": lambda: eval_travelplanner(args.model, args.data, args.queries, args.out,
-                                                    batch_size=args.batch_size, **common),
-        "heldout": lambda: eval_split(cfg, args.model, args.out),
-        "bamboogle": lambda: eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,
-                                            max_new_tokens=min(args.max_new_tokens, 64), corpus=args.corpus,
-                                            max_steps=args.max_steps, **common),
-    }
     try:
-        runners[args.benchmark]()
+        if args.benchmark == "heldout":
+            from genenv.evaluate import eval_split  # noqa: PLC0415
+            cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
+                   else load_config(args.preset or "default", args.overrides, args.config))
+            eval_split(dataclasses.replace(cfg, device=args.device, threads=args.threads), args.model, args.out)
+        else:
+            benchmark_module(args.benchmark).from_command_line(args, common)
     except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -233,14 +210,20 @@ def _models(args) -> int:
 def _domains(args) -> int:
     import sys as _sys  # noqa: PLC0415
 
-    from genenv.domains import registered_domains  # noqa: PLC0415
+    from genenv.domains import benchmark_names, registered_domains  # noqa: PLC0415
     domains = sorted(registered_domains().items())
     width = max(10, *(len(name) for name, _ in domains))
+    benchmarks: dict[str, list[str]] = {}   # by the domain package that declares them
+    for benchmark, package in benchmark_names().items():
+        benchmarks.setdefault(package, []).append(benchmark)
     for name, cls in domains:
         # the class's docstring, else its module's: the first sentence, whole
         doc = (cls.__doc__ or getattr(_sys.modules.get(cls.__module__), "__doc__", None) or "").strip()
         first = " ".join(doc.split("\n\n")[0].split())
         sentence = first.split(". ")[0].rstrip(".") + "." if first else "(no description)"
+        declared = benchmarks.get(cls.__module__.rpartition(".")[0], [])
+        if declared:
+            sentence += f" Benchmark: genenv eval --benchmark {', '.join(declared)}."
         print(textwrap.fill(f"{name:{width}s} {sentence}", width=100, subsequent_indent=" " * (width + 1)))
     return 0
 
@@ -321,9 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr_p.add_argument("--yes", action="store_true", help="remove them (without it: list what would go)")
     pr_p.set_defaults(func=_prune)
     ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
-    ev_p.add_argument("--benchmark", required=True, choices=("bfcl", "alfworld", "api-bank", "bamboogle",
-                                                                   "travelplanner", "heldout"),
-                      help="which benchmark (required: BFCL alone takes tens of minutes on a CPU); heldout: a "
+    ev_p.add_argument("--benchmark", required=True,
+                      help="which benchmark, one a domain package declares (bfcl, alfworld, api-bank, bamboogle, "
+                      "travelplanner: `genenv domains` names each domain's; required: BFCL alone takes tens of "
+                      "minutes on a CPU); heldout: a "
                       "config's own dev and held-out sets, scored as `genenv run` scores them (choose the config "
                       "with --preset/--config/--run and KEY=VALUE overrides)")
     ev_p.add_argument("overrides", nargs="*", help="heldout: dotted overrides of the config, e.g. "

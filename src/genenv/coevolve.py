@@ -31,7 +31,6 @@ from (seed, epoch, phase), so a resumed run repeats exactly. Persistence: :mod:`
 from __future__ import annotations
 
 import gc
-import json
 import os
 import time
 from pathlib import Path
@@ -43,28 +42,21 @@ from tqdm.auto import tqdm
 from genenv.algos.env_pg import challenger_groups, pg_update
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
-from genenv.checkpoint import (
-    config_changes,
-    epochs_without_checkpoint,
-    export_final,
-    latest_checkpoint,
-    load_checkpoint,
-    no_checkpoint_message,
-    record_config_changes,
-    run_finished,
-    run_lock,
-    save_checkpoint,
-    save_config,
-    save_initial,
+from genenv.checkpoint import export_final, run_lock, save_checkpoint
+from genenv.config import RunConfig
+from genenv.curricula import (
+    Curriculum,
+    check_domain_capabilities,
+    frontier_seeds,
+    make_curriculum,
+    predicted_frontier_seeds,
 )
-from genenv.config import ConfigError, RunConfig
-from genenv.curricula import Curriculum, add_fixed_set, frontier_seeds, make_curriculum, predicted_frontier_seeds
-from genenv.domain_check import seed_round_trip_problem
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
+from genenv.evaluation import evaluate_all
 from genenv.generation import Candidate, drawn_candidates, validated, with_episodes, write_tasks
-from genenv.io import append_jsonl, atomic_write_json, read_jsonl
+from genenv.io import append_jsonl
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -74,8 +66,6 @@ from genenv.metrics import (
     add_phase,
     epoch_metrics,
     finite_or_none,
-    fmt_levels,
-    level_means,
     mean,
     rejection_warning,
     stall_warning,
@@ -83,14 +73,14 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState, make_players
+from genenv.players import Players, RunState
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.provenance import check_code_on_resume, record_code
 from genenv.reward import repeated_generations, rwr_weights, scored, simulator_gate, success_rate
-from genenv.rollout import Episode, rollout, single_step_accuracy
+from genenv.rollout import Episode, rollout
+from genenv.run_folder import open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
-from genenv.splits import DataSplit, data_split, level_accounts, training_seed_tasks
+from genenv.splits import DataSplit, data_split
 from genenv.teacher import (
     NO_TEACHER,
     likelihood_reward,
@@ -101,7 +91,7 @@ from genenv.teacher import (
     verified_examples,
 )
 from genenv.trackers import Trackers
-from genenv.warmstart import agent_examples, warm_start_agent, warm_start_evaluation, warm_start_simulator
+from genenv.warmstart import agent_examples
 
 # ============================================================================ the phases of an epoch
 
@@ -318,44 +308,6 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
             state.task_pool.add(item.parsed, "generated", epoch, item.p_hat_task)
 
 
-def evaluate(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Task], prefix: str = "heldout",
-             engine: Engine | None = None, records: list | None = None) -> dict:
-    """Phase 8: greedy success on a fixed set, overall and per level (and, for domains with an expert, the
-    paper's single-step accuracy). Episodes run in shards, here or on the engine's workers. ``records``, when
-    given, receives one row per task: its set, level, text, the agent's actions, reward and verdict."""
-    groups = rollout(domain, agent, tasks, group_size=1, greedy=True,
-                     max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
-                     run_shards=engine.run_shards if engine else None)
-    threshold = cfg.curriculum_reward.success_threshold
-    outcomes = [(task.level, float(group[0].reward >= threshold)) for task, group in zip(tasks, groups)]
-    if records is not None:
-        records.extend({"set": prefix, "level": task.level, "task": task.text,
-                        "actions": [turn.action for turn in group[0].turns], "reward": float(group[0].reward),
-                        "success": bool(success)} for task, group, (_, success) in zip(tasks, groups, outcomes))
-    if not outcomes:
-        return {f"{prefix}_success": None, f"{prefix}_by_level": None, f"{prefix}_reward_mean": None}
-    result = {f"{prefix}_success": float(np.mean([v for _, v in outcomes])),
-              f"{prefix}_by_level": level_means(outcomes),
-              # partial credit where the domain gives it (travel: the share of constraint checks passed)
-              f"{prefix}_reward_mean": float(np.mean([group[0].reward for group in groups]))}
-    steps = single_step_accuracy(domain, agent, tasks, batch_size=cfg.agent.generation_batch,
-                                 max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                                 max_context_tokens=cfg.agent.max_context_tokens)
-    if steps is not None:
-        verdicts = [(task.level, v) for task, task_verdicts in zip(tasks, steps) for v in task_verdicts]
-        result[f"{prefix}_step_accuracy"] = float(np.mean([v for _, v in verdicts]))
-        result[f"{prefix}_step_accuracy_by_level"] = level_means(verdicts)
-    return result
-
-
-def evaluate_all(cfg: RunConfig, domain: Domain, agent: Policy, split: DataSplit,
-                 engine: Engine | None = None, records: list | None = None) -> dict:
-    """Held-out (report only) and dev (for tuning) success."""
-    return {**evaluate(cfg, domain, agent, split.dev, "dev", engine, records),
-            **evaluate(cfg, domain, agent, split.heldout, "heldout", engine, records)}
-
-
 # ============================================================================ one epoch
 
 def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
@@ -412,9 +364,6 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
 
 # ============================================================================ the run
 
-FIXED_SET_JOURNAL = "fixed_set.partial.jsonl"   # a fixed set's shards as they are written, until the first checkpoint
-
-
 def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False, log=None) -> Path:
     """Run (or resume) a whole co-evolution; returns the run folder."""
     run_dir = Path(run_dir) if run_dir else Path(cfg.out_dir) / cfg.name
@@ -434,47 +383,10 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
 
 def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,
                 resume: bool, log) -> Path:
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    if ckpt is not None:
-        players, state = load_checkpoint(cfg, ckpt, run_dir)
-        if state.epoch >= cfg.epochs:
-            log(f"{run_dir} has finished its {cfg.epochs} epochs: nothing to resume (extend it with "
-                f"`genenv run --resume {run_dir} epochs=N`, N > {cfg.epochs})")
-        else:
-            log(f"resuming {run_dir} at epoch {state.epoch} of {cfg.epochs}")
-        changed = config_changes(cfg, run_dir)
-        if changed:  # e.g. `genenv run --resume DIR epochs=400` extends a finished run: config_changes.jsonl says so
-            log("config changed on resume: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()))
-            record_config_changes(run_dir, changed, state.epoch)
-        check_code_on_resume(run_dir, state.epoch, log)
-    else:
-        if (run_dir / "metrics.jsonl").exists() and not resume:
-            raise FileExistsError(f"{run_dir} already holds a run; use --resume or another name/--out")
-        kept = epochs_without_checkpoint(run_dir) if resume else 0
-        if kept and run_finished(run_dir, cfg.epochs):
-            log(f"{run_dir} has finished its {kept} epochs: nothing to resume (its checkpoint was removed, so it "
-                "cannot be extended)")
-            return run_dir
-        if kept:
-            raise ConfigError(no_checkpoint_message(run_dir, kept))
-        if resume and (run_dir / "config.yaml").exists() and config_changes(cfg, run_dir):
-            # started over before its first checkpoint with other settings: the old settings' shards are not its own
-            (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir)
-        record_code(run_dir)
-        players, state = initial_players(cfg, curriculum, domain, split, run_dir, log)
-        (run_dir / "metrics.jsonl").write_text("")
-        warm, cached = warm_start_evaluation(cfg, domain, {"dev": split.dev, "heldout": split.heldout},
-                                             lambda: evaluate_all(cfg, domain, players.agent, split))
-        atomic_write_json(run_dir / "warmstart.json", {**json.loads((run_dir / "warmstart_info.json").read_text()),
-                                                        **warm})
-        reused = " (evaluated by an earlier run: cached)" if cached else ""
-        log(f"after warm start: held-out success {warm['heldout_success']:.3f} "
-            f"by level {fmt_levels(warm['heldout_by_level'])}{reused}")
-        save_checkpoint(players, state, run_dir)
-        (run_dir / FIXED_SET_JOURNAL).unlink(missing_ok=True)   # the checkpoint holds the set now
-
+    opened = open_run(cfg, curriculum, domain, split, run_dir, resume, log)
+    if opened is None:
+        return run_dir
+    players, state = opened
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
     engine = make_engine(cfg, domain, players)
     if engine.workers:
@@ -490,16 +402,6 @@ def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: D
     bar.close()
     export_final(players, run_dir)
     return run_dir
-
-
-def run_summary(run_dir: Path) -> dict:
-    """What the trackers get at the end: success after the warm start and at the last evaluation."""
-    warm = json.loads((run_dir / "warmstart.json").read_text()) if (run_dir / "warmstart.json").exists() else {}
-    rows = [row for row in read_jsonl(run_dir / "metrics.jsonl") if row.get("heldout_success") is not None]
-    last = rows[-1] if rows else {}
-    return {"warmstart_heldout_success": warm.get("heldout_success"), "warmstart_dev_success": warm.get("dev_success"),
-            "final_heldout_success": last.get("heldout_success"), "final_dev_success": last.get("dev_success"),
-            "rollouts": last.get("rollouts")}
 
 
 def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
@@ -544,56 +446,3 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
         gc.freeze()
 
 
-def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
-    """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare, or a
-    curriculum would train a simulator that cannot be trained (a remote endpoint)."""
-    if curriculum.trains_simulator and cfg.env.backend == "openai":
-        raise ConfigError(f"env.backend: 'openai' is a frozen simulator (the endpoint's model is never trained), and "
-                          f"curriculum {cfg.curriculum!r} trains it; use curriculum=random (the authors' setup), "
-                          "static or learnability with it")
-    if cfg.env.backend == "openai" and not cfg.env.openai.model:
-        raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
-    if curriculum.trains_simulator and cfg.env.pg.gate == "levels" and not domain.ordered_levels:
-        raise ConfigError(f"env.pg.gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
-                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=greedy (no levels needed) "
-                          "or none")
-
-
-def check_seed_round_trip(domain: Domain, seeds: list[Task], n: int = 8) -> None:
-    """A ConfigError when the domain's own seed tasks, read back as simulator output, do not parse and ground to
-    themselves: the simulator is taught to write tasks like them, so such a domain could accept none."""
-    for task in seeds[:n]:
-        problem = seed_round_trip_problem(domain, task)
-        if problem:
-            raise ConfigError(f"domain.name: {domain.name!r} {problem} (parse_task/validate must accept what "
-                              "seed_tasks writes)")
-
-
-def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,
-                    log) -> tuple[Players, RunState]:
-    """The warm-started players and the first state: the seed tasks in the pool (and a fixed-data curriculum's
-    set). The seed set never holds a held-out or dev task; ``data_split.json`` says what the split cost."""
-    seeds = training_seed_tasks(cfg, domain, split)
-    check_seed_round_trip(domain, seeds)
-    accounts = level_accounts(domain, split, seeds)
-    atomic_write_json(run_dir / "data_split.json", accounts)
-    for sentence in accounts["small_levels"]:
-        log(f"note: {sentence}")
-    with progress_bar(cfg.agent.warmstart.steps, "warm start: agent", enabled=cfg.progress, leave=False) as bar:
-        agent, agent_info = warm_start_agent(cfg, domain, progress=bar, log=log, seeds=seeds)
-    with progress_bar(cfg.env.warmstart.steps, "warm start: simulator", enabled=cfg.progress,
-                      leave=False) as bar:
-        env, env_info = warm_start_simulator(cfg, domain, progress=bar, log=log)
-    atomic_write_json(run_dir / "warmstart_info.json", {"agent": agent_info, "env": env_info,
-                                                        "agent_parameters": agent.num_parameters(),
-                                                        "env_parameters": env.num_parameters()})
-    save_initial(agent, env, run_dir)
-    players = make_players(cfg, agent, env)
-    state = RunState()
-    for task in seeds:
-        state.task_pool.add(task, "seed", -1)
-    fixed = curriculum.fixed_set(cfg, domain, players.env, seeds, phase_rng(cfg.seed, -1, "fixed_set"),
-                                 journal=run_dir / FIXED_SET_JOURNAL)
-    if fixed is not None:
-        add_fixed_set(cfg, domain, state.task_pool, seeds, split, *fixed, run_dir, log)
-    return players, state

@@ -31,9 +31,8 @@ from genenv.checkpoint import (
     run_in_use,
     run_lock,
 )
-from genenv.coevolve import check_domain_capabilities
 from genenv.config import ConfigError, load_config, resumable
-from genenv.curricula import curriculum_names, make_curriculum
+from genenv.curricula import check_domain_capabilities, curriculum_names, make_curriculum
 from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import reference_label, write_report

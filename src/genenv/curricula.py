@@ -281,3 +281,18 @@ def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Ta
     log(f"{cfg.curriculum} training set: {summary['size']} tasks ({len(seeds)} seeds + {summary['added']} "
         f"written once; {len(written) - len(valid)} of {len(written)} generations invalid)")
     return summary
+
+
+def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
+    """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare, or a
+    curriculum would train a simulator that cannot be trained (a remote endpoint)."""
+    if curriculum.trains_simulator and cfg.env.backend == "openai":
+        raise ConfigError(f"env.backend: 'openai' is a frozen simulator (the endpoint's model is never trained), and "
+                          f"curriculum {cfg.curriculum!r} trains it; use curriculum=random (the authors' setup), "
+                          "static or learnability with it")
+    if cfg.env.backend == "openai" and not cfg.env.openai.model:
+        raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
+    if curriculum.trains_simulator and cfg.env.pg.gate == "levels" and not domain.ordered_levels:
+        raise ConfigError(f"env.pg.gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
+                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=greedy (no levels needed) "
+                          "or none")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from genenv.domains.base import Domain, Task
+from genenv.prompts import context_budget, fit_contexts
 from genenv.seeding import grid_keys, sequence_keys
 
 
@@ -44,43 +45,6 @@ class Episode:
     @property
     def final_action(self) -> str:
         return self.turns[-1].action if self.turns else ""
-
-
-def context_budget(policy, max_new_tokens: int, max_context_tokens: int = 0) -> int:
-    """Tokens a multi-turn prompt may take: the model's window minus room for the response, or less."""
-    config = getattr(getattr(policy, "model", None), "config", None)
-    window = getattr(config, "max_position_embeddings", None) or 10 ** 9
-    budget = window - max_new_tokens
-    return min(budget, max_context_tokens) if max_context_tokens else budget
-
-
-def fit_history(domain: Domain, policy, history: list[tuple[str, str]], observation: str, budget: int,
-                ids: list[int] | None = None) -> tuple[str, list[int]]:
-    """The agent's prompt, with the oldest turns dropped until it fits ``budget`` tokens.
-
-    The first observation (which states the task) is always kept; its action and the turns after it go
-    first. Returns the prompt text and its token ids.
-    """
-    context = domain.agent_context(history, observation)
-    ids = policy.encode_prompts([context])[0] if ids is None else ids
-    drop = 1
-    while len(ids) > budget and drop <= len(history):
-        context = domain.agent_context([(history[0][0], None)] + history[drop:], observation)
-        ids = policy.encode_prompts([context])[0]
-        drop += 1
-    return context, ids
-
-
-def fit_contexts(domain: Domain, policy, states: list[tuple[list[tuple[str, str]], str]],
-                 budget: int) -> tuple[list[str], list[list[int]]]:
-    """Prompts of many (history, observation) states, encoded in one batch; those over ``budget`` tokens are
-    trimmed by :func:`fit_history`. Returns the prompt texts and their token ids."""
-    contexts = [domain.agent_context(history, observation) for history, observation in states]
-    prompt_ids = policy.encode_prompts(contexts)
-    for k, (history, observation) in enumerate(states):
-        if len(prompt_ids[k]) > budget:
-            contexts[k], prompt_ids[k] = fit_history(domain, policy, history, observation, budget, prompt_ids[k])
-    return contexts, prompt_ids
 
 
 def tasks_per_shard(batch_size: int, group_size: int) -> int:

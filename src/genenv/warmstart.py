@@ -32,8 +32,9 @@ from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.progress import skip
+from genenv.prompts import context_budget, fit_contexts
 from genenv.provenance import source_fingerprint
-from genenv.rollout import context_budget, fit_contexts, rollout
+from genenv.rollout import rollout
 from genenv.seeding import stream_seed
 from genenv.splits import data_split, training_seed_tasks
 

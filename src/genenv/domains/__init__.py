@@ -1,4 +1,7 @@
-"""Task families. Importing this package registers the built-in domains."""
+"""Task families. Importing this package registers the built-in domains, each a package of its own that owns its
+evaluator, its benchmark driver and its data reader (``genenv.domains.<name>``; ``addition`` is one module)."""
+
+import importlib
 
 from genenv.domains import (
     addition,  # noqa: F401  (registers "addition")
@@ -11,4 +14,24 @@ from genenv.domains import (
 )
 from genenv.domains.base import Domain, Invalid, StepResult, Task, make_domain, register, registered_domains
 
-__all__ = ["Domain", "Invalid", "StepResult", "Task", "make_domain", "register", "registered_domains"]
+DOMAIN_PACKAGES = (apibank, household, multihop, reasoning_gym, toolcall, travel)
+
+
+def benchmark_names() -> dict[str, str]:
+    """``genenv eval --benchmark NAME``: every benchmark a domain package declares (its ``BENCHMARKS``: name -> the
+    module whose ``from_command_line(args, common)`` runs it), by name, with the domain package declaring it."""
+    return {name: package.__name__ for package in DOMAIN_PACKAGES for name in getattr(package, "BENCHMARKS", {})}
+
+
+def benchmark_module(name: str):
+    """The module that runs the benchmark ``name`` (imported now: a driver loads torch and the models), or None
+    when no domain package declares it."""
+    for package in DOMAIN_PACKAGES:
+        target = getattr(package, "BENCHMARKS", {}).get(name)
+        if target is not None:
+            return importlib.import_module(target)
+    return None
+
+
+__all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "benchmark_module", "benchmark_names",
+           "make_domain", "register", "registered_domains"]

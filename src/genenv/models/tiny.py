@@ -15,13 +15,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from genenv.config import TinyModelConfig
 from genenv.models.policy import Policy
+
+if TYPE_CHECKING:   # (an annotation only: the models sit below the config, which reads their registry)
+    from genenv.config import TinyModelConfig
 
 SPECIAL_TOKENS = ["[PAD]", "[BOS]", "[EOS]", "[UNK]"]
 # '.' does not match a newline in the tokenizers library's regex engine: with it, "\n\n" was one unmatched

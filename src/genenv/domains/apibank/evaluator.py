@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from genenv.evaluators.apibank.scoring import score_call
-from genenv.evaluators.apibank.tools import load_databases
+from genenv.domains.apibank.scoring import score_call
+from genenv.domains.apibank.tools import load_databases
 
 LEVEL_FOLDERS = {1: "level-1-given-desc", 2: "level-2-toolsearcher"}
 DATA_ENV = "GENENV_APIBANK_DATA"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rank_bm25 import BM25Okapi
 
-from genenv.evaluators.bamboogle import normalize_answer
+from genenv.domains.multihop.bamboogle import normalize_answer
 
 
 def tokens(text: str) -> list[str]:

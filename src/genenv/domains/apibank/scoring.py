@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from genenv.evaluators.apibank.calls import extract_call
-from genenv.evaluators.apibank.tools import CallError, CheckCrash, ToolSession, Unavailable
+from genenv.domains.apibank.calls import extract_call
+from genenv.domains.apibank.tools import CallError, CheckCrash, ToolSession, Unavailable
 from genenv.timeouts import CallTimeout, time_limit
 
 CALL_TIMEOUT_S = 5.0

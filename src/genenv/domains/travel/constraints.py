@@ -16,7 +16,7 @@ import json
 import math
 import re
 
-from genenv.evaluators.travelplanner.sandbox import Sandbox, strip_state
+from genenv.domains.travel.sandbox import Sandbox, strip_state
 
 MEALS = ("breakfast", "lunch", "dinner")
 REQUIRED_KEYS = ("transportation", "breakfast", "lunch", "dinner", "attraction", "accommodation")

@@ -25,8 +25,8 @@ import string
 
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
-from genenv.evaluators.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
-from genenv.retrieval import Bm25Index
+from genenv.domains.multihop.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
+from genenv.domains.multihop.retrieval import Bm25Index
 
 # relation -> (subject kind, object kind, noun phrase of the object given the subject's phrase X)
 RELATIONS = {

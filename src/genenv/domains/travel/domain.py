@@ -1,6 +1,6 @@
 """TravelPlanner as a co-evolution domain: the agent writes a day-by-day travel plan from a structured query and
 its reference information (TravelPlanner's sole-planning mode); the benchmark's own evaluator scores it
-(:mod:`genenv.evaluators.travelplanner`).
+(:mod:`genenv.domains.travel`).
 
 A task is a structured query, one JSON object (the simulator writes the same)::
 
@@ -44,11 +44,11 @@ from pathlib import Path
 
 from genenv.domains.base import Invalid, LeveledDomain, Task, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
-from genenv.evaluators.travelplanner import constraints as checks
-from genenv.evaluators.travelplanner import queries, solver
-from genenv.evaluators.travelplanner import sandbox as sandbox_module
-from genenv.evaluators.travelplanner.sandbox import Sandbox
-from genenv.evaluators.travelplanner.solver import CITIES_FOR_DAYS, CUISINES, LOCAL_KEYS, ROOM_TYPES, TRANSPORT_RULES
+from genenv.domains.travel import constraints as checks
+from genenv.domains.travel import queries, solver
+from genenv.domains.travel import sandbox as sandbox_module
+from genenv.domains.travel.sandbox import Sandbox
+from genenv.domains.travel.solver import CITIES_FOR_DAYS, CUISINES, LOCAL_KEYS, ROOM_TYPES, TRANSPORT_RULES
 
 DATA_ENV = "GENENV_TRAVELPLANNER_DATA"
 QUERY_KEYS = ("org", "dest", "days", "people_number", "budget")
@@ -300,7 +300,7 @@ def plan_reward(query: dict, verdict: dict, reward: str = "micro", content: floa
     """``final``: 1 when every check passes and all the plan's content is usable; ``micro``: the share of the
     query's applicable checks that pass (8 commonsense, the budget, each local constraint; hard checks that did not
     run count as failed), times ``content``, the share of the plan's content a traveller could use
-    (:func:`genenv.evaluators.travelplanner.constraints.usable_share`).
+    (:func:`genenv.domains.travel.constraints.usable_share`).
 
     Why the factor: TravelPlanner's evaluator checks a plan whatever it says, and four of its eight commonsense
     checks pass vacuously on a plan with nothing real in it (nothing repeated, nothing outside the sandbox when

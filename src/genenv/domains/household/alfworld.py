@@ -19,10 +19,10 @@ import json
 import re
 from pathlib import Path
 
-from genenv.domains import household_engine as engine
-from genenv.domains.household import first_action
+from genenv.domains.household import engine
+from genenv.domains.household.domain import first_action
 from genenv.io import atomic_write_json
-from genenv.rollout import context_budget, fit_history
+from genenv.prompts import context_budget, fit_history
 
 ALFRED_NAMES = {"alarmclock": "AlarmClock", "armchair": "ArmChair", "bathtubbasin": "BathtubBasin",
                 "butterknife": "ButterKnife", "cd": "CD", "cellphone": "CellPhone", "coffeemachine": "CoffeeMachine",

@@ -1,6 +1,6 @@
 """ALFWorld-style household: the simulator writes worlds and goals, the agent acts in them turn by turn.
 
-A task is a world spec (JSON, see :mod:`genenv.domains.household_engine`): receptacles, objects and where
+A task is a world spec (JSON, see :mod:`genenv.domains.household.engine`): receptacles, objects and where
 they are, which receptacles start closed, object states and a goal of one of ALFWorld's six task types.
 The domain grounds what the simulator writes: names well-formed and unique, every referenced receptacle and
 object present, the goal's objects, appliances and lamps present, the goal not already holding, and a
@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from genenv.domains import household_engine as engine
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
+from genenv.domains.household import engine
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242

@@ -1,5 +1,5 @@
 """API-Bank as a co-evolution domain: the agent writes one API call for a dialogue, API-Bank's executor and the
-API's own check score it (:mod:`genenv.evaluators.apibank`).
+API's own check score it (:mod:`genenv.domains.apibank`).
 
 A task is a dialogue state and its gold call, as one JSON object (the simulator writes the same)::
 
@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from genenv.domains.apibank.calls import extract_call, format_call
+from genenv.domains.apibank.evaluator import LEVEL_FOLDERS, data_folder, load_api_items
+from genenv.domains.apibank.scoring import score_call
+from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
 from genenv.domains.base import Domain, Invalid, Task, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
-from genenv.evaluators.apibank.calls import extract_call, format_call
-from genenv.evaluators.apibank.evaluate import LEVEL_FOLDERS, data_folder, load_api_items
-from genenv.evaluators.apibank.scoring import score_call
-from genenv.evaluators.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
 
 MAX_APIS, MAX_HISTORY, MAX_TEXT = 6, 12, 400
 HISTORY_PREFIXES = ("User: ", "AI: ", "API-Request: ")

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from genenv.evaluators.travelplanner.constraints import from_to, strip_state
-from genenv.evaluators.travelplanner.sandbox import Sandbox
+from genenv.domains.travel.constraints import from_to, strip_state
+from genenv.domains.travel.sandbox import Sandbox
 from genenv.io import read_jsonl_rows
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}

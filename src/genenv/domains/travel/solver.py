@@ -24,8 +24,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from genenv.evaluators.travelplanner.constraints import ROOM_RULES, evaluate_plan
-from genenv.evaluators.travelplanner.sandbox import Sandbox
+from genenv.domains.travel.constraints import ROOM_RULES, evaluate_plan
+from genenv.domains.travel.sandbox import Sandbox
 
 LOCAL_KEYS = ("house rule", "cuisine", "room type", "transportation")
 ROOM_TYPES = ("shared room", "not shared room", "private room", "entire room")

@@ -23,7 +23,7 @@ import string
 
 from genenv.domains.base import Domain, Invalid, Task, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
-from genenv.evaluators import bfcl
+from genenv.domains.toolcall import bfcl
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),

@@ -16,7 +16,7 @@ bot, a travel API, ...) with the ground-truth calls of every turn. Each turn is 
    call fails as ``multi_turn:empty_turn_model_response``.
 
 Execution never evaluates text. BFCL's own executor builds a string and ``eval``s it; here calls come from
-BFCL's decoder (guarded, see :func:`genenv.evaluators.bfcl.unsafe_for_bfcl_decoder`) as (name, keyword
+BFCL's decoder (guarded, see :func:`genenv.domains.toolcall.bfcl.unsafe_for_bfcl_decoder`) as (name, keyword
 arguments), the name must be a public method of one of the entry's back-end instances, and the method is
 called directly under a time limit. A prompt longer than the model's context window is not generated for;
 the turn fails as ``prompt_exceeds_context`` and is counted separately.
@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from genenv.evaluators import bfcl
+from genenv.domains.toolcall import bfcl
 from genenv.timeouts import time_limit
 
 MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_long_context")

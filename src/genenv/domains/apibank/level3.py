@@ -31,9 +31,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from genenv.evaluators.apibank.calls import extract_call
-from genenv.evaluators.apibank.scoring import CALL_TIMEOUT_S, Verdict
-from genenv.evaluators.apibank.tools import (
+from genenv.domains.apibank.calls import extract_call
+from genenv.domains.apibank.scoring import CALL_TIMEOUT_S, Verdict
+from genenv.domains.apibank.tools import (
     CallError,
     CheckCrash,
     Tool,
@@ -285,7 +285,7 @@ def score_step(prediction: str, gold_step: dict, session: Level3Session) -> Verd
 
 def load_level3(folder: Path, limit: int | None = None) -> tuple[list[dict], list[dict], list[dict]]:
     """(tasks, step items with their gold step, response items). ``limit``: the first ``limit`` tasks."""
-    from genenv.evaluators.apibank.evaluate import _read_json  # noqa: PLC0415  (evaluate imports this module)
+    from genenv.domains.apibank.evaluator import _read_json  # noqa: PLC0415  (evaluate imports this module)
 
     data = folder / "test-data"
     tasks = _read_json(data / "level-3.json")
@@ -324,7 +324,7 @@ def evaluate_level3(folder: Path, respond: Callable[[list], list[str | None]] | 
     """Level-3 scores: step accuracy over the steps scorable offline (in file order, one shared state), the
     steps needing ToolSearcher counted apart, the gold ceiling (the gold calls replayed the same way) and the
     final replies' ROUGE-L F. ``respond``: prompts -> responses (None: only the ceiling)."""
-    from genenv.evaluators.apibank.evaluate import prompt_messages, rouge_l  # noqa: PLC0415
+    from genenv.domains.apibank.evaluator import prompt_messages, rouge_l  # noqa: PLC0415
 
     tasks, items, response_items = load_level3(folder, limit)
     world = World(tasks)

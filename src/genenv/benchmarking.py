@@ -1,0 +1,87 @@
+"""What every benchmark driver shares (``genenv eval --benchmark NAME``, each in its domain's ``benchmark``
+module): the model to evaluate, loaded once (optionally decoded by llama.cpp), and its greedy answers to many
+prompts in batches, with progress. Below the domains: a domain's benchmark module imports it, never the reverse.
+"""
+
+from __future__ import annotations
+
+from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
+from genenv.models.policy import Policy
+from genenv.models.registry import llamacpp_refusal, resolve_model
+from genenv.progress import progress_bar
+from genenv.prompts import context_budget
+
+
+def fmt(value: float | None) -> str:
+    """A score for the log: three decimals, or n/a when there was nothing to score."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int,
+                      prompt_ids: list[list[int]] | None = None) -> list[str | None]:
+    """Greedy responses, in :func:`answer_order_key`'s order in batches (greedy makes order irrelevant).
+
+    A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``.
+    """
+
+    prompt_ids = policy.encode_prompts(prompts) if prompt_ids is None else prompt_ids
+    budget = context_budget(policy, max_new_tokens)
+    fits = [i for i, ids in enumerate(prompt_ids) if len(ids) <= budget]
+    order = sorted(fits, key=lambda i: answer_order_key(policy, prompt_ids[i]))
+    responses: list[str | None] = [None] * len(prompts)
+    step = len(order) if getattr(policy, "fast_sampler", None) is not None else batch_size  # llama.cpp: windows
+    for first in range(0, len(order), max(1, step)):
+        chunk = order[first:first + step]
+        gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
+                               batch_size=batch_size, prompt_ids=[prompt_ids[i] for i in chunk])
+        for i, group in zip(chunk, gens):
+            responses[i] = group[0].text
+    return responses
+
+
+def answer_order_key(policy, prompt_ids: list[int]):
+    """The order greedy answers are decoded in (greedy makes it irrelevant to the answers): longest prompts first
+    on transformers (batches with less padding); in token order on llama.cpp, which decodes prompt by prompt and
+    keeps the KV cells a prompt shares with the one before it, so neighbours in token order prefill only what they
+    do not share (API-Bank level 1: 74% of the prompt tokens are shared with the previous prompt)."""
+    return prompt_ids if policy.fast_sampler is not None else -len(prompt_ids)
+
+
+def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size: int, label: str) -> list:
+    """:func:`greedy_responses` over many prompts, a few batches at a time, with a progress bar. On llama.cpp the
+    prompts go in token order over all of them (:func:`answer_order_key`), not slice by slice."""
+    prompt_ids, order = None, list(range(len(prompts)))
+    if getattr(policy, "fast_sampler", None) is not None:
+        prompt_ids = policy.encode_prompts(prompts)
+        order.sort(key=lambda i: answer_order_key(policy, prompt_ids[i]))
+    responses: list[str | None] = [None] * len(prompts)
+    with progress_bar(len(prompts), label, leave=False) as bar:
+        for first in range(0, len(order), 8 * batch_size):  # progress in slices of a few batches
+            chunk = order[first:first + 8 * batch_size]
+            answers = greedy_responses(policy, [prompts[i] for i in chunk], max_new_tokens, batch_size,
+                                        None if prompt_ids is None else [prompt_ids[i] for i in chunk])
+            for i, response in zip(chunk, answers):
+                responses[i] = response
+            bar.update(len(chunk))
+    return responses
+
+
+def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = "transformers",
+                     use_chat_template: bool = False, sampler_dtype: str = "f16"):
+    """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
+    weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
+    q8_0; :mod:`genenv.models.llamacpp`; a packaged model only), 16 answers side by side."""
+    if sampler not in ("transformers", "llama.cpp"):
+        raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
+    if sampler_dtype not in GGUF_DTYPES:
+        raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
+    refusal = llamacpp_refusal(model) if sampler == "llama.cpp" else None
+    if refusal:   # refused before any model loads
+        raise ValueError(f"--sampler: {refusal}")
+    policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
+    if sampler == "llama.cpp":
+        from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
+
+        policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype=sampler_dtype, context=8192,
+                                              parallel=16)
+    return policy

@@ -1,0 +1,73 @@
+"""``genenv eval --benchmark api-bank --levels 1,2 --data PATH --model smollm2``: API-Bank's levels 1-3 on the
+official test files: API-call accuracy, response ROUGE-L, and the gold calls' own score through the same executor
+beside them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from genenv.benchmarking import greedy_with_progress, load_eval_policy
+from genenv.domains.apibank import evaluator as apibank
+from genenv.io import atomic_write_json, atomic_write_jsonl
+
+
+def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
+                 max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
+                 sampler: str = "transformers", sampler_dtype: str = "f16", log=print,
+                 policy=None) -> dict:
+    """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
+    items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
+    items on levels 1-2 and tasks on level 3); every item's verdict in OUT/results.jsonl."""
+    from genenv.domains.apibank.level3 import evaluate_level3  # noqa: PLC0415 (level3 imports the evaluator)
+
+    torch.set_num_threads(threads)
+    folder = apibank.data_folder(data)  # bad paths and levels fail before the model loads
+    scored_levels = (*apibank.LEVEL_FOLDERS, 3)
+    for level in levels:
+        if level not in scored_levels:
+            raise ValueError(f"--levels: {level} is not an API-Bank level; choose from "
+                             f"{', '.join(map(str, scored_levels))}")
+    if policy is None:
+        policy = load_eval_policy(model, log, device, threads, sampler, use_chat_template=True,
+                                  sampler_dtype=sampler_dtype)
+
+    def respond(prompts):
+        return greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank")
+
+    out = Path(out)
+    scores = {"model": model, "data": str(folder), "limit": limit, "max_new_tokens": max_new_tokens, "levels": {}}
+    rows = []
+    for level in levels:
+        start = time.perf_counter()
+        result = (evaluate_level3(folder, respond, limit) if level == 3 else
+                  apibank.evaluate_level(folder, level, respond, limit))
+        rows += [{"level": level, **item} for item in result.pop("items")]
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        scores["levels"][str(level)] = result
+        ceiling = result["gold_ceiling"]
+        rouge = f"{result['rouge_l'] if result['rouge_l'] is not None else float('nan'):.4f}"
+        if level == 3:
+            log(f"level 3: API calls {result['accuracy']:.3f} ({result['correct']}/{result['scorable_steps']} steps "
+                f"scorable offline; the gold calls score {ceiling['correct']}; {result['unavailable_offline_steps']} "
+                f"ToolSearcher steps unavailable offline, so task accuracy is not scored), responses ROUGE-L "
+                f"{rouge} ({result['response_items']})")
+        else:
+            log(f"level {level}: API calls {result['accuracy']:.3f} ({result['correct']}/{result['api_items']}; the "
+                f"gold calls score {ceiling['correct']}/{result['api_items']}, {result['unavailable_offline_items']} "
+                f"items need an API unavailable offline), responses ROUGE-L {rouge} ({result['response_items']})")
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)
+    return scores
+
+
+def from_command_line(args, common: dict) -> dict:
+    """``genenv eval --benchmark api-bank``: the options it reads (``common``: limit, device, threads, sampler)."""
+    try:
+        levels = [int(v) for v in args.levels.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--levels: {args.levels!r} is not a comma-separated list of levels") from None
+    return eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
+                        batch_size=args.batch_size, **common)
