@@ -27,7 +27,7 @@ from _preset import preset_from_args
 from genenv.coevolve import rollout_budget
 from genenv.config import load_config
 from genenv.engine import make_engine
-from genenv.generation import write_tasks
+from genenv.generation import simulator_sampling, write_tasks
 from genenv.players import make_players
 from genenv.rollout import rollout
 from genenv.seeding import phase_seed
@@ -60,8 +60,8 @@ def main() -> None:
 
     def one_epoch(engine, round_index: int):
         seed = phase_seed(cfg.seed, round_index, "scaling")
-        written = write_tasks(cfg, domain, env, prompts, [0.5] * len(prompts), cfg.env.variations, seed,
-                              run_shards=engine.run_shards)
+        written = write_tasks(domain, env, prompts, [0.5] * len(prompts), cfg.env.variations, seed,
+                              **simulator_sampling(cfg, domain), run_shards=engine.run_shards)
         groups = rollout(domain, agent, tasks, group_size=cfg.agent.group_size,
                          max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
                          temperature=cfg.agent.temperature, seed=seed, batch_size=cfg.agent.generation_batch,

@@ -16,7 +16,7 @@ import numpy as np
 from _preset import preset_from_args
 
 from genenv.domains import Invalid
-from genenv.generation import write_tasks
+from genenv.generation import simulator_sampling, write_tasks
 from genenv.seeding import stream_seed
 from genenv.warmstart import warm_start_simulator
 
@@ -33,7 +33,8 @@ def main() -> None:
         return
     seeds = domain.seed_tasks(np.random.default_rng(stream_seed(cfg.seed, "seed_tasks")), args.seeds)
     start = time.perf_counter()
-    generated = write_tasks(cfg, domain, env, seeds, [0.5] * len(seeds), args.variations, cfg.seed)
+    generated = write_tasks(domain, env, seeds, [0.5] * len(seeds), args.variations, cfg.seed,
+                            **simulator_sampling(cfg, domain))
     verdicts = collections.Counter()
     for item in generated:
         result = domain.parse_and_validate(item.raw)
@@ -59,7 +60,8 @@ def by_seed_level(cfg, domain, env, per_level: int, variations: int) -> None:
           f"({' '.join(map(str, levels))})")
     for level in levels:
         seeds = [domain.random_task(rng, level) for _ in range(per_level)]
-        generated = write_tasks(cfg, domain, env, seeds, [0.5] * len(seeds), variations, cfg.seed + level)
+        generated = write_tasks(domain, env, seeds, [0.5] * len(seeds), variations, cfg.seed + level,
+                                **simulator_sampling(cfg, domain))
         written = [t.level for t in (domain.parse_and_validate(g.raw) for g in generated) if not isinstance(t, Invalid)]
         row = steering(levels, level, written)
         mean, near = (f"{row[k]:.2f}" if row[k] is not None else "-" for k in ("mean_level", "within_1"))

@@ -4,12 +4,19 @@ import numpy as np
 import pytest
 import torch
 
-from genenv.algos.env_pg import challenger_groups, pg_update
+from genenv.algos.env_pg import pg_update, reward_groups
 from genenv.coevolve import run
 from genenv.config import load_config
 from genenv.domains import Invalid, Task
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
+from genenv.reward import challenger_rewards
+
+
+def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
+    """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
+    return reward_groups(candidates, challenger_rewards(candidates, alpha, beta, invalid_reward, shape, gate, repeat))
+
 
 
 def _candidate(batch, valid, r_env, tokens=(5, 6), p_hat=None, level=1):

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from genenv.algos.env_pg import challenger_groups
+from genenv.algos.env_pg import reward_groups
 from genenv.coevolve import run
 from genenv.config import ConfigError, load_config
 from genenv.curricula import check_domain_capabilities, information_label, information_used, make_curriculum
@@ -16,7 +16,13 @@ from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
 from genenv.pool import TaskPool
-from genenv.reward import greedy_gate, simulator_gate
+from genenv.reward import challenger_rewards, greedy_gate, simulator_gate
+
+
+def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
+    """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
+    return reward_groups(candidates, challenger_rewards(candidates, alpha, beta, invalid_reward, shape, gate, repeat))
+
 
 
 def test_the_level_gate_reads_the_domains_levels_from_epoch_0():

@@ -121,7 +121,8 @@ def _scored_candidates(p_hat_level: str):
     # batch p_hat is the paper's (RWR) setting: the pg update refuses it (every variation would earn alike)
     cfg = load_config("smoke", [f"curriculum_reward.p_hat_level={p_hat_level}", "curriculum_reward.k_min=0.1",
                                 f"env.update={'rwr' if p_hat_level == 'batch' else 'pg'}"])
-    return scored(cfg, candidates)
+    from genenv.coevolve import scoring
+    return scored(candidates, **scoring(cfg))
 
 
 def test_scored_puts_p_hat_r_env_and_the_band_on_each_task():

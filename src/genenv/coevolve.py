@@ -21,11 +21,13 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        What each generation is paid, and under which gate, is computed in one module,
                        genenv.reward
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
-Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update
-(5), pools (6), env_update (7), evaluate (8) and checkpoint.
+Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, with
+env.pg.signal), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint.
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
-from (seed, epoch, phase), so a resumed run repeats exactly. Persistence: :mod:`genenv.checkpoint`; metrics:
-:mod:`genenv.metrics`.
+from (seed, epoch, phase), so a resumed run repeats exactly. The rewards are computed here (with
+:mod:`genenv.reward`) and handed to the update rules, which never score. Below this file: a run folder's lifecycle
+(:mod:`genenv.run_folder`: resume or start, warm starts), the evaluation (:mod:`genenv.evaluation`), persistence
+(:mod:`genenv.checkpoint`), metrics (:mod:`genenv.metrics`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from genenv.algos.env_pg import challenger_groups, pg_update
+from genenv.algos.env_pg import pg_update, reward_groups
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import export_final, run_lock, save_checkpoint
@@ -55,7 +57,14 @@ from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.evaluation import evaluate_all
-from genenv.generation import Candidate, drawn_candidates, validated, with_episodes, write_tasks
+from genenv.generation import (
+    Candidate,
+    drawn_candidates,
+    simulator_sampling,
+    validated,
+    with_episodes,
+    write_tasks,
+)
 from genenv.io import append_jsonl
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
@@ -76,7 +85,7 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.reward import repeated_generations, rwr_weights, scored, simulator_gate, success_rate
+from genenv.reward import challenger_rewards, repeated_generations, rwr_weights, scored, simulator_gate, success_rate
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
@@ -101,8 +110,8 @@ def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState,
     seeds = draw_seeds(cfg, state.task_pool, phase_rng(cfg.seed, epoch, "seeds"))
     rates = [state.task_pool.last_p_hat(seed) for seed in seeds]
     rates = [state.last_p_hat_mean if rate is None else rate for rate in rates]
-    return write_tasks(cfg, domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"),
-                       run_shards=engine.run_shards)
+    return write_tasks(domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"),
+                       **simulator_sampling(cfg, domain), run_shards=engine.run_shards)
 
 
 def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list[Task]:
@@ -152,7 +161,14 @@ def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Tas
 
 def score_tasks(cfg: RunConfig, generated: list[Candidate], groups: list[list[Episode]]) -> list[Candidate]:
     """Phase 4: each valid generation with its rollouts, p_hat, R_env and in-band flag (invalid: R_env = 0)."""
-    return scored(cfg, with_episodes(generated, groups))
+    return scored(with_episodes(generated, groups), **scoring(cfg))
+
+
+def scoring(cfg: RunConfig) -> dict:
+    """The values p_hat, R_env and the band are computed with (:func:`genenv.reward.scored`), from the config."""
+    cr = cfg.curriculum_reward
+    return dict(alpha=cr.alpha, beta=cr.beta, k_min=cr.k_min, success_threshold=cr.success_threshold,
+                p_hat_level=cr.p_hat_level, posterior=cfg.experimental.posterior_p_hat)
 
 
 def check_greedy(cfg: RunConfig, domain: Domain, agent: Policy, generated: list[Candidate],
@@ -249,8 +265,9 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     ec, cr = cfg.env, cfg.curriculum_reward
     repeat = (repeated_generations(generated, lambda text: state.task_pool.joined_before(text, epoch))
               if ec.pg.repeat_is_invalid else None)
-    groups = challenger_groups(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, cfg.experimental.pg_reward,
-                               simulator_gate(cfg, domain, state.task_pool), repeat)
+    rewards = challenger_rewards(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, cfg.experimental.pg_reward,
+                                 simulator_gate(cfg, domain, state.task_pool), repeat)
+    groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,
@@ -354,7 +371,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     all_groups = groups + drawn_groups
     state.total_rollouts += sum(len(g) for g in all_groups)
     state.total_generated += len(generated)
-    drawn = drawn_candidates(cfg, drawn_tasks, drawn_groups)
+    drawn = drawn_candidates(drawn_tasks, drawn_groups, cfg.env.variations, **scoring(cfg))
     model_seconds = players.model_seconds() + engine.wait_seconds
     metrics = epoch_metrics(cfg, domain, curriculum.generates, state, epoch, generated, all_groups, drawn,
                             agent_stats, env_stats, eval_stats, timer, model_seconds - model_seconds_before)

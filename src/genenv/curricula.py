@@ -251,8 +251,9 @@ def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n
                journal: Path | None = None) -> list[Candidate]:
     """A fixed set's generations: no success statistics in the prompt (nothing is known before training). Shards
     already in ``journal`` are read back, not written again (a run killed while writing resumes there)."""
-    from genenv.generation import write_tasks  # noqa: PLC0415
-    return write_tasks(cfg, domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"),
+    from genenv.generation import simulator_sampling, write_tasks  # noqa: PLC0415
+    return write_tasks(domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"),
+                       **simulator_sampling(cfg, domain),
                        progress=f"{cfg.curriculum} set (generations)" if cfg.progress else None, journal=journal)
 
 

@@ -54,9 +54,16 @@ class Candidate:
         return dataclasses.replace(self, **changes)
 
 
-def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int,
-                sample_seed: int, run_shards=None, progress: str | None = None,
-                journal: Path | None = None) -> list[Candidate]:
+def simulator_sampling(cfg: RunConfig, domain: Domain) -> dict:
+    """What :func:`write_tasks` samples with, from a run's config: the longest task (the config's and the domain's
+    cap), the temperature and the batch of one generate() call."""
+    return dict(max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
+                temperature=cfg.env.temperature, batch_size=cfg.env.generation_batch)
+
+
+def write_tasks(domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int, sample_seed: int,
+                *, max_new_tokens: int, temperature: float, batch_size: int, run_shards=None,
+                progress: str | None = None, journal: Path | None = None) -> list[Candidate]:
     """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet).
 
     Written in shards of as many seeds as fill one generate() batch (:func:`genenv.rollout.tasks_per_shard`);
@@ -67,10 +74,9 @@ def write_tasks(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], 
     the same prompts and sampling settings, is read back instead of written again: a run killed while writing
     its fixed set resumes where it stopped, with the same generations to the last log-prob."""
     contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
-    per_shard = tasks_per_shard(cfg.env.generation_batch, n)
+    per_shard = tasks_per_shard(batch_size, n)
     shards = [dict(contexts=contexts[first:first + per_shard], first_index=first, n=n, sample_seed=sample_seed,
-                   max_new_tokens=min(cfg.env.max_new_tokens, domain.env_max_new_tokens),
-                   temperature=cfg.env.temperature, batch_size=cfg.env.generation_batch)
+                   max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)
               for first in range(0, len(contexts), per_shard)]
     if run_shards is not None:
         results = run_shards("env", shards)
@@ -132,10 +138,11 @@ def with_episodes(candidates: list[Candidate], groups: list[list[Episode]]) -> l
     return [c.updated(episodes=tuple(next(groups_left))) if c.valid else c for c in candidates]
 
 
-def drawn_candidates(cfg: RunConfig, tasks: list[Task], groups: list[list[Episode]]) -> list[Candidate]:
-    """The tasks a fixed-data curriculum drew this epoch, as scored candidates like the simulator's.
+def drawn_candidates(tasks: list[Task], groups: list[list[Episode]], variations: int, **scoring) -> list[Candidate]:
+    """The tasks a fixed-data curriculum drew this epoch, as scored candidates like the simulator's (``scoring``:
+    :func:`genenv.reward.scored`'s values).
 
-    Consecutive draws are grouped in batches of ``env.variations`` tasks, so that with ``p_hat_level=batch``
+    Consecutive draws are grouped in batches of ``variations`` tasks, so that with ``p_hat_level=batch``
     their p_hat has the granularity of a simulator seed batch and band-hit rates compare across curricula."""
-    return scored(cfg, [Candidate(index // cfg.env.variations, task, "", [], [], task.text, task, tuple(group),
-                                  source="drawn") for index, (task, group) in enumerate(zip(tasks, groups))])
+    return scored([Candidate(index // variations, task, "", [], [], task.text, task, tuple(group), source="drawn")
+                   for index, (task, group) in enumerate(zip(tasks, groups))], **scoring)

@@ -99,17 +99,18 @@ def rwr_weights(r_env, lam: float = 1.0):
 # ----- an epoch's candidates: p_hat, R_env, the band (the paper) ---------------------------------------------
 
 
-def scored(cfg: RunConfig, candidates: list) -> list:
-    """p_hat per task and per seed batch, then R_env and the in-band flag (invalid or not rolled out: R_env 0), on
-    an epoch's :class:`genenv.generation.Candidate` list (not imported: generation.py imports this module)."""
-    cr, posterior = cfg.curriculum_reward, cfg.experimental.posterior_p_hat
+def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success_threshold: float,
+           p_hat_level: str, posterior: bool = False) -> list:
+    """p_hat per task and per seed batch (``p_hat_level``), then R_env and the in-band flag (invalid or not rolled
+    out: R_env 0), on an epoch's :class:`genenv.generation.Candidate` list (not imported: generation.py imports this
+    module)."""
     successes_by_batch: dict[int, list[float]] = {}
     p_hat_task = []
     for c in candidates:
         p = None
         if c.valid and c.episodes:
             rewards = [e.reward for e in c.episodes]
-            p = success_rate(rewards, cr.success_threshold, posterior)
+            p = success_rate(rewards, success_threshold, posterior)
             successes_by_batch.setdefault(c.batch, []).extend(rewards)
         p_hat_task.append(p)
     by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
@@ -118,14 +119,14 @@ def scored(cfg: RunConfig, candidates: list) -> list:
         if p_task is None:
             out.append(c)
             continue
-        if cr.p_hat_level != "batch":
+        if p_hat_level != "batch":
             p = p_task
         elif c.batch in by_batch:
             p = by_batch[c.batch]
         else:
-            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], cr.success_threshold, posterior)
-        out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, cr.alpha, cr.beta),
-                             in_band=in_band(p, cr.alpha, cr.k_min)))
+            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], success_threshold, posterior)
+        out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, alpha, beta),
+                             in_band=in_band(p, alpha, k_min)))
     return out
 
 

@@ -1,4 +1,5 @@
-"""A policy-gradient update of the simulator (beyond the paper), like R-Zero's and Agent0's challengers.
+"""A policy-gradient update of the simulator (beyond the paper), like R-Zero's and Agent0's challengers. It receives
+each generation's reward from the loop (computed in :mod:`genenv.reward`; this module never scores).
 
 Each seed's ``variations`` generations form a group. A valid generation's reward is its R_env rescaled to [0, 1]
 (:func:`genenv.reward.frontier_reward`: 0 for a task the agent always solves or always fails, 1 at alpha); an
@@ -13,31 +14,27 @@ Groups whose generations all earned the same reward carry no signal and are left
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples, with_trainer_logprobs
 from genenv.algos.kl_cap import KLCap
 from genenv.algos.optim import shuffled_passes
-from genenv.reward import challenger_rewards
 
 
-def challenger_groups(candidates, alpha: float = 0.5, beta: float = 2.0, invalid_reward: float = 0.0,
-                      shape: str = "rescaled", gate: Callable | None = None,
-                      repeat: Callable | None = None) -> list[list[PolicySample]]:
-    """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward
-    (:func:`challenger_rewards`) minus its group's mean as the advantage."""
+def reward_groups(candidates, rewards) -> list[list[PolicySample]]:
+    """The informative seed groups of an epoch's simulator generations as GRPO samples, each with its reward (one per
+    candidate, computed by the loop: :func:`genenv.reward.challenger_rewards`) minus its group's mean as the
+    advantage. A generation without its sampled tokens and log-probs (a remote simulator's) is left out."""
     by_batch: dict[int, list] = {}
-    for c in candidates:
+    for c, reward in zip(candidates, rewards, strict=True):
         if c.token_ids and len(c.logprobs) == len(c.token_ids):
-            by_batch.setdefault(c.batch, []).append(c)
+            by_batch.setdefault(c.batch, []).append((c, float(reward)))
     groups = []
     for members in by_batch.values():
-        rewards = np.asarray(challenger_rewards(members, alpha, beta, invalid_reward, shape, gate, repeat))
-        if is_informative(rewards):
+        values = np.asarray([reward for _, reward in members])
+        if is_informative(values):
             groups.append([PolicySample(c.prompt_ids, list(c.token_ids), list(c.logprobs), float(a))
-                           for c, a in zip(members, rewards - rewards.mean())])
+                           for (c, _), a in zip(members, values - values.mean())])
     return groups
 
 
