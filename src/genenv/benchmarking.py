@@ -5,6 +5,9 @@ prompts in batches, with progress. Below the domains: a domain's benchmark modul
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
@@ -85,3 +88,11 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
         policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype=sampler_dtype, context=8192,
                                               parallel=16)
     return policy
+
+
+def save_results(out: str | Path, rows: list[dict], scores: dict) -> None:
+    """A benchmark's every item (``OUT/results.jsonl``) and its scores (``OUT/scores.json``), each written
+    atomically."""
+    out = Path(out)
+    atomic_write_jsonl(out / "results.jsonl", rows)
+    atomic_write_json(out / "scores.json", scores)

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import fmt
+from genenv.benchmarking import fmt, save_results
 from genenv.config import RunConfig
 from genenv.domains import make_domain
 from genenv.evaluation import evaluate_all
-from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.policy import Policy
 from genenv.models.registry import resolve_model
 from genenv.splits import data_split
@@ -34,9 +33,7 @@ def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=No
     metrics = evaluate_all(cfg, domain, policy, split, records=rows)
     scores = {"model": model, "config": cfg.name, "domain": cfg.domain.name, "dev_tasks": len(split.dev),
               "heldout_tasks": len(split.heldout), **metrics, "seconds": round(time.perf_counter() - start, 1)}
-    out = Path(out)
-    atomic_write_jsonl(out / "results.jsonl", rows)
-    atomic_write_json(out / "scores.json", scores)
+    save_results(out, rows, scores)
     log(f"{cfg.name} ({cfg.domain.name}): held-out success {fmt(metrics['heldout_success'])} over "
         f"{len(split.heldout)} tasks, dev {fmt(metrics['dev_success'])} over {len(split.dev)}")
     return scores

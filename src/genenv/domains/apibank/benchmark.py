@@ -9,9 +9,8 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_with_progress, load_eval_policy
+from genenv.benchmarking import greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.apibank import evaluator as apibank
-from genenv.io import atomic_write_json, atomic_write_jsonl
 
 
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
@@ -58,8 +57,7 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
             log(f"level {level}: API calls {result['accuracy']:.3f} ({result['correct']}/{result['api_items']}; the "
                 f"gold calls score {ceiling['correct']}/{result['api_items']}, {result['unavailable_offline_items']} "
                 f"items need an API unavailable offline), responses ROUGE-L {rouge} ({result['response_items']})")
-    atomic_write_jsonl(out / "results.jsonl", rows)
-    atomic_write_json(out / "scores.json", scores)
+    save_results(out, rows, scores)
     return scores
 
 

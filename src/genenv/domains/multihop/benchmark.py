@@ -8,10 +8,9 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_responses, greedy_with_progress, load_eval_policy
+from genenv.benchmarking import greedy_responses, greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.multihop import bamboogle
 from genenv.domains.multihop.retrieval import Bm25Index
-from genenv.io import atomic_write_json, atomic_write_jsonl
 
 
 def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,
@@ -52,9 +51,7 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
               "answered": sum(r["answered"] for r in rows),
               "em": sum(r["em"] for r in rows) / n if n else None, "f1": sum(r["f1"] for r in rows) / n if n else None,
               "seconds": round(time.perf_counter() - start, 1)}
-    out = Path(out)
-    atomic_write_jsonl(out / "results.jsonl", rows)
-    atomic_write_json(out / "scores.json", scores)
+    save_results(out, rows, scores)
     log(f"bamboogle, {setting}: EM {scores['em'] if n else float('nan'):.3f}, "
         f"F1 {scores['f1'] if n else float('nan'):.3f} over {n} questions")
     return scores

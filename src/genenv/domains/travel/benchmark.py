@@ -8,11 +8,10 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_with_progress, load_eval_policy
+from genenv.benchmarking import greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.travel import constraints as travel_checks
 from genenv.domains.travel import queries as travel_queries
 from genenv.domains.travel.sandbox import Sandbox
-from genenv.io import atomic_write_json, atomic_write_jsonl
 
 
 def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Path, limit: int | None = None,
@@ -46,9 +45,7 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     scores = {"model": model, "queries": queries, "n": len(items), "limit": limit,
               "flights": "substitute (the 313 training flights; not the official table)", **rates,
               "seconds": round(time.perf_counter() - start, 1)}
-    out = Path(out)
-    atomic_write_jsonl(out / "results.jsonl", rows)
-    atomic_write_json(out / "scores.json", scores)
+    save_results(out, rows, scores)
     log("travelplanner (" + str(len(items)) + " queries): " + ", ".join(
         f"{name} {100 * rates[name]:.1f}%" for name in ("delivery", "commonsense_micro", "commonsense_macro",
                                                         "hard_micro", "hard_macro", "final", "average")))
