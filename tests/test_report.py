@@ -667,3 +667,20 @@ def test_paired_arms_reads_a_longer_run_at_an_earlier_epoch(tmp_path):
     assert finals(tmp_path, "dev", epoch=1) == {0: pytest.approx(0.1), 1: pytest.approx(1.1)}
     assert finals(tmp_path, "dev", epoch=3) == {0: pytest.approx(0.3)}
     assert finals(tmp_path, "dev") == {0: pytest.approx(0.3)}
+
+
+def test_eval_curves_keeps_each_runs_evaluations_compactly(tmp_path):
+    """benchmarks/eval_curves.py: per seed the dev and held-out success at every evaluated epoch, the epochs run,
+    and the mean band hit and mixed groups."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from eval_curves import curves
+
+    from genenv.io import atomic_write_jsonl
+    rows = [{"epoch": e, "band_hit_rate": 0.1 * e, "effective_fraction": 0.5,
+             "dev_success": 0.2 if e == 1 else None, "heldout_success": 0.3 if e == 1 else None} for e in range(3)]
+    atomic_write_jsonl(tmp_path / "seed10" / "metrics.jsonl", rows)
+    atomic_write_jsonl(tmp_path / "seed2" / "metrics.jsonl", rows[:1])
+    result = curves(tmp_path)
+    assert list(result) == ["2", "10"]
+    assert result["10"] == {"epochs": 3, "evaluations": {"1": [0.2, 0.3]}, "band_hit_rate": 0.1, "mixed_groups": 0.5}
+    assert result["2"]["evaluations"] == {} and result["2"]["epochs"] == 1

@@ -15,7 +15,7 @@ turn ("go to fridge 1", "take apple 1 from fridge 1", ...) and gets the engine's
 terminates with reward 1 when the goal holds, and is truncated (reward 0) after ``max_steps`` actions.
 Actions outside the admissible set get "Nothing happens." and the episode goes on. Its prompt is the
 intro followed by the history as ``> action`` / observation lines (the rollout trims the oldest turns to
-the agent's token budget, see :func:`genenv.rollout.fit_history`).
+the agent's token budget, see :func:`genenv.prompts.fit_history`).
 
 The paper's evaluation protocol is a second mode, :meth:`HouseholdDomain.expert_steps`: the planner's
 trajectory decomposed into (state, next action) steps, each scored by exact match.

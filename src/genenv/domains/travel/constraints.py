@@ -325,7 +325,7 @@ def evaluate_plan(query: dict, plan, sandbox: Sandbox) -> dict:
     """``{"delivered", "commonsense": {name: bool}, "hard": {name: bool | None} | None}``. Delivered, as SPEC 3 and
     4.3 define it: a non-empty list (``[{}, {}]``, days padded with ``{}`` and nothing else, is delivered and
     checked; None or ``[]`` is not). What a *training reward* pays a plan with nothing in it is the domain's
-    choice (:func:`genenv.domains.travel.plan_reward`: 0)."""
+    choice (:func:`genenv.domains.travel.domain.plan_reward`: 0)."""
     delivered = bool(plan)
     if not delivered:
         return {"delivered": False, "commonsense": None, "hard": None}
