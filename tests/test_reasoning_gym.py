@@ -39,7 +39,7 @@ def test_spell_backward_scores_like_its_own_scorer_and_builds_it_once(monkeypatc
     whole dataset, 30 ms for spell_backward), and scores as reasoning-gym's own scorer does."""
     import reasoning_gym
 
-    from genenv.domains import reasoning_gym as rg_domain
+    from genenv.domains.reasoning_gym import domain as rg_domain
     rg_domain._scorer.cache_clear()
     built = []
     original = reasoning_gym.factory.get_score_answer_fn
