@@ -80,8 +80,8 @@ def test_probe_gain_is_the_first_order_change_of_the_probe_sets_expected_success
              _episode(policy, "12+", "33", 0.0), _episode(policy, "12+", "3", 1.0)]
     agree = [_episode(policy, "4+", "8", 1.0), _episode(policy, "4+", "8", 1.0)]
     direction = probe_direction(policy, probe, counts)
-    gains, passes = probe_gains(policy, [group, agree], direction)
-    assert gains[1] == 0.0 and passes == 1 and gains[0] != 0.0
+    gains, passes, sequences = probe_gains(policy, [group, agree], direction)
+    assert gains[1] == 0.0 and passes == 1 and sequences == len(group) and gains[0] != 0.0
 
     def probe_value():
         with torch.no_grad():

@@ -204,19 +204,18 @@ def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState,
         return agent_examples(cfg, domain, agent, tasks)
     stats = dict(NO_TEACHER)
     if pg.signal == "answer_likelihood":
-        examples, counts = verified_examples(domain, agent, [generated[i].parsed for i in valid], build)
+        examples, counts = verified_examples(domain, [generated[i].parsed for i in valid], build)
         rewards = [likelihood_reward(lp, cfg.curriculum_reward.alpha, pg.likelihood_width)
                    for lp in task_logprobs(agent, examples, counts, temperature)]
         stats["teacher_forward_sequences"] = len(examples)
     else:   # probe_gain
         probe = state.task_pool.sample(phase_rng(cfg.seed, epoch, "probe"), pg.probe_tasks)
-        examples, counts = verified_examples(domain, agent, probe, build)
+        examples, counts = verified_examples(domain, probe, build)
         direction = probe_direction(agent, examples, counts, temperature)
-        gains, passes = probe_gains(agent, [generated[i].episodes for i in valid], direction, temperature)
+        gains, passes, sequences = probe_gains(agent, [generated[i].episodes for i in valid], direction, temperature)
         rewards = scaled_by_largest(gains)
         stats.update(teacher_probe_tasks=len(probe), teacher_backward_passes=passes + 1,
-                     teacher_forward_sequences=len(examples) + sum(len(generated[i].episodes) for i, g in
-                                                                   zip(valid, gains) if g != 0.0))
+                     teacher_forward_sequences=len(examples) + sequences)
     stats["teacher_reward_mean"] = mean(rewards)
     out = list(generated)
     for i, reward in zip(valid, rewards):

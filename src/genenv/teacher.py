@@ -69,7 +69,7 @@ def scaled_by_largest(values) -> list[float]:
     return (values / largest).tolist()
 
 
-def verified_examples(domain, agent, tasks, build) -> tuple[list[WeightedExample], list[int]]:
+def verified_examples(domain, tasks, build) -> tuple[list[WeightedExample], list[int]]:
     """The verified responses of ``tasks`` as (context, target) examples, ``build(tasks)`` making them (the warm
     start's :func:`genenv.warmstart.agent_examples`: each task's ``domain.warmstart_examples``, contexts as
     rollouts build them), and how many examples each task has (a multi-turn task: one per expert step)."""
@@ -112,13 +112,15 @@ def probe_direction(agent, examples: list[WeightedExample], counts: list[int],
             for g, p in zip(torch.autograd.grad(objective, params, allow_unused=True), params)]
 
 
-def probe_gains(agent, groups, direction: list[torch.Tensor], temperature: float = 1.0) -> tuple[list[float], int]:
+def probe_gains(agent, groups, direction: list[torch.Tensor],
+                temperature: float = 1.0) -> tuple[list[float], int, int]:
     """Per rollout group: ``direction . g`` with g the group's policy-gradient ascent direction at the policy that
     sampled it (sum of advantage x log-prob over its response tokens, divided by its tokens: GRPO's token mean at
-    ratio 1); 0 for a group whose rewards all agree (no gradient). Returns the gains and the backward passes made."""
+    ratio 1); 0 for a group whose rewards all agree (no gradient). Returns the gains, the backward passes made and
+    the sequences they read."""
     agent.set_training(False)
     params = agent.trainable_parameters()
-    gains, passes = [], 0
+    gains, passes, sequences = [], 0, 0
     for group in groups:
         samples = informative_samples([group])
         if not samples:
@@ -131,5 +133,6 @@ def probe_gains(agent, groups, direction: list[torch.Tensor], temperature: float
         objective = (logp * seq.response_mask * advantages[:, None]).sum() / seq.response_mask.sum().clamp(min=1.0)
         grads = torch.autograd.grad(objective, params, allow_unused=True)
         passes += 1
+        sequences += len(samples)
         gains.append(float(sum((g.double() * d.double()).sum() for g, d in zip(grads, direction) if g is not None)))
-    return gains, passes
+    return gains, passes, sequences
