@@ -84,7 +84,7 @@ def folder_of(module: str) -> str:
     """A module's folder: the subpackage folder it lives in (genenv.models, genenv.domains.travel, ...), or the
     module itself for a file directly in genenv/ or genenv/domains/."""
     path = MODULES[module]
-    folder = path.parent if path.name != "__init__.py" else path.parent
+    folder = path.parent
     if folder in (SRC / "genenv", DOMAINS) and path.name != "__init__.py":
         return module
     return ".".join(folder.relative_to(SRC).parts)
