@@ -290,30 +290,6 @@ def test_domain_rejects_bad_simulator_output_with_a_reason(text, reason):
     assert type(result).__name__ == "Invalid" and result.reason == reason
 
 
-def test_domain_catalog_lists_exactly_the_apis_a_task_may_use_and_their_parameters():
-    import re
-
-    import numpy as np
-    plain, listed = _domain(), _domain(catalog=True)
-    seed = plain.seed_tasks(np.random.default_rng(0), 1)[0]
-    assert plain.simulator_prompt(seed, {"success_rate": 0.5}).startswith("Write one new API-Bank task")
-    prompt = listed.simulator_prompt(seed, {"success_rate": 0.5})
-    assert prompt == f"APIs: {listed.api_catalog()}\n" + plain.simulator_prompt(seed, {"success_rate": 0.5})
-    entries = re.findall(r"(\w+)\(([^)]*)\)", listed.api_catalog())
-    assert entries and [name for name, _ in entries] == sorted(name for name, _ in entries)
-    offered = {name for name in plain.descriptions if name in REGISTRY}
-    for name in offered:   # a listed API passes the API checks; one the catalog leaves out does not
-        problem = plain._problem([name], [], "Please do it.", name, {})
-        assert (name in dict(entries)) == (problem is None or not problem.startswith(("unknown API", f"{name} is")))
-    for name, parameters in entries:
-        declared = REGISTRY[name].inputs
-        assert [p.rstrip("?") for p in parameters.split(", ") if p] == list(declared)
-        assert {p.rstrip("?") for p in parameters.split(", ") if p.endswith("?")} == set(REGISTRY[name].optional)
-    from genenv.config import ConfigError
-    with pytest.raises(ConfigError, match="domain.options: catalog must be true or false"):
-        _domain(catalog="yes")
-
-
 def test_domain_rejects_a_copy_of_an_official_item():
     copy_of_item = _task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"},
                               request="What was the price of ZYXW on June 1st, 2021?")

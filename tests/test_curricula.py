@@ -136,13 +136,14 @@ def test_frontier_seed_draw_varies_the_easiest_level_not_yet_mastered():
 
 
 def test_predicted_seed_draw_varies_the_easiest_learned_group_not_yet_mastered():
-    """env.seed_draw=predicted (no levels): the pool ranked by a difficulty model fit on its p_hat and cut into
-    env.seed_draw_bins groups; the frontier rule picks the easiest group not mastered. Three kinds of task text,
-    always solved, sometimes solved, never solved: every seed is of the middle kind. Before any rollout there is
-    nothing to fit: the uniform draw."""
+    """experimental.predicted_seeds (no levels): the pool ranked by a difficulty model fit on its p_hat and cut
+    into experimental.predicted_seed_bins groups; the frontier rule picks the easiest group not mastered. Three
+    kinds of task text, always solved, sometimes solved, never solved: every seed is of the middle kind. Before
+    any rollout there is nothing to fit: the uniform draw."""
     from genenv.coevolve import draw_seeds
     pool = TaskPool()
-    cfg = load_config("smoke", ["seeds_per_epoch=6", "env.seed_draw=predicted", "env.seed_draw_bins=3",
+    cfg = load_config("smoke", ["seeds_per_epoch=6", "experimental.predicted_seeds=true",
+                                "experimental.predicted_seed_bins=3",
                                 "baseline.oracle_exploration=0", "curriculum_reward.k_min=0.25"])
     for i in range(4):
         pool.add(Task(f"add {i} plus {i}", "x"), "seed", -1)

@@ -1,7 +1,7 @@
 """env.pg.gate: which valid generations may earn the simulator's pg reward (issue 37).
 
-The level gate reads the domain's levels (a method with the oracle's information); the greedy gate only the
-agent's greedy answer (every domain has it)."""
+The level gate reads the domain's levels (a method with the oracle's information); the experimental predicted
+gate only the pool's p_hat (every domain has it)."""
 
 import warnings
 
@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 
 from genenv.algos.env_pg import reward_groups
-from genenv.coevolve import run
+from genenv.coevolve import simulator_gate
 from genenv.config import ConfigError, load_config
 from genenv.curricula import check_domain_capabilities, information_label, information_used, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
-from genenv.io import read_jsonl
 from genenv.pool import TaskPool
-from genenv.reward import challenger_rewards, greedy_gate, simulator_gate
+from genenv.reward import challenger_rewards, level_gate
 
 
 def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
@@ -41,55 +40,38 @@ def test_the_level_gate_reads_the_domains_levels_from_epoch_0():
     assert [level for level in domain.levels() if gate(_candidate(level))] == [3, 4, 5, 6, 7, 8]
 
 
-def _candidate(level, greedy_solved=None, r_env=1.0, batch=0):
+def _candidate(level, r_env=1.0, batch=0):
     return Candidate(batch, Task("s", "s"), "ctx", [1], [5], "raw", Task(f"x{level}", "p", "a", level), r_env=r_env,
-                     logprobs=(-1.0,), greedy_solved=greedy_solved)
+                     logprobs=(-1.0,))
 
 
-def test_the_greedy_gate_shuts_out_a_task_the_greedy_answer_solves():
-    """Two in-band tasks of one seed: the greedy answer solves the first (a mastered task's sampling noise), not
-    the second: only the second earns, so the group favours it. Unchecked tasks are not shut out."""
-    assert greedy_gate(_candidate(2, None)) and greedy_gate(_candidate(2, False))
-    assert not greedy_gate(_candidate(2, True))
-    groups = challenger_groups([_candidate(2, True), _candidate(3, False)], alpha=0.5, beta=2.0, gate=greedy_gate)
+def test_a_gate_shuts_tasks_out_of_the_reward():
+    """Two in-band tasks of one seed, the gate open only on level 3: only the second earns, so the group favours
+    it; a gate shutting both leaves no signal."""
+    gate = level_gate({3})
+    groups = challenger_groups([_candidate(2), _candidate(3)], alpha=0.5, beta=2.0, gate=gate)
     assert [s.advantage for s in groups[0]] == pytest.approx([-0.5, 0.5])
-    assert challenger_groups([_candidate(2, True), _candidate(2, True)], gate=greedy_gate) == []   # no signal
-    assert len(challenger_groups([_candidate(2, True), _candidate(3, False, r_env=0.7)])) == 1      # ungated
+    assert challenger_groups([_candidate(2), _candidate(2)], gate=gate) == []   # no signal
+    assert len(challenger_groups([_candidate(2), _candidate(3, r_env=0.7)])) == 1      # ungated
 
 
-def test_a_run_with_the_greedy_gate_checks_mixed_tasks_and_records_the_verdicts(tmp_path):
-    """The loop rolls out greedily exactly the valid tasks whose sampled rollouts were mixed; the samples say which
-    the greedy answer solved, and the metrics count them."""
-    cfg = load_config("smoke", ["threads=1", "epochs=4", "env.pg.gate=greedy", "env.pg.minibatch_groups=2"])
-    out = run(cfg, run_dir=tmp_path / "greedy", log=lambda m: None)
-    rows = read_jsonl(out / "metrics.jsonl")
-    checked = 0
-    for row in rows:
-        samples = read_jsonl(out / "samples" / f"epoch_{row['epoch']}.jsonl")
-        mixed = [s for s in samples if s["valid"] and 0 < s["p_hat_task"] < 1]
-        assert all(s["greedy_solved"] in (True, False) for s in mixed)
-        assert all(s.get("greedy_solved") is None for s in samples if s not in mixed)
-        assert row["greedy_checks"] == len(mixed)
-        assert row["greedy_solved"] == sum(s["greedy_solved"] for s in mixed)
-        checked += len(mixed)
-    assert checked > 0
-
-
-def test_random_makes_no_greedy_checks(tmp_path):
-    cfg = load_config("smoke", ["threads=1", "epochs=1", "curriculum=random", "env.pg.gate=greedy"])
-    rows = read_jsonl(run(cfg, run_dir=tmp_path / "r", log=lambda m: None) / "metrics.jsonl")
-    assert rows[0]["greedy_checks"] == 0
+def test_removed_options_name_the_commit_that_still_runs_them():
+    """env.pg.gate=greedy went in issue 56 (it lost its rule on dev): under either name, a clear error."""
+    for override in ("env.pg.gate=greedy", "env.pg_gate=greedy"):
+        with pytest.raises(ConfigError, match=r"'greedy' was removed .* commit d99c82e"):
+            load_config("smoke", [override])
 
 
 def test_the_level_gate_is_refused_on_a_domain_without_ordered_levels():
     """A domain that does not declare its levels ordered by difficulty cannot run the level gate (it would read
-    meaningless buckets); the greedy gate runs anywhere, and a curriculum that trains no simulator ignores it."""
+    meaningless buckets); the predicted gate runs anywhere, and a curriculum that trains no simulator ignores it."""
     class Unordered(type(make_domain("addition"))):
         ordered_levels = False
     cfg = load_config("default")
     with pytest.raises(ConfigError, match="env.pg.gate"):
         check_domain_capabilities(cfg, make_curriculum("genenv"), Unordered())
-    check_domain_capabilities(load_config("default", ["env.pg.gate=greedy"]), make_curriculum("genenv"), Unordered())
+    check_domain_capabilities(load_config("default", ["env.pg.gate=none", "experimental.predicted_gate=true"]),
+                              make_curriculum("genenv"), Unordered())
     check_domain_capabilities(cfg, make_curriculum("random"), Unordered())
     assert make_domain("addition").ordered_levels and make_domain("household").ordered_levels
 
@@ -106,7 +88,7 @@ def test_pg_gate_config_errors_and_the_deprecated_name():
         load_config("default", ["env.update=rwr"])         # the preset's gate would be a silent no-op
     load_config("default", ["env.update=rwr", "env.pg.gate=none"])
     with pytest.raises(ConfigError, match="env.pg_level_gate"):
-        load_config("smoke", ["env.pg_level_gate=true", "env.pg.gate=greedy"])
+        load_config("smoke", ["env.pg_level_gate=true", "env.pg.gate=predicted"])
     with pytest.warns(FutureWarning, match="pg.gate=levels"):
         assert load_config("smoke", ["env.pg_level_gate=true"]).env.pg.gate == "levels"
 
@@ -117,8 +99,8 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     the rule not selected, and pg with batch-level p_hat are configuration errors."""
     from genenv.config import run_config, to_dict
     with pytest.warns(FutureWarning, match="env.pg_minibatch_groups is deprecated: write env.pg.minibatch_groups"):
-        cfg = load_config("smoke", ["env.pg_minibatch_groups=3", "env.pg_gate=greedy"])
-    assert (cfg.env.pg.minibatch_groups, cfg.env.pg.gate) == (3, "greedy")
+        cfg = load_config("smoke", ["env.pg_minibatch_groups=3", "env.pg_gate=levels"])
+    assert (cfg.env.pg.minibatch_groups, cfg.env.pg.gate) == (3, "levels")
     with pytest.warns(FutureWarning, match="env.pool_replay is deprecated: write env.rwr.pool_replay"):
         assert load_config("paper", ["env.pool_replay=0.5"]).env.rwr.pool_replay == 0.5
     with pytest.raises(ConfigError, match="env.pg_steps: set env.pg.steps alone"):
@@ -133,14 +115,19 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     # a run folder written before the grouping: its flat names read without a warning
     old = to_dict(load_config("smoke"))
     pg, rwr = old["env"].pop("pg"), old["env"].pop("rwr")
-    old["env"].update({f"pg_{k}" if k != "gate_fit_window" else "pg_gate_window": v for k, v in pg.items()
+    old["env"].update({f"pg_{k}": v for k, v in pg.items()
                        if k not in ("gate_mastered", "gate_window", "repeat_is_invalid", "signal", "probe_tasks",
-                                     "likelihood_width")})   # (knobs added since)
+                                     "likelihood_width", "probe_side")})   # (knobs added since)
+    old["env"]["pg_gate_window"] = 512   # (now experimental.predicted_gate_window)
+    for name in ("predicted_gate", "predicted_gate_window", "predicted_seeds", "predicted_seed_bins",
+                 "predicted_seed_window"):   # (moved under experimental since)
+        old["experimental"].pop(name)
     old["env"].update(rwr_steps=2, rwr_batch=8, pool_replay=rwr["pool_replay"], pg_level_gate=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read = run_config(old)
     assert (read.env.rwr.steps, read.env.rwr.batch, read.env.pg.gate) == (2, 8, "levels")
+    assert read.experimental.predicted_gate_window == 512
 
 
 def test_options_that_lost_their_decision_rule_live_under_experimental():
@@ -149,15 +136,43 @@ def test_options_that_lost_their_decision_rule_live_under_experimental():
     moves = {"env.pg_reward=interior": ("pg_reward", "interior"), "env.pg.reward=interior": ("pg_reward", "interior"),
              "baseline.oracle_rule=band": ("oracle_rule", "band"),
              "curriculum_reward.posterior=true": ("posterior_p_hat", True),
-             "env.seed_draw=learnability": ("learnability_seeds", True)}
+             "env.seed_draw=learnability": ("learnability_seeds", True),
+             "env.seed_draw=predicted": ("predicted_seeds", True), "env.pg.gate=predicted": ("predicted_gate", True),
+             "env.pg.gate_fit_window=64": ("predicted_gate_window", 64),
+             "env.seed_draw_bins=3": ("predicted_seed_bins", 3),
+             "env.seed_draw_window=32": ("predicted_seed_window", 32)}
     for override, (name, value) in moves.items():
         with pytest.warns(FutureWarning, match=f"write experimental.{name}"):
             cfg = load_config("smoke", [override])
         assert getattr(cfg.experimental, name) == value and cfg.env.seed_draw == "uniform"
+        assert cfg.env.pg.gate == "none"
     with pytest.raises(ConfigError, match="set experimental.oracle_rule alone"):
         load_config("smoke", ["baseline.oracle_rule=band", "experimental.oracle_rule=frontier"])
     with pytest.raises(ConfigError, match="experimental.learnability_seeds: draws the seeds itself"):
         load_config("smoke", ["experimental.learnability_seeds=true", "env.seed_draw=frontier"])
+    with pytest.raises(ConfigError, match="experimental.predicted_seeds: draws the seeds itself"):
+        load_config("smoke", ["experimental.predicted_seeds=true", "env.seed_draw=frontier"])
+    with pytest.raises(ConfigError, match="set one"):
+        load_config("smoke", ["experimental.predicted_seeds=true", "experimental.learnability_seeds=true"])
+    with pytest.raises(ConfigError, match="experimental.predicted_gate: a gate of the pg update"):
+        load_config("default", ["experimental.predicted_gate=true"])   # beside the preset's level gate
+    with pytest.raises(ConfigError, match="experimental.predicted_gate: a gate of the pg update"):
+        load_config("paper", ["experimental.predicted_gate=true"])     # rwr
+
+
+def test_every_experimental_switch_is_in_the_registry():
+    """genenv.experimental.EXPERIMENTS names each field of the config's experimental section exactly once (a
+    switch or a knob of one), with where it was measured and what the rule said."""
+    import dataclasses
+
+    from genenv.config import ExperimentalConfig
+    from genenv.experimental import EXPERIMENTS, experiment
+    named = [e.switch for e in EXPERIMENTS] + [k for e in EXPERIMENTS for k in e.knobs]
+    assert sorted(named) == sorted(f.name for f in dataclasses.fields(ExperimentalConfig))
+    assert all(e.measured and e.decision for e in EXPERIMENTS)
+    assert experiment("predicted_gate").knobs == ("predicted_gate_window",)
+    with pytest.raises(KeyError, match="known: pg_reward"):
+        experiment("greedy_gate")
 
 
 def test_each_arm_is_named_for_what_it_knows():
@@ -165,7 +180,7 @@ def test_each_arm_is_named_for_what_it_knows():
         warnings.simplefilter("error")
         smoke = load_config("smoke")
     assert information_used(smoke) == () and information_label(smoke) == "paper"
-    assert information_label(load_config("smoke", ["env.pg.gate=greedy"])) == "paper"
+    assert information_label(load_config("smoke", ["experimental.predicted_gate=true"])) == "paper"
     assert information_used(load_config("smoke", ["env.pg.gate=levels"])) == ("domain levels (env.pg.gate=levels)",)
     assert information_used(load_config("smoke", ["curriculum=random", "env.pg.gate=levels"])) == ()
     assert "oracle" in information_label(load_config("smoke", ["curriculum=oracle"]))
@@ -178,7 +193,7 @@ def test_each_arm_is_named_for_what_it_knows():
 def test_the_text_difficulty_model_learns_what_looks_mastered():
     """Ridge regression on character n-grams: fit on tasks whose text says how hard they are (many zeros: solved;
     many other digits: failed), it predicts a new task of each kind on its side of the 0.75 threshold."""
-    from genenv.difficulty import TextDifficulty, fit_ridge, ngram_features
+    from genenv.experimental.predicted import TextDifficulty, fit_ridge, ngram_features
     rng = np.random.default_rng(0)
     easy = ["".join(rng.choice(list("0000001"), 8)) for _ in range(40)]
     hard = ["".join(rng.choice(list("123456789"), 8)) for _ in range(40)]
@@ -192,7 +207,7 @@ def test_the_text_difficulty_model_learns_what_looks_mastered():
 
 
 def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
-    cfg = load_config("default", ["env.pg.gate=predicted"])
+    cfg = load_config("default", ["env.pg.gate=none", "experimental.predicted_gate=true"])
     pool = TaskPool()
     for i in range(60):
         pool.add(Task(f"0000000{i % 10}+00000000", "p", "a", 1), "generated", 0, 1.0)

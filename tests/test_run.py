@@ -543,7 +543,7 @@ def test_a_resume_refuses_what_would_change_the_runs_meaning(smoke_run, tmp_path
     run_dir = tmp_path / "copy"
     shutil.copytree(smoke_run, run_dir)
     before = (run_dir / "config.yaml").read_text()
-    refused = (("curriculum=random", "curriculum"), ("seed=9", "seed"), ("env.pg.gate=greedy", "env.pg.gate"),
+    refused = (("curriculum=random", "curriculum"), ("seed=9", "seed"), ("env.pg.gate=levels", "env.pg.gate"),
                ("agent.tiny.hidden_size=64", "agent.tiny.hidden_size"))
     for override, field in refused:
         assert main(["run", "--resume", str(run_dir), override]) == 2

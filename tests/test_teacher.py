@@ -144,3 +144,37 @@ def test_a_run_pays_answer_likelihood_and_an_untrained_simulator_reads_nothing(t
     random_rows, random_samples = _run(tmp_path, "random", "curriculum=random", "env.pg.signal=answer_likelihood")
     assert all(r["teacher_reward_mean"] is None and r["teacher_forward_sequences"] == 0 for r in random_rows)
     assert all(t["teacher_reward"] is None for tasks in random_samples for t in tasks)
+
+
+def test_the_probe_is_drawn_from_the_pool_or_its_hard_side():
+    """probe_side=all is the pool's own uniform draw (the same random calls as before the knob); hard draws only
+    tasks rolled out with a last p_hat below alpha (never a task not yet rolled out), and the whole pool while no
+    task is hard."""
+    import numpy as np
+
+    from genenv.pool import TaskPool
+    from genenv.teacher import draw_probe
+    pool = TaskPool()
+    for text, p_hat in (("easy", 1.0), ("half", 0.5), ("near", 0.375), ("hopeless", 0.0), ("new", None)):
+        pool.add(Task(text, text), "generated", 0, p_hat)
+    assert draw_probe(pool, np.random.default_rng(3), 7) == pool.sample(np.random.default_rng(3), 7)
+    assert {t.text for t in draw_probe(pool, np.random.default_rng(0), 50, "hard", 0.5)} == {"near", "hopeless"}
+    assert {t.text for t in draw_probe(pool, np.random.default_rng(0), 50, "hard", 0.25)} == {"hopeless"}
+    assert len(draw_probe(pool, np.random.default_rng(0), 1, "hard")) == 1
+    settled = TaskPool()
+    settled.add(Task("easy", "easy"), "seed", -1, 1.0)
+    assert [t.text for t in draw_probe(settled, np.random.default_rng(0), 2, "hard")] == ["easy", "easy"]
+
+
+def test_a_signals_knob_without_its_signal_is_refused():
+    from genenv.config import ConfigError, load_config
+    load_config("smoke", ["env.pg.signal=probe_gain", "env.pg.probe_side=hard"])
+    for override, signal in (("env.pg.probe_side=hard", "probe_gain"), ("env.pg.probe_tasks=8", "probe_gain"),
+                             ("env.pg.likelihood_width=1", "answer_likelihood")):
+        with pytest.raises(ConfigError, match=f"a knob of env.pg.signal={signal}"):
+            load_config("smoke", [override])
+
+
+def test_a_run_with_the_hard_probe_reads_it(tmp_path):
+    rows, _ = _run(tmp_path, "hard", "env.pg.signal=probe_gain", "env.pg.probe_side=hard", "env.pg.probe_tasks=16")
+    assert all(r["teacher_probe_tasks"] == 16 and r["teacher_backward_passes"] >= 1 for r in rows)

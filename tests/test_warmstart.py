@@ -21,8 +21,7 @@ NOT_IN_WARMSTART = {
     "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
-    "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw", "env.seed_draw_bins",
-    "env.seed_draw_window",
+    "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw",
     # the simulator's update rules and their knobs (sections): co-evolution only
     "env.update", "env.pg", "env.rwr",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)

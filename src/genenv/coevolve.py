@@ -9,7 +9,6 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
   4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
-                       env.pg.gate=greedy, one greedy rollout of each mixed task (check_greedy); with
                        env.pg.signal, what each task teaches the agent (credit_tasks, genenv.teacher)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
@@ -46,17 +45,12 @@ from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import export_final, run_lock, save_checkpoint
 from genenv.config import RunConfig
-from genenv.curricula import (
-    Curriculum,
-    check_domain_capabilities,
-    frontier_seeds,
-    make_curriculum,
-    predicted_frontier_seeds,
-)
+from genenv.curricula import Curriculum, check_domain_capabilities, frontier_seeds, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.evaluation import evaluate_all
+from genenv.experimental.predicted import predicted_frontier_seeds, predicted_gate
 from genenv.generation import (
     Candidate,
     drawn_candidates,
@@ -85,13 +79,23 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.reward import challenger_rewards, repeated_generations, rwr_weights, scored, simulator_gate, success_rate
+from genenv.reward import (
+    challenger_rewards,
+    level_gate,
+    level_success,
+    open_levels,
+    repeated_generations,
+    rwr_weights,
+    scored,
+    success_rate,
+)
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
 from genenv.splits import DataSplit, data_split
 from genenv.teacher import (
     NO_TEACHER,
+    draw_probe,
     likelihood_reward,
     probe_direction,
     probe_gains,
@@ -122,9 +126,9 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
     frontier_rule = dict(alpha=cr.alpha, k_min=cr.k_min, window=bc.oracle_window, exploration=bc.oracle_exploration)
     if cfg.env.seed_draw == "frontier":
         return frontier_seeds(pool, cfg.seeds_per_epoch, rng, **frontier_rule)
-    if cfg.env.seed_draw == "predicted":
-        return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.env.seed_draw_bins,
-                                        fit_window=cfg.env.seed_draw_window, **frontier_rule)
+    if cfg.experimental.predicted_seeds:
+        return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.experimental.predicted_seed_bins,
+                                        fit_window=cfg.experimental.predicted_seed_window, **frontier_rule)
     return pool.sample(rng, cfg.seeds_per_epoch)
 
 
@@ -171,25 +175,6 @@ def scoring(cfg: RunConfig) -> dict:
                 p_hat_level=cr.p_hat_level, posterior=cfg.experimental.posterior_p_hat)
 
 
-def check_greedy(cfg: RunConfig, domain: Domain, agent: Policy, generated: list[Candidate],
-                 engine: Engine) -> list[Candidate]:
-    """Phase 4b (``env.pg.gate=greedy``): one greedy rollout of every valid generation whose sampled rollouts were
-    mixed (0 < p_hat < 1; the others earn no pg reward anyway), before the agent's update; ``greedy_solved`` says
-    whether it succeeded. A task the greedy answer solves is one the agent has mastered in the sense its
-    evaluation measures, whatever its sampling noise."""
-    mixed = [i for i, c in enumerate(generated) if c.valid and c.p_hat_task is not None and 0.0 < c.p_hat_task < 1.0]
-    if not mixed:
-        return generated
-    groups = rollout(domain, agent, [generated[i].parsed for i in mixed], group_size=1, greedy=True,
-                     max_new_tokens=min(cfg.agent.max_new_tokens, domain.agent_max_new_tokens),
-                     batch_size=cfg.agent.generation_batch, max_context_tokens=cfg.agent.max_context_tokens,
-                     run_shards=engine.run_shards)
-    out = list(generated)
-    for i, group in zip(mixed, groups):
-        out[i] = out[i].updated(greedy_solved=bool(group[0].reward >= cfg.curriculum_reward.success_threshold))
-    return out
-
-
 def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState, generated: list[Candidate],
                  epoch: int) -> tuple[list[Candidate], dict]:
     """Phase 4c (``env.pg.signal``, beyond the paper, no levels): what each valid generation teaches the agent, read
@@ -209,7 +194,8 @@ def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState,
                    for lp in task_logprobs(agent, examples, counts, temperature)]
         stats["teacher_forward_sequences"] = len(examples)
     else:   # probe_gain
-        probe = state.task_pool.sample(phase_rng(cfg.seed, epoch, "probe"), pg.probe_tasks)
+        probe = draw_probe(state.task_pool, phase_rng(cfg.seed, epoch, "probe"), pg.probe_tasks, pg.probe_side,
+                           cfg.curriculum_reward.alpha)
         examples, counts = verified_examples(domain, probe, build)
         direction = probe_direction(agent, examples, counts, temperature)
         gains, passes, sequences = probe_gains(agent, [generated[i].episodes for i in valid], direction, temperature)
@@ -256,11 +242,26 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
             for g in generated if g.valid and g.in_band and g.token_ids]
 
 
+def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
+    """The predicate on which valid generations may earn the pg reward (None: all), read after this epoch's
+    rollouts joined the pool. ``env.pg.gate=levels``: only tasks on a level the agent has not mastered (a level's
+    mean success over its ``env.pg.gate_window`` latest rolled-out tasks below ``env.pg.gate_mastered``; a level
+    never rolled out is open, so its first tasks are paid). ``experimental.predicted_gate``: only tasks whose
+    success, predicted from their text, is below ``env.pg.gate_mastered``."""
+    pg, cr = cfg.env.pg, cfg.curriculum_reward
+    if cfg.experimental.predicted_gate:
+        return predicted_gate(pool, pg.gate_mastered, cfg.experimental.predicted_gate_window)
+    if pg.gate == "levels":
+        return level_gate(open_levels(level_success(pool, domain.levels(), pg.gate_window, cr.alpha, cr.k_min),
+                                      pg.gate_mastered))
+    return None
+
+
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
                               generated: list[Candidate], epoch: int, rng: np.random.Generator) -> dict | None:
     """``env.update=pg`` (beyond the paper): policy gradient on every generation's R_env, rescaled within its seed
-    group, for the generations the gate lets earn (:func:`genenv.reward.simulator_gate`; the others earn what a
-    useless task earns)."""
+    group, for the generations the gate lets earn (:func:`simulator_gate`; the others earn what a useless task
+    earns)."""
     ec, cr = cfg.env, cfg.curriculum_reward
     repeat = (repeated_generations(generated, lambda text: state.task_pool.joined_before(text, epoch))
               if ec.pg.repeat_is_invalid else None)
@@ -344,8 +345,6 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
-        if curriculum.trains_simulator and cfg.env.pg.gate == "greedy":   # (a gate implies env.update=pg)
-            generated = check_greedy(cfg, domain, players.agent, generated, engine)
     teacher_stats = dict(NO_TEACHER)
     if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal != "alpha":
         with timer("credit"):
@@ -372,7 +371,8 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     state.total_generated += len(generated)
     drawn = drawn_candidates(drawn_tasks, drawn_groups, cfg.env.variations, **scoring(cfg))
     model_seconds = players.model_seconds() + engine.wait_seconds
-    metrics = epoch_metrics(cfg, domain, curriculum.generates, state, epoch, generated, all_groups, drawn,
+    metrics = epoch_metrics(cfg.curriculum, scoring(cfg), domain, curriculum.generates, state, epoch, generated,
+                            all_groups, drawn,
                             agent_stats, env_stats, eval_stats, timer, model_seconds - model_seconds_before)
     state.last_p_hat_mean = metrics["p_hat_mean"] if metrics["p_hat_mean"] is not None else state.last_p_hat_mean
     return metrics, generated if curriculum.generates else drawn
@@ -437,7 +437,7 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
         state.epoch = epoch + 1
         reset_peak_rss()
         start = time.perf_counter()
-        unsynced.append(write_samples(cfg, run_dir, epoch, chosen, durable=False))
+        unsynced.append(write_samples(run_dir, epoch, chosen, cfg.samples_rollouts_shown, durable=False))
         if state.epoch == cfg.epochs or time.monotonic() - last_checkpoint >= cfg.checkpoint_every_s:
             # the rows and samples this checkpoint covers reach the disk before it (one parallel fsync batch)
             save_checkpoint(players, state, run_dir, last_metrics=metrics, sync_first=unsynced)

@@ -147,7 +147,7 @@ class OpenAIConfig:
 
 
 # which valid generations may earn the simulator's pg reward (env.pg.gate); "levels" uses the domain's levels
-PG_GATES = ("none", "greedy", "predicted", "levels")
+PG_GATES = ("none", "levels")
 
 
 @dataclass
@@ -166,16 +166,12 @@ class PgConfig:
                                    "docs/benchmarks/apibank-comparison.md, pilot F)")
     gate: str = knob("none", "which valid tasks may earn their reward (beyond the paper); the others earn 0, what a "
                      "useless valid task earns, so the simulator is not paid for a mastered task's sampling noise. "
-                     "'none' (the paper's information: every valid task); 'greedy' (the paper's information: only "
-                     "a task the agent's greedy answer fails, checked with one extra greedy rollout of each task "
-                     "whose sampled rollouts were mixed; no domain levels); 'levels' (uses the domain's "
-                     "difficulty levels, the oracle's information: only a task on a level the agent has not "
-                     "mastered, recent mean success below gate_mastered over the last gate_window rolled-out tasks "
-                     "of that level; a level never rolled out is open; the hardest level when all are mastered; "
-                     "needs a domain with ordered levels); 'predicted' (the paper's information: only a task "
-                     "whose success, predicted by a ridge regression on character n-grams of the text fit to the "
-                     "last gate_fit_window rolled-out pool tasks, is below gate_mastered: tasks that look like "
-                     "mastered ones do not pay)", choices=PG_GATES)
+                     "'none' (the paper's information: every valid task); 'levels' (uses the domain's difficulty "
+                     "levels, the oracle's information: only a task on a level the agent has not mastered, recent "
+                     "mean success below gate_mastered over the last gate_window rolled-out tasks of that level; a "
+                     "level never rolled out is open; the hardest level when all are mastered; needs a domain with "
+                     "ordered levels). Level-free gates that were measured and not adopted: "
+                     "experimental.predicted_gate", choices=PG_GATES)
     signal: str = knob("alpha", "what a valid task earns (issue 55; the paper's information, no levels): 'alpha' "
                        "(R_env rescaled to [0, 1], the paper's reward under pg); 'probe_gain' (a grounded teacher "
                        "reward: the first-order change the task's GRPO gradient makes to the agent's expected "
@@ -187,15 +183,19 @@ class PgConfig:
                        "genenv.teacher", choices=("alpha", "probe_gain", "answer_likelihood"))
     probe_tasks: int = knob(256, "signal=probe_gain: held-in tasks drawn from the training pool each epoch (never "
                             "dev or held-out)", lo=1)
+    probe_side: str = knob("all", "signal=probe_gain: which pool tasks the probe set is drawn from: 'all' (every "
+                           "pool task, mastered ones included, so forgetting costs) or 'hard' (only tasks whose "
+                           "last p_hat is below alpha, as SOAR's probe is problems the student fails; the whole "
+                           "pool while none is). The paper's information (p_hat), no levels",
+                           choices=("all", "hard"))
     likelihood_width: float = knob(2.0, "signal=answer_likelihood: the reward's width in log-odds (2: P = 0.1 or "
                                    "0.9 earns 0.55, P = 0.01 or 0.99 earns 0.07; chosen before any run)", lo=0.01)
-    gate_mastered: float = knob(0.75, "gate levels/predicted: a level (or a task's prediction) with success at "
-                                "least this is mastered and does not pay (0.75: alpha + k_min of the default, "
-                                "what the gate used before it had its own knob)", lo=0.0, hi=1.0)
+    gate_mastered: float = knob(0.75, "gate=levels (and experimental.predicted_gate): a level (or a task's "
+                                "prediction) with success at least this is mastered and does not pay (0.75: alpha "
+                                "+ k_min of the default, what the gate used before it had its own knob)", lo=0.0,
+                                hi=1.0)
     gate_window: int = knob(64, "gate=levels: a level's recent success is the mean last p_hat of its latest this "
                             "many rolled-out pool tasks (64: the oracle's window, which it used before)", lo=1)
-    gate_fit_window: int = knob(1024, "gate=predicted: the most recently added rolled-out pool tasks the "
-                                "difficulty model is fit on", lo=16)
 
 
 @dataclass
@@ -220,17 +220,11 @@ class EnvConfig(PlayerConfig):
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     seed_draw: str = knob("uniform", "how each epoch's seed tasks (the simulator's prompts) are drawn from the "
-                          "training pool: 'uniform'; 'frontier' (beyond the paper, the domain's levels: each seed "
+                          "training pool: 'uniform'; or 'frontier' (beyond the paper, the domain's levels: each seed "
                           "from the pool's tasks of the level the oracle's frontier rule picks, with "
                           "baseline.oracle_window and baseline.oracle_exploration; the control that gives an "
-                          "untrained simulator the level gate's information); or 'predicted' (beyond the paper, no "
-                          "domain levels: the frontier rule over env.seed_draw_bins learned levels, the pool's tasks "
-                          "ranked by a ridge regression on their text's character n-grams fit to the last "
-                          "env.seed_draw_window rolled-out tasks' p_hat)", choices=("uniform", "frontier", "predicted"))
-    seed_draw_bins: int = knob(4, "seed_draw=predicted: how many equal groups of predicted success stand in for "
-                               "levels (4 chosen before any run, not tuned)", lo=1)
-    seed_draw_window: int = knob(1024, "seed_draw=predicted: the most recently added rolled-out pool tasks the "
-                                 "difficulty model is fit on", lo=16)
+                          "untrained simulator the level gate's information). A level-free draw measured and not "
+                          "adopted: experimental.predicted_seeds", choices=("uniform", "frontier"))
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate of the simulator's updates (either rule)", lo=0.0)
@@ -323,6 +317,20 @@ class ExperimentalConfig:
                                     "p (1 - p) of their last p_hat, floored at baseline.learnability_floor, never "
                                     "rolled out counting as 0.5 (issue 13's attempt 3; formerly "
                                     "env.seed_draw=learnability; needs env.seed_draw=uniform)")
+    predicted_gate: bool = knob(False, "env.update=pg: a valid task may earn only if its success, predicted by a "
+                                "ridge regression on its text's character n-grams fit to the pool's last "
+                                "predicted_gate_window rolled-out tasks, is below env.pg.gate_mastered (issue 37, no "
+                                "levels; formerly env.pg.gate=predicted; needs env.pg.gate=none)")
+    predicted_gate_window: int = knob(1024, "predicted_gate: the most recently added rolled-out pool tasks the "
+                                      "difficulty model is fit on (formerly env.pg.gate_fit_window)", lo=16)
+    predicted_seeds: bool = knob(False, "the frontier seed draw over predicted_seed_bins learned levels: the pool's "
+                                 "tasks ranked by a ridge regression on their text's character n-grams fit to the "
+                                 "last predicted_seed_window rolled-out tasks' p_hat (issue 37, no levels; formerly "
+                                 "env.seed_draw=predicted; needs env.seed_draw=uniform)")
+    predicted_seed_bins: int = knob(4, "predicted_seeds: equal groups of predicted success standing in for levels "
+                                    "(4 chosen before any run; formerly env.seed_draw_bins)", lo=1)
+    predicted_seed_window: int = knob(1024, "predicted_seeds: the most recently added rolled-out pool tasks the "
+                                      "difficulty model is fit on (formerly env.seed_draw_window)", lo=16)
 
 
 @dataclass
@@ -466,16 +474,25 @@ def _check_sampler(cfg: RunConfig) -> None:
 
 # knobs that moved (issue 42), old dotted name -> new: the simulator's knobs grouped by the update rule that reads
 # them, and the options that lost their decision rule gathered under experimental. The old names are read for one
-# release with a FutureWarning (quietly from a run folder's config). Two values moved too: env.pg_level_gate=true
-# is env.pg.gate=levels, env.seed_draw=learnability is experimental.learnability_seeds=true.
+# release with a FutureWarning (quietly from a run folder's config). Values moved too: env.pg_level_gate=true is
+# env.pg.gate=levels, and MOVED_VALUES below (issue 56: the predicted gate and seed draw).
 MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.pg.minibatch_groups",
                "env.pg_clip_eps": "env.pg.clip_eps", "env.pg_invalid_reward": "env.pg.invalid_reward",
-               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "env.pg.gate_fit_window",
+               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate_window",
+               "env.pg.gate_fit_window": "experimental.predicted_gate_window",
+               "env.seed_draw_bins": "experimental.predicted_seed_bins",
+               "env.seed_draw_window": "experimental.predicted_seed_window",
                "env.rwr_steps": "env.rwr.steps", "env.rwr_batch": "env.rwr.batch",
                "env.pool_replay": "env.rwr.pool_replay",
                "env.pg_reward": "experimental.pg_reward", "env.pg.reward": "experimental.pg_reward",
                "baseline.oracle_rule": "experimental.oracle_rule",
                "curriculum_reward.posterior": "experimental.posterior_p_hat"}
+# values that moved: (knob, value) -> the experimental switch that replaces it
+MOVED_VALUES = {("env.seed_draw", "learnability"): "experimental.learnability_seeds",
+                ("env.seed_draw", "predicted"): "experimental.predicted_seeds",
+                ("env.pg.gate", "predicted"): "experimental.predicted_gate"}
+# values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
+REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
 _ABSENT = object()
 
 
@@ -505,11 +522,17 @@ def _pop(data: dict, dotted: str):
 
 
 def _moved_knobs(data: dict) -> dict:
-    """``data`` (a whole config) with every knob of :data:`MOVED_KNOBS` read from its old name, and the two moved
-    values, each with a FutureWarning naming the new one. An old name beside its new one is an error."""
-    level_gate, seed_draw = _at(data, "env.pg_level_gate"), _at(data, "env.seed_draw")
+    """``data`` (a whole config) with every knob of :data:`MOVED_KNOBS` read from its old name, and every value of
+    :data:`MOVED_VALUES`, each with a FutureWarning naming the new one. An old name beside its new one is an error,
+    and so is a value of :data:`REMOVED_VALUES`."""
+    level_gate = _at(data, "env.pg_level_gate")
+    for (old, value), commit in REMOVED_VALUES.items():
+        for name in (old, *(k for k, v in MOVED_KNOBS.items() if v == old)):
+            if _at(data, name) == value:
+                raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
+                                  f"runs repeat with the code of commit {commit} (docs/results-log.md)")
     if (all(_at(data, old) is _ABSENT for old in MOVED_KNOBS) and level_gate is _ABSENT
-            and seed_draw != "learnability"):
+            and not any(_at(data, old) == value for old, value in MOVED_VALUES)):
         return data
     data = copy.deepcopy(data)
     for old, new in MOVED_KNOBS.items():
@@ -529,11 +552,12 @@ def _moved_knobs(data: dict) -> dict:
                                   "(env.pg_level_gate is deprecated)")
             warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
             _put(data, "env.pg.gate", "levels")
-    if seed_draw == "learnability":
-        warnings.warn("env.seed_draw=learnability is deprecated: write experimental.learnability_seeds=true",
-                      FutureWarning, stacklevel=4)
-        _pop(data, "env.seed_draw")
-        _put(data, "experimental.learnability_seeds", True)
+    for (old, value), switch in MOVED_VALUES.items():
+        if _at(data, old) == value:
+            warnings.warn(f"{old}={value} is deprecated: write {switch}=true (an option that lost its decision "
+                          "rule)", FutureWarning, stacklevel=4)
+            _pop(data, old)
+            _put(data, switch, True)
     return data
 
 
@@ -550,9 +574,23 @@ def _check_update_rule(cfg: RunConfig) -> None:
             raise ConfigError(f"env.{section}.{f.name}: set to {value!r}, a knob of env.update={section}, but "
                               f"env.update is {env.update!r}; leave it at its default "
                               f"({getattr(defaults, f.name)!r}) or set env.update={section}")
-    if cfg.experimental.learnability_seeds and env.seed_draw != "uniform":
-        raise ConfigError(f"experimental.learnability_seeds: draws the seeds itself; env.seed_draw is "
-                          f"{env.seed_draw!r} (set it to uniform)")
+    for name, signal in (("probe_tasks", "probe_gain"), ("probe_side", "probe_gain"),
+                         ("likelihood_width", "answer_likelihood")):
+        value, default = getattr(env.pg, name), getattr(PgConfig(), name)
+        if value != default and env.pg.signal != signal:
+            raise ConfigError(f"env.pg.{name}: set to {value!r}, a knob of env.pg.signal={signal}, but env.pg.signal "
+                              f"is {env.pg.signal!r}; leave it at its default ({default!r}) or set the signal")
+    ex = cfg.experimental
+    for switch in ("learnability_seeds", "predicted_seeds"):
+        if getattr(ex, switch) and env.seed_draw != "uniform":
+            raise ConfigError(f"experimental.{switch}: draws the seeds itself; env.seed_draw is {env.seed_draw!r} "
+                              "(set it to uniform)")
+    if ex.learnability_seeds and ex.predicted_seeds:
+        raise ConfigError("experimental.predicted_seeds: draws the seeds itself, and so does "
+                          "experimental.learnability_seeds; set one")
+    if ex.predicted_gate and (env.update != "pg" or env.pg.gate != "none"):
+        raise ConfigError(f"experimental.predicted_gate: a gate of the pg update; needs env.update=pg (it is "
+                          f"{env.update!r}) and env.pg.gate=none (it is {env.pg.gate!r})")
     if env.update == "pg" and cfg.curriculum_reward.p_hat_level == "batch":
         raise ConfigError("curriculum_reward.p_hat_level: 'batch' gives every variation of a seed the same reward, "
                           "so the pg update (env.update=pg) could only tell valid from invalid; set "

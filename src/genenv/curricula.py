@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from genenv.config import ConfigError
-from genenv.difficulty import TextDifficulty, predicted_bins, recent_outcomes
 from genenv.domains.base import Domain, Invalid, Task, registrar
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
@@ -232,21 +231,6 @@ def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: f
     return seeds
 
 
-def predicted_frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, bins: int, fit_window: int,
-                             alpha: float, k_min: float, window: int, exploration: float) -> list[Task]:
-    """``env.seed_draw=predicted`` (beyond the paper, no domain levels): :func:`frontier_seeds` with learned
-    levels. A ridge regression on the texts' character n-grams (:mod:`genenv.difficulty`), fit on the pool's
-    ``fit_window`` most recent rolled-out tasks' last p_hat, ranks every pool task by predicted success; the ranks
-    are cut into ``bins`` equal groups, group 1 the easiest; the frontier rule picks a group from each group's
-    recent mean success (its ``window`` latest rolled-out members) and a seed is drawn uniformly from it. Before
-    any task has been rolled out there is nothing to fit: a uniform draw."""
-    texts, rates = recent_outcomes(pool, fit_window)
-    if not texts:
-        return pool.sample(rng, n)
-    return frontier_seeds(pool, n, rng, alpha=alpha, k_min=k_min, window=window, exploration=exploration,
-                          groups=predicted_bins(pool, TextDifficulty().fit(texts, rates), bins))
-
-
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,
                journal: Path | None = None) -> list[Candidate]:
     """A fixed set's generations: no success statistics in the prompt (nothing is known before training). Shards
@@ -295,5 +279,4 @@ def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Do
         raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
     if curriculum.trains_simulator and cfg.env.pg.gate == "levels" and not domain.ordered_levels:
         raise ConfigError(f"env.pg.gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
-                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=greedy (no levels needed) "
-                          "or none")
+                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=none")

@@ -31,7 +31,7 @@ TABLES = ("tasks", "generations", "rollouts", "verl")
 # a sample's fields as columns (its "seed", the seed task the simulator varied, becomes "seed_task": "seed" is
 # the run's)
 GENERATION_FIELDS = ("source", "batch", "seed_task", "context", "generated", "valid", "reason", "task", "answer",
-                     "level", "p_hat", "p_hat_task", "r_env", "in_band", "greedy_solved")
+                     "level", "p_hat", "p_hat_task", "r_env", "in_band")
 
 
 class ExportError(ValueError):

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv.config import RunConfig
 from genenv.domains.base import Domain
 from genenv.generation import Candidate
 from genenv.io import atomic_write_jsonl
@@ -63,25 +62,26 @@ class _Phase:
         return False
 
 
-def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch: int, generated: list[Candidate],
-                  groups: list[list[Episode]], drawn: list[Candidate], agent_stats: dict, env_stats: dict,
-                  eval_stats: dict, timer: PhaseTimer, model_seconds: float) -> dict:
-    """One row of metrics.jsonl.
+def epoch_metrics(curriculum: str, scoring: dict, domain: Domain, generates: bool, state, epoch: int,
+                  generated: list[Candidate], groups: list[list[Episode]], drawn: list[Candidate], agent_stats: dict,
+                  env_stats: dict, eval_stats: dict, timer: PhaseTimer, model_seconds: float) -> dict:
+    """One row of metrics.jsonl, for the run's ``curriculum`` (its name) with the values p_hat, R_env and the band
+    are computed with (``scoring``: alpha, k_min, success_threshold, p_hat_level, as
+    :func:`genenv.reward.scored` takes them).
 
     The curriculum's own statistics (p_hat, band hit rate, R_env, difficulty, levels) describe the tasks the
     curriculum chose this epoch: the simulator's valid generations when it ``generates``, else the drawn tasks
     (in batches of ``env.variations``); p_hat per batch or per task as configured. ``train_*`` keys describe
     every task the agent rolled out (replay included), alike for all curricula."""
-    cr = cfg.curriculum_reward
+    alpha, k_min, threshold = scoring["alpha"], scoring["k_min"], scoring["success_threshold"]
     items = [g for g in generated if g.valid] if generates else drawn
     batches: dict[int, Candidate] = {}
     for g in items:
         if g.p_hat is not None:
-            batches.setdefault(g.batch if cr.p_hat_level == "batch" else id(g), g)
+            batches.setdefault(g.batch if scoring["p_hat_level"] == "batch" else id(g), g)
     batch_p = [g.p_hat for g in batches.values()]
     fresh_episodes = [e for g in items for e in g.episodes]
     all_episodes = [e for grp in groups for e in grp]
-    threshold = cr.success_threshold
     all_success = [float(e.reward >= threshold) for e in all_episodes]   # each episode's verdict, once
     tokens_generated = sum(len(g.token_ids) for g in generated) + sum(e.response_tokens for e in all_episodes)
     reasons = Counter(g.parsed.reason for g in generated if not g.valid)
@@ -90,20 +90,20 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
     gen_seconds = timer.seconds.get("generate", 0.0) + timer.seconds.get("rollout", 0.0)
     return {
         "epoch": epoch,
-        "curriculum": cfg.curriculum,
+        "curriculum": curriculum,
         "generated": len(generated),
         "valid": valid_count,
         "invalid_rate": (1.0 - valid_count / len(generated)) if generated else (0.0 if generates else None),
         "invalid_reasons": dict(reasons),
         "p_hat_mean": mean(batch_p),
-        "band_hit_rate": mean([float(in_band(p, cr.alpha, cr.k_min)) for p in batch_p]),
+        "band_hit_rate": mean([float(in_band(p, alpha, k_min)) for p in batch_p]),
         "r_env_mean": mean([g.r_env for g in (generated if generates else drawn)]),
         "in_band_tasks": sum(1 for g in items if g.in_band),
         "p_hat_histogram": p_hat_histogram([g.p_hat_task for g in items]),
         "difficulty_mean": mean([domain.difficulty(g.parsed) for g in items]),
         "level_histogram": dict(sorted(Counter(str(g.parsed.level) for g in items).items())),
         "task_length_mean": mean([len(g.token_ids) for g in generated]),
-        "rollout_success_mean": mean([float(e.reward >= cr.success_threshold) for e in fresh_episodes]),
+        "rollout_success_mean": mean([float(e.reward >= threshold) for e in fresh_episodes]),
         # every rollout of the epoch (replay included): a run whose simulator wrote no valid task still has some
         "response_length_mean": mean([e.response_tokens for e in all_episodes]),
         "drawn_tasks": len(drawn),
@@ -114,10 +114,6 @@ def epoch_metrics(cfg: RunConfig, domain: Domain, generates: bool, state, epoch:
         **eval_stats,
         **agent_stats,
         **env_stats,
-        # env.pg.gate=greedy: extra greedy rollouts of mixed tasks (agent inference beside total_rollouts), and how
-        # many of them the greedy answer solved (shut out of the simulator's reward)
-        "greedy_checks": sum(g.greedy_solved is not None for g in generated),
-        "greedy_solved": sum(g.greedy_solved is True for g in generated),
         "rollouts": state.total_rollouts,
         "total_agent_updates": state.total_agent_updates,
         "task_pool_size": len(state.task_pool),
@@ -162,21 +158,21 @@ def add_phase(metrics: dict, name: str, seconds: float, peak_rss: int | None = N
         metrics["peak_rss_mb_by_phase"][name] = round(peak_rss / 2**20, 1)
 
 
-def write_samples(cfg: RunConfig, run_dir: Path, epoch: int, candidates: list[Candidate],
+def write_samples(run_dir: Path, epoch: int, candidates: list[Candidate], rollouts_shown: int,
                   durable: bool = True) -> Path:
-    """samples/epoch_N.jsonl: every candidate task of the epoch, its verdict, scores and example rollouts.
-    Returns the file's path."""
+    """samples/epoch_N.jsonl: every candidate task of the epoch, its verdict, scores and its first
+    ``rollouts_shown`` rollouts. Returns the file's path."""
     rows = []
     for g in candidates:
         row = {"source": g.source, "batch": g.batch, "seed": g.seed.text, "context": g.context, "generated": g.raw,
                "valid": g.valid, "reason": None if g.valid else g.parsed.reason}
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
-                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band, greedy_solved=g.greedy_solved,
+                       p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
                        teacher_reward=g.teacher_reward,
                        rollouts=[{"response": e.final_action, "reward": e.reward,
                                   "terminated": e.terminated, "truncated": e.truncated}
-                                 for e in g.episodes[:cfg.samples_rollouts_shown]])
+                                 for e in g.episodes[:rollouts_shown]])
         else:
             row.update(r_env=0.0, in_band=False)
         rows.append(row)

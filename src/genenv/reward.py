@@ -7,10 +7,10 @@ alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (:func:`alpha_rewar
 
 Beyond the paper, the policy-gradient update (``env.update=pg``, :mod:`genenv.algos.env_pg`) pays each generation
 :func:`challenger_rewards`: R_env rescaled to [0, 1] (:func:`frontier_reward`) or its interior form, 0 (or
-``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that the gate ``env.pg.gate`` shuts out
-(:func:`simulator_gate`: the domain's levels, the agent's greedy answer, or a difficulty the pool learns from
-p_hat). The per-level statistics the level gate shares with the oracle curriculum are here too
-(:func:`level_success`). Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
+``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that a gate shuts out (the loop's
+``simulator_gate``: :func:`level_gate` over :func:`open_levels`, or the experimental predicted gate). The
+per-level statistics the level gate shares with the oracle curriculum are here too (:func:`level_success`).
+Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
 """
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from genenv.difficulty import TextDifficulty, recent_outcomes
-
 if TYPE_CHECKING:
-    from genenv.config import RunConfig
-    from genenv.domains.base import Domain
     from genenv.pool import TaskPool
 
 
@@ -138,7 +134,7 @@ def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: fl
     """The pg reward of each generation: for a valid task its teacher reward when the loop computed one
     (``env.pg.signal``, :mod:`genenv.teacher`), else R_env rescaled by :func:`frontier_reward`
     (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
-    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`simulator_gate`), a valid task it shuts
+    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts
     out earns 0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a
     valid task it names earns ``invalid_reward``."""
     def valid_reward(c) -> float:
@@ -211,34 +207,3 @@ def open_levels(stats: dict, mastered: float) -> set[int]:
 def level_gate(levels: set[int]) -> Callable:
     """``env.pg.gate=levels`` (uses the domain's levels): a task may earn only on one of ``levels``."""
     return lambda c: c.parsed.level in levels
-
-
-def greedy_gate(c) -> bool:
-    """``env.pg.gate=greedy`` (no domain levels): a task may earn unless the agent's greedy answer solved it. A
-    task that was not checked (its sampled rollouts all agreed, so it earns 0 anyway) is not shut out."""
-    return c.greedy_solved is not True
-
-
-def predicted_gate(model: TextDifficulty, mastered: float) -> Callable:
-    """``env.pg.gate=predicted`` (no domain levels): a task may earn unless ``model``, fit on the pool's recent
-    p_hat, predicts its success at ``mastered`` or above."""
-    return lambda c: not model.predict(c.parsed.text) >= mastered
-
-
-def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool) -> Callable | None:
-    """The predicate ``env.pg.gate`` puts on which valid generations may earn the pg reward (None: all). Read after
-    this epoch's rollouts joined the pool: the level gate over every level of the domain (a level never rolled
-    out is open, so its first tasks are paid; from epoch 0 on the levels the agent has mastered are shut), the
-    predicted gate fit on the pool's ``env.pg.gate_fit_window`` latest outcomes. Mastered means a mean success of at
-    least ``env.pg.gate_mastered`` (over a level's ``env.pg.gate_window`` latest rolled-out tasks)."""
-    pg, cr = cfg.env.pg, cfg.curriculum_reward
-    mastered = pg.gate_mastered
-    gate = pg.gate
-    if gate == "greedy":
-        return greedy_gate
-    if gate == "predicted":
-        return predicted_gate(TextDifficulty().fit(*recent_outcomes(pool, pg.gate_fit_window)), mastered)
-    if gate == "levels":
-        stats = level_success(pool, domain.levels(), pg.gate_window, cr.alpha, cr.k_min)
-        return level_gate(open_levels(stats, mastered))
-    return None

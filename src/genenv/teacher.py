@@ -69,6 +69,18 @@ def scaled_by_largest(values) -> list[float]:
     return (values / largest).tolist()
 
 
+def draw_probe(pool, rng: np.random.Generator, n: int, side: str = "all", alpha: float = 0.5) -> list:
+    """``n`` held-in probe tasks from the training ``pool`` (with replacement when it holds fewer). ``side="all"``:
+    the pool's uniform draw; ``"hard"``: only tasks rolled out with a last p_hat below ``alpha`` (the agent fails
+    them more often than not; by the probe objective's P weighting, those it nearly solves count most), the
+    uniform draw while no task is."""
+    if side == "hard":
+        hard = [entry.task for entry in pool.entries if entry.p_hat_history and entry.p_hat_history[-1] < alpha]
+        if hard:
+            return [hard[i] for i in rng.choice(len(hard), size=n, replace=n > len(hard))]
+    return pool.sample(rng, n)
+
+
 def verified_examples(domain, tasks, build) -> tuple[list[WeightedExample], list[int]]:
     """The verified responses of ``tasks`` as (context, target) examples, ``build(tasks)`` making them (the warm
     start's :func:`genenv.warmstart.agent_examples`: each task's ``domain.warmstart_examples``, contexts as

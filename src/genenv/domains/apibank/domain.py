@@ -20,8 +20,7 @@ appears in an earlier API result (the agent must carry it over).
 Options: ``data`` (the API-Bank data folder, default ``$GENENV_APIBANK_DATA``), ``max_task_chars`` (keep
 only tasks whose JSON is at most this long, for tiny models), ``prompt_style`` ('official': API-Bank's
 instruction with every listed API's description; 'compact': the API names and the dialogue only, for tiny
-test models), ``catalog`` (the simulator's prompt opens with every API it may use and its parameters, ``?`` marking
-an optional one: the same text for every prompt, so a prefix cache holds it once; off by default).
+test models).
 """
 
 from __future__ import annotations
@@ -77,15 +76,11 @@ class ApiBankDomain(Domain):
     env_max_new_tokens = 320
     format_version = 1
     location_options = ("data",)
-    simulator_only_options = ("catalog",)
 
-    def __init__(self, data: str | None = None, max_task_chars: int | None = None, prompt_style: str = "official",
-                 catalog: bool = False):
+    def __init__(self, data: str | None = None, max_task_chars: int | None = None, prompt_style: str = "official"):
         if prompt_style not in ("official", "compact"):
             raise TypeError(f"prompt_style must be 'official' or 'compact', got {prompt_style!r}")
-        if not isinstance(catalog, bool):
-            raise TypeError(f"catalog must be true or false, got {catalog!r}")
-        self.prompt_style, self.catalog = prompt_style, catalog
+        self.prompt_style = prompt_style
         try:
             self.folder = data_folder(data)
             self.head, self.descriptions = load_descriptions(self.folder)
@@ -240,20 +235,11 @@ class ApiBankDomain(Domain):
         return corpus
 
     # -------------------------------------------------------------- simulator side
-    def api_catalog(self) -> str:
-        """Every API a task may list (described in the data, in the registry, working offline) with its
-        parameters, ``?`` after an optional one: ``AddAlarm(token, time); ...``."""
-        names = sorted(n for n in self.descriptions if n in REGISTRY and not REGISTRY[n].needs_network)
-        return "; ".join(f"{n}({', '.join(p + '?' * (p in REGISTRY[n].optional) for p in REGISTRY[n].inputs)})"
-                         for n in names)
-
     def simulator_prompt(self, seed, stats):
         known = stated_rate(stats)
-        catalog = f"APIs: {self.api_catalog()}\n" if self.catalog else ""
-        return catalog + ("Write one new API-Bank task as a JSON object with keys apis, history, request, call "
-                          "(call = {name, arguments}, argument values are strings). The agent solved tasks like this "
-                          f"one at rate {known}; aim for a task it solves about half of the time.\nExample:\n"
-                          f"{seed.text}\nNew task:\n")
+        return ("Write one new API-Bank task as a JSON object with keys apis, history, request, call (call = {name, "
+                "arguments}, argument values are strings). The agent solved tasks like this one at rate "
+                f"{known}; aim for a task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")
 
     def parse_task(self, text):
         data = parse_json_object(text, ("apis", "history", "request", "call"))

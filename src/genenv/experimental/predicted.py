@@ -1,4 +1,6 @@
-"""A difficulty estimate the pool learns from p_hat, with no domain levels (issue 37, ``env.pg.gate=predicted``).
+"""A difficulty the pool learns from p_hat, with no domain levels (issue 37): ``experimental.predicted_gate`` and
+``experimental.predicted_seeds``, the best level-free arm before issue 55 and not adopted (issue 37's fresh seeds:
+predicted gate + this seed draw minus random with the same draw +0.020 [-0.020, +0.065]); kept as issue 55's control.
 
 Each task's text is turned into hashed character n-gram counts (n = 1-3, ``dims`` buckets, crc32: the same
 buckets in every process); a ridge regression fit on the pool's most recently rolled-out tasks predicts the
@@ -13,6 +15,8 @@ import zlib
 from functools import lru_cache
 
 import numpy as np
+
+from genenv.curricula import frontier_seeds
 
 
 @lru_cache(maxsize=1 << 16)   # a task's vector is computed once per process (pools replay the same texts)
@@ -85,3 +89,26 @@ def predicted_bins(pool, model: TextDifficulty, bins: int) -> dict[int, list[int
     order = np.argsort(-predicted, kind="stable")
     chunks = [chunk for chunk in np.array_split(order, min(bins, len(order))) if len(chunk)]
     return {rank + 1: sorted(int(i) for i in chunk) for rank, chunk in enumerate(chunks)}
+
+
+def predicted_gate(pool, mastered: float, window: int):
+    """``experimental.predicted_gate`` (no domain levels), the pg gate: a valid task may earn unless the difficulty
+    model, fit on the pool's ``window`` most recent rolled-out tasks, predicts its success at ``mastered`` or
+    above (a task that looks like mastered ones does not pay)."""
+    model = TextDifficulty().fit(*recent_outcomes(pool, window))
+    return lambda c: not model.predict(c.parsed.text) >= mastered
+
+
+def predicted_frontier_seeds(pool, n: int, rng: np.random.Generator, *, bins: int, fit_window: int,
+                             alpha: float, k_min: float, window: int, exploration: float) -> list:
+    """``experimental.predicted_seeds`` (no domain levels): :func:`genenv.curricula.frontier_seeds` with learned
+    levels. The difficulty model, fit on the pool's ``fit_window`` most recent rolled-out tasks' last p_hat,
+    ranks every pool task by predicted success; the ranks are cut into ``bins`` equal groups, group 1 the easiest;
+    the frontier rule picks a group from each group's recent mean success (its ``window`` latest rolled-out
+    members) and a seed is drawn uniformly from it. Before any task has been rolled out there is nothing to fit:
+    a uniform draw."""
+    texts, rates = recent_outcomes(pool, fit_window)
+    if not texts:
+        return pool.sample(rng, n)
+    return frontier_seeds(pool, n, rng, alpha=alpha, k_min=k_min, window=window, exploration=exploration,
+                          groups=predicted_bins(pool, TextDifficulty().fit(texts, rates), bins))
