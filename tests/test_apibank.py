@@ -534,3 +534,30 @@ def test_digits_python_cannot_convert_are_a_wrong_call_not_a_crash(databases):
         with pytest.raises(CallError, match="invalid parameter type room_count"):
             convert("\u00b9", declared, "room_count")
     assert convert("\u0663", "int", "n") == 3 and convert("1\u0663.5", "float", "x") == 13.5
+
+
+def test_the_task_shape_holds_every_task_the_domain_writes_and_excludes_what_a_grammar_can():
+    """API-Bank's schema (issue 57): every seed and simulator-corpus task has it; it excludes the rejections a
+    grammar can exclude before a token is sampled (an invented or unoffered API, a parameter the API does not
+    declare, a required one missing, a value that is not a string, malformed JSON) and leaves to validate what
+    needs the domain's state."""
+    import numpy as np
+
+    from genenv.domain_check import shape_problem
+    domain = _domain()
+    shape = domain.task_shape()
+    rng = np.random.default_rng(0)
+    tasks = domain.seed_tasks(rng, 60) + [task for _, _, task in domain.simulator_corpus(rng, 60)]
+    assert [t.text for t in tasks if shape_problem(shape, t.text)] == []
+    name = "QueryStock"
+    assert shape_problem(shape, _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})) is None
+    for text in (_task_json("MadeUpAPI", {}), _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01", "x": "1"}),
+                 _task_json(name, {"date": "2021-06-01"}), _task_json(name, {"stock_code": 7, "date": "2021-06-01"}),
+                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})[:-2]):
+        assert shape_problem(shape, text), text
+        assert isinstance(domain.parse_and_validate(text), type(domain.parse_and_validate("")))   # Invalid too
+    offered = set(domain.offered_apis())
+    assert name in offered and not any(REGISTRY[n].needs_network for n in offered)
+    # what needs the domain's state passes the shape and is left to validate: the call fails on a fresh state
+    failing = _task_json("Calculator", {"formula": "__import__('os').system('id')"})
+    assert shape_problem(shape, failing) is None and domain.parse_and_validate(failing).reason

@@ -70,6 +70,8 @@ def test_the_whole_check_passes_and_null_responses_earn_nothing(key):
     report = check_domain(domain, examples=300)
     assert report.ok, report.summary()
     assert report.counts["null_response"] > 0 and report.counts["seed_round_trip"] > 0
+    if ":" not in key:   # every built-in domain declares the shape of its tasks (issue 57), its seeds have it
+        assert report.counts["task_shape"] == report.counts["seed_round_trip"] > 0
     for task in seeds:
         for response in null_responses(task, domain.reset(task, seed=0)[1]):
             assert null_response_problem(domain, task, response) is None
@@ -161,3 +163,37 @@ def test_formatted_null_responses_and_type_confusion_by_hand():
         def warmstart_examples(self, task):
             return [([], task.prompt, "[f(a='x', b=2)]")]
     assert "[f(a='.', b=2)]" in formatted_null_responses(Calls(), Task("t", "p", "[f(a='x', b=2)]"))
+
+
+def test_a_task_shape_is_a_schema_or_a_regex_and_the_check_names_what_is_wrong():
+    from genenv.domain_check import shape_problem
+    from genenv.domains import TaskShape
+    for bad in ({}, {"regex": "a", "json_schema": {}}):
+        with pytest.raises(TypeError, match="exactly one"):
+            TaskShape(**bad)
+    digits = TaskShape(regex=r"[0-9]{2}\+[0-9]{2}")
+    assert shape_problem(digits, "12+34") is None
+    assert shape_problem(digits, "12+345") and shape_problem(digits, " 12+34")   # the whole text, nothing else
+    schema = TaskShape(json_schema={"type": "object", "required": ["a"], "additionalProperties": False,
+                                    "properties": {"a": {"type": "array", "items": {"enum": ["x", "y"]}}}})
+    assert shape_problem(schema, '{"a": ["x", "y"]}') is None
+    assert shape_problem(schema, '{"a": ["x", "z"]}').startswith("at a/1: 'z' is not one of")
+    assert shape_problem(schema, '{"a": [], "b": 1}').startswith("at the object: Additional properties")
+    assert shape_problem(schema, '{"a": [') == "not one JSON value: JSONDecodeError"
+
+
+def test_the_shape_is_checked_on_a_domains_seed_tasks_and_a_wrong_one_fails():
+    """check-domain counts a declared shape's checks (none for a domain without one) and names a shape its own
+    seed tasks do not have."""
+    from genenv.domains import TaskShape
+    addition = make_domain("addition")
+    report = check_domain(addition, examples=20, tasks=30)
+    assert report.ok and report.counts["task_shape"] == 30
+    sorting = _domain("sorting_domain:SortingDomain")   # a user's domain need not declare one
+    assert sorting.task_shape() is None and check_domain(sorting, examples=20).counts["task_shape"] == 0
+
+    class Narrow(type(addition)):
+        def task_shape(self):
+            return TaskShape(regex=r"0[0-9]{7}\+[0-9]{8}")   # misses every seed whose first digit is not 0
+    report = check_domain(Narrow(), examples=20, tasks=30)
+    assert report.failed["task_shape"] > 0 and str(report.failures[0]).startswith("task_shape: does not match")

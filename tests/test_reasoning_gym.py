@@ -104,6 +104,7 @@ def test_unknown_families_name_themselves():
 def test_the_domain_holds_genenvs_properties_on_untrusted_text(domain):
     report = check_domain(domain, examples=100, seed=0)
     assert report.ok, report.failures
+    assert report.counts["task_shape"] == report.counts["seed_round_trip"] > 0   # its regex holds its seeds
 
 
 @pytest.mark.slow

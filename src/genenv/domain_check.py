@@ -5,6 +5,8 @@ Like Gymnasium's ``env_checker``: a domain author runs it on their own class bef
 - ``seed_round_trip``: each seed task's text, read back as simulator output, parses and grounds to a task with the
   same text and answer (the simulator learns to write what the seed tasks look like; a domain whose own tasks do
   not parse can never accept one).
+- ``task_shape``: for a domain that declares the shape of its tasks (``Domain.task_shape``: a JSON schema or a
+  regex, what constrained generation samples), each seed task's text has it.
 - ``simulator_text``: for arbitrary text as simulator output, ``parse_task`` and then ``validate`` never raise and
   return a Task or an Invalid whose reason says what is wrong (a non-empty text).
 - ``agent_response``: for arbitrary text as the agent's response to a valid task (as one reply, and as every
@@ -34,10 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genenv.domains.base import Domain, Invalid, Task
+from genenv.domains.base import Domain, Invalid, Task, TaskShape
 
-PROPERTIES = ("seed_round_trip", "simulator_text", "wrong_json_types", "agent_response", "null_response",
-              "null_in_format")
+PROPERTIES = ("seed_round_trip", "task_shape", "simulator_text", "wrong_json_types", "agent_response",
+              "null_response", "null_in_format")
 _PUNCTUATION_ONLY = ("", " ", "\n", "\t  \n", ".", "?", "!?", "...", "-", "{}", "[]", "[{}]", "[{}, {}]", "()", ",;:",
                      "\"\"", "''", "answer:", "answer: ?")
 # a structure with nothing in it: lists and objects of meaningless keys (a plan of empty days; an empty answer)
@@ -93,6 +95,23 @@ def simulator_text_problem(domain: Domain, text: str) -> str | None:
     except Exception as error:
         return f"validate raised {type(error).__name__}: {error}"
     return _verdict_problem(grounded, "validate")
+
+
+def shape_problem(shape: TaskShape, text: str) -> str | None:
+    """None when ``text`` has ``shape`` (the whole text matches its regex, or is one JSON value its schema
+    accepts, checked with ``jsonschema``); else what is wrong, naming the place in the object."""
+    if shape.regex is not None:
+        return None if re.fullmatch(shape.regex, text) else f"does not match {shape.regex!r}"
+    import jsonschema  # noqa: PLC0415  (only a domain with a schema needs it)
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        return f"not one JSON value: {type(err).__name__}"
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(shape.json_schema).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "the object"
+    return f"at {where}: {error.message[:200]}"
 
 
 def seed_round_trip_problem(domain: Domain, task: Task) -> str | None:
@@ -366,6 +385,10 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
     for task in seeds:
         record("seed_round_trip", task.text,
                simulator_text_problem(domain, task.text) or seed_round_trip_problem(domain, task))
+    shape = domain.task_shape()
+    if shape is not None:
+        for task in seeds:
+            record("task_shape", task.text, shape_problem(shape, task.text))
     real = [t.text for t in seeds] + [t.answer or "" for t in seeds]
     accepted: list[Task] = []   # fuzzed simulator texts the domain accepted: valid tasks too
     for text in targeted_texts(seeds) + fuzz_texts(rng, examples, real, domain.alphabet):
@@ -398,5 +421,5 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
 
 __all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "formatted_null_responses",
            "fuzz_texts", "json_part", "targeted_texts", "type_confused_texts",
-           "null_response_problem", "null_responses", "response_rewards", "seed_round_trip_problem",
+           "null_response_problem", "null_responses", "response_rewards", "seed_round_trip_problem", "shape_problem",
            "simulator_text_problem"]

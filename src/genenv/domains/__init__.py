@@ -12,7 +12,16 @@ from genenv.domains import (
     toolcall,  # noqa: F401  (registers "toolcall"; needs bfcl-eval when used)
     travel,  # noqa: F401  (registers "travel"; needs the TravelPlanner data when used)
 )
-from genenv.domains.base import Domain, Invalid, StepResult, Task, make_domain, register, registered_domains
+from genenv.domains.base import (
+    Domain,
+    Invalid,
+    StepResult,
+    Task,
+    TaskShape,
+    make_domain,
+    register,
+    registered_domains,
+)
 
 DOMAIN_PACKAGES = (apibank, household, multihop, reasoning_gym, toolcall, travel)
 
@@ -33,5 +42,5 @@ def benchmark_module(name: str):
     return None
 
 
-__all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "benchmark_module", "benchmark_names",
-           "make_domain", "register", "registered_domains"]
+__all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "TaskShape", "benchmark_module",
+           "benchmark_names", "make_domain", "register", "registered_domains"]

@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from genenv.domains.base import Invalid, LeveledDomain, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, TaskShape, register
 
 HELDOUT_SEED = 20251222
 DEV_SEED = 777
@@ -107,6 +107,10 @@ class AdditionDomain(LeveledDomain):
         rate = stats.get("success_rate")
         bucket = "?" if rate is None else str(min(9, int(rate * 10)))
         return f"s{bucket}|{seed.text}>"
+
+    def task_shape(self):
+        """Two ``width``-digit operands and a plus, nothing else."""
+        return TaskShape(regex=rf"[0-9]{{{self.width}}}\+[0-9]{{{self.width}}}")
 
     def parse_task(self, text):
         if not isinstance(text, str):

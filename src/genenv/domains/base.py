@@ -64,6 +64,21 @@ class StepResult:
     state: Any = None
 
 
+@dataclass(frozen=True)
+class TaskShape:
+    """What a simulator's task text looks like, declared by a domain (issue 57): a JSON schema of the one JSON
+    object it writes (``json_schema``) or a regular expression its whole text matches (``regex``), exactly one.
+    It holds what can be said of a text without the domain's state (names, types, required fields, lengths);
+    ``validate`` still grounds the task. Constrained generation samples only texts of this shape, and ``genenv
+    check-domain`` checks the domain's own seed tasks have it (:func:`genenv.domain_check.shape_problem`)."""
+    json_schema: dict | None = None
+    regex: str | None = None
+
+    def __post_init__(self):
+        if (self.json_schema is None) == (self.regex is None):
+            raise TypeError("a TaskShape is a json_schema or a regex, exactly one")
+
+
 class Domain(abc.ABC):
     """Base class. A domain implements the abstract methods below (constructing one that misses any fails at
     once, naming them); single-turn domains score a response (``score``), multi-turn ones also override
@@ -121,6 +136,11 @@ class Domain(abc.ABC):
     def dev_tasks(self, per_level: int) -> list[Task]:
         """A fixed development set, disjoint in sampling from the held-out set: tune hyperparameters here."""
         return []
+
+    def task_shape(self) -> TaskShape | None:
+        """The shape of every task text this domain accepts from the simulator (:class:`TaskShape`), or None
+        (the default: a user's domain need not declare one; generation is then unconstrained)."""
+        return None
 
     @abc.abstractmethod
     def simulator_corpus(self, rng: np.random.Generator, n: int) -> list[tuple[Task, dict, Task]]:

@@ -35,7 +35,7 @@ from genenv.domains.apibank.calls import extract_call, format_call
 from genenv.domains.apibank.evaluator import LEVEL_FOLDERS, data_folder, load_api_items
 from genenv.domains.apibank.scoring import score_call
 from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
-from genenv.domains.base import Domain, Invalid, Task, folder_fingerprint, register
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 
 MAX_APIS, MAX_HISTORY, MAX_TEXT = 6, 12, 400
@@ -240,6 +240,32 @@ class ApiBankDomain(Domain):
         return ("Write one new API-Bank task as a JSON object with keys apis, history, request, call (call = {name, "
                 "arguments}, argument values are strings). The agent solved tasks like this one at rate "
                 f"{known}; aim for a task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")
+
+    def offered_apis(self) -> list[str]:
+        """Every API a task may list: described in the data, in the tool registry, working offline."""
+        return sorted(n for n in self.descriptions if n in REGISTRY and not REGISTRY[n].needs_network)
+
+    def task_shape(self):
+        """The task object: 1-6 offered API names, at most 12 history lines and a request of at most 400
+        characters, and a gold call to one offered API with exactly its declared parameters (the required ones
+        present), every value a string. Left to ``validate``: the call's API among those listed, no API twice,
+        history prefixes, a value converting to its parameter's type, the call running on a fresh state."""
+        def call(name):
+            tool = REGISTRY[name]
+            return {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+                    "properties": {"name": {"const": name}, "arguments": {
+                        "type": "object", "additionalProperties": False,
+                        "properties": {key: {"type": "string"} for key in tool.inputs},
+                        "required": [key for key in tool.inputs if key not in tool.optional]}}}
+        names = self.offered_apis()
+        return TaskShape(json_schema={
+            "type": "object", "additionalProperties": False, "required": ["apis", "history", "request", "call"],
+            "properties": {
+                "apis": {"type": "array", "items": {"enum": names}, "minItems": 1, "maxItems": MAX_APIS},
+                "history": {"type": "array", "items": {"type": "string", "maxLength": MAX_TEXT},
+                            "maxItems": MAX_HISTORY},
+                "request": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
+                "call": {"anyOf": [call(name) for name in names]}}})
 
     def parse_task(self, text):
         data = parse_json_object(text, ("apis", "history", "request", "call"))

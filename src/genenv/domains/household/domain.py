@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.household import engine
 
 HELDOUT_SEED = 20260501
@@ -193,6 +193,37 @@ class HouseholdDomain(LeveledDomain):
         known = "unknown" if rate is None else f"{rate:.1f}"
         return (f"Write a household world as JSON (goal, receptacles, objects, closed). The agent solved worlds "
                 f"like this one at rate {known}; aim for half.\nExample:\n{seed.text}\nNew world:\n")
+
+    def task_shape(self):
+        """A world as JSON: a goal of a known type naming a portable object type and a receptacle (or lamp) type;
+        1-16 receptacles and up to 24 objects named '<known type> <1-99>', each object mapped to a receptacle
+        name; the closed receptacles openable ones; states from clean, hot, cool. Left to ``validate``: names
+        defined before use, no duplicates, the goal's objects present and its appliance in the world, and the
+        planner solving it."""
+        number = "[1-9][0-9]?"
+        def pattern(types):
+            return f"^({'|'.join(sorted(types))}) {number}$"
+        def named(types):
+            return {"type": "string", "pattern": pattern(types)}
+        receptacle = named(engine.RECEPTACLE_TYPES)
+        portable = {"enum": sorted(engine.PORTABLE)}
+        goals = [{"type": "object", "additionalProperties": False, "required": ["type", "object", "receptacle"],
+                  "properties": {"type": {"enum": [t for t in engine.TASK_TYPES if t != "look_at_obj_in_light"]},
+                                 "object": portable, "receptacle": {"enum": list(engine.RECEPTACLE_TYPES)}}},
+                 {"type": "object", "additionalProperties": False, "required": ["type", "object", "lamp"],
+                  "properties": {"type": {"const": "look_at_obj_in_light"}, "object": portable,
+                                 "lamp": {"enum": sorted(engine.LAMP_TYPES)}}}]
+        return TaskShape(json_schema={
+            "type": "object", "additionalProperties": False, "required": ["goal", "receptacles", "objects"],
+            "properties": {
+                "goal": {"anyOf": goals},
+                "receptacles": {"type": "array", "items": receptacle, "minItems": 1,
+                                "maxItems": engine.MAX_RECEPTACLES},
+                "objects": {"type": "object", "maxProperties": engine.MAX_OBJECTS, "additionalProperties": False,
+                            "patternProperties": {pattern(engine.OBJECT_TYPES): receptacle}},
+                "closed": {"type": "array", "items": named(engine.OPENABLE)},
+                "states": {"type": "object", "additionalProperties": False, "patternProperties": {
+                    pattern(engine.OBJECT_TYPES): {"type": "array", "items": {"enum": list(engine.STATE_WORDS)}}}}}})
 
     def parse_task(self, text):
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, register, transcript
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.multihop.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
 from genenv.domains.multihop.retrieval import Bm25Index
@@ -120,6 +120,21 @@ class MultiHopDomain(LeveledDomain):
         known = stated_rate(stats)
         return (f"Write a new task like this one (solved at rate {known}; aim for about half):\n{seed.text}\n"
                 "New task:\n")
+
+    def task_shape(self):
+        """1-24 facts, each [entity, known relation, entity] of non-empty names up to 40 characters; a start
+        entity; a path of 2-4 known relations; a non-empty answer. Left to ``validate``: entities of consistent
+        kinds, no repeated fact, the path followed from the start reaching the answer and nothing else."""
+        name = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
+        relation = {"enum": sorted(RELATIONS)}
+        return TaskShape(json_schema={
+            "type": "object", "additionalProperties": False, "required": ["facts", "start", "path", "answer"],
+            "properties": {
+                "facts": {"type": "array", "minItems": 1, "maxItems": MAX_FACTS,
+                          "items": {"type": "array", "prefixItems": [name, relation, name], "items": False,
+                                    "minItems": 3}},
+                "start": name, "path": {"type": "array", "items": relation, "minItems": 2, "maxItems": 4},
+                "answer": {"type": "string", "minLength": 1}}})
 
     def parse_task(self, text):
         data = parse_json_object(text, ("facts", "start", "path", "answer"))

@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from genenv.domains.base import Invalid, LeveledDomain, Task, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, TaskShape, register
 
 HELDOUT_SEEDS, DEV_SEEDS, TRAIN_SEEDS = (0, 100_000), (100_000, 200_000), (200_000, 1_000_000)
 SPEC = re.compile(r"^\s*([a-z_0-9]+)((?:\s+[a-z_0-9]+=\d{1,2})*)\s+seed=(\d{1,7})\s*$")
@@ -138,6 +138,16 @@ class ReasoningGymDomain(LeveledDomain):
     def simulator_prompt(self, seed: Task, stats: dict) -> str:
         rate = stats.get("success_rate")
         return f"s{'?' if rate is None else min(9, int(rate * 10))}|{seed.text}>"
+
+    def task_shape(self):
+        """A specification as the domain writes it: one of ``datasets``, each attribute of its curriculum in the
+        curriculum's order with a level index in range, a training seed below 10^6. Left to ``validate``: the
+        sum of levels within ``max_level``, reasoning-gym accepting the configuration."""
+        def family(dataset):
+            pairs = "".join(f" {name}=(?:{'|'.join(str(i) for i in range(count))})"
+                            for name, count in _attributes(dataset))
+            return re.escape(dataset) + pairs
+        return TaskShape(regex=f"(?:{'|'.join(family(d) for d in self.datasets)}) seed=[0-9]{{1,6}}")
 
     def parse_task(self, text: str) -> Task | Invalid:
         """A specification, e.g. ``basic_arithmetic num_terms=1 num_digits=0 seed=48213``: a family of

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.domains.base import Domain, Invalid, Task, register
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.toolcall import bfcl
 
@@ -182,6 +182,28 @@ class ToolCallDomain(Domain):
         return ("Write one new function-calling task as a JSON object with keys functions, question, call "
                 f"(call = {{name, arguments}}). The agent solved tasks like this one at rate {known}; aim for a "
                 f"task it solves about half of the time.\nExample:\n{seed.text}\nNew task:\n")
+
+    def task_shape(self):
+        """Function schemas in BFCL's format (a dotted identifier name, an object of parameters each with a known
+        type), a non-empty question and a call of a name with an object of arguments. Left to ``validate``: at most
+        8 functions, the call naming one of them, its arguments matching that function's schema, BFCL's checker
+        accepting the gold call."""
+        parameter = {"type": "object", "required": ["type"], "properties": {"type": {"enum": sorted(PARAM_TYPES)}}}
+        function = {"type": "object", "required": ["name", "parameters"], "properties": {
+            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"},
+            "description": {"type": "string"},
+            "parameters": {"type": "object", "required": ["type", "properties"], "properties": {
+                "type": {"enum": ["dict", "object"]},
+                "properties": {"type": "object", "additionalProperties": parameter},
+                "required": {"type": "array", "items": {"type": "string"}}}}}}
+        return TaskShape(json_schema={
+            "type": "object", "additionalProperties": False, "required": ["functions", "question", "call"],
+            "properties": {
+                "functions": {"type": "array", "items": function, "minItems": 1},
+                "question": {"type": "string", "minLength": 1},
+                "call": {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
+                         "properties": {"name": {"type": "string", "minLength": 1},
+                                        "arguments": {"type": "object"}}}}})
 
     def parse_task(self, text):
         data = parse_json_object(text, ("functions", "question", "call"))

@@ -42,7 +42,7 @@ import os
 import string
 from pathlib import Path
 
-from genenv.domains.base import Invalid, LeveledDomain, Task, folder_fingerprint, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, TaskShape, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.travel import constraints as checks
 from genenv.domains.travel import queries, solver
@@ -272,6 +272,30 @@ class TravelDomain(LeveledDomain):
         known = stated_rate(stats)
         return (f"Write a new travel query like this one (solved at rate {known}; aim for about half):\n"
                 f"{seed.text}\nNew query:\n")
+
+    def task_shape(self):
+        """A structured query: org a sandbox city, dest a city or a state, days 3, 5 or 7, 1-8 people, a budget of
+        1-100,000, and the four local constraints, each null or one of its values (cuisine 1-4 of them). Left to
+        ``validate``: dest a city for 3 days and a state otherwise, org outside it, cuisines distinct, a plan within
+        the budget (uniqueItems is left out: llguidance does not implement it)."""
+        cities, states = sorted(self.sandbox.cities), sorted(set(self.sandbox.cities.values()))
+        def one_of(values):
+            return {"anyOf": [{"enum": list(values)}, {"type": "null"}]}
+        return TaskShape(json_schema={
+            "type": "object", "additionalProperties": False, "required": [*QUERY_KEYS, "local_constraint"],
+            "properties": {
+                "org": {"enum": cities}, "dest": {"enum": sorted(set(cities) | set(states))},
+                "days": {"enum": sorted(solver.CITIES_FOR_DAYS)},
+                "people_number": {"type": "integer", "minimum": 1, "maximum": solver.MAX_PEOPLE},
+                "budget": {"type": "integer", "minimum": 1, "maximum": solver.MAX_BUDGET},
+                "local_constraint": {
+                    "type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
+                    "properties": {
+                        "house rule": one_of(solver.ROOM_RULES), "room type": one_of(solver.ROOM_TYPES),
+                        "transportation": one_of(solver.TRANSPORT_RULES),
+                        "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
+                                               "minItems": 1, "maxItems": 4},
+                                              {"type": "null"}]}}}}})
 
     def parse_task(self, text):
         data = parse_json_object(text, QUERY_KEYS)
