@@ -218,3 +218,16 @@ def test_a_simulator_task_longer_than_max_task_chars_is_rejected_with_its_length
     result = short.parse_and_validate(long_task)
     assert isinstance(result, Invalid) and "longer than max_task_chars 800" in result.reason
     assert isinstance(short.parse_and_validate(json.dumps(GOOD)), Task)
+
+
+def test_every_seed_task_is_one_the_domain_accepts_back():
+    """Each training task, read back as simulator output, parses and grounds to itself (check-domain's
+    seed_round_trip, on all of them): BFCL's training data holds tasks with more than 8 functions, gold calls its
+    own checker rejects and gold values outside their parameter's type or enum, which the seed set used to keep."""
+    from genenv.domain_check import seed_round_trip_problem, shape_problem
+    domain = make_domain("toolcall")
+    seeds = domain.seed_tasks(np.random.default_rng(0), 10_000)
+    assert len(seeds) == 1181
+    assert [t.meta["id"] for t in seeds if seed_round_trip_problem(domain, t)] == []
+    shape = domain.task_shape()
+    assert [t.meta["id"] for t in seeds if shape_problem(shape, t.text)] == []
