@@ -117,7 +117,8 @@ def measure_xgrammar(hf_tokenizer, shape, texts) -> dict:
     compiler = xgrammar.GrammarCompiler(info)
     tokenizer_s = time.perf_counter() - start
     start = time.perf_counter()
-    compiled = (compiler.compile_json_schema(json.dumps(shape.json_schema)) if shape.json_schema is not None
+    schema = None if shape.json_schema is None else json.dumps(shape.json_schema)
+    compiled = (compiler.compile_json_schema(schema, strict_mode=False) if schema is not None   # JSON Schema's reading
                 else compiler.compile_grammar(xgrammar.Grammar.from_regex(shape.regex)))
     compile_s = time.perf_counter() - start
     bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)

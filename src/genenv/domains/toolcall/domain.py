@@ -202,10 +202,10 @@ class ToolCallDomain(Domain):
         function = {"type": "object", "required": ["name", "parameters"], "properties": {
             "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"},
             "description": {"type": "string"},
-            "parameters": {"type": "object", "required": ["type", "properties"], "properties": {
+            "parameters": {"type": "object", "required": ["type", "properties"], "properties": {   # BFCL's order
                 "type": {"enum": ["dict", "object"]},
-                "properties": {"type": "object", "additionalProperties": parameter},
-                "required": {"type": "array", "items": {"type": "string"}}}}}}
+                "required": {"type": "array", "items": {"type": "string"}},
+                "properties": {"type": "object", "additionalProperties": parameter}}}}}
         return TaskShape(json_schema={
             "type": "object", "additionalProperties": False, "required": ["functions", "question", "call"],
             "properties": {

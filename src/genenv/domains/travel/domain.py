@@ -290,12 +290,13 @@ class TravelDomain(LeveledDomain):
                 "budget": {"type": "integer", "minimum": 1, "maximum": solver.MAX_BUDGET},
                 "local_constraint": {
                     "type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
-                    "properties": {
-                        "house rule": one_of(solver.ROOM_RULES), "room type": one_of(solver.ROOM_TYPES),
-                        "transportation": one_of(solver.TRANSPORT_RULES),
+                    "properties": {   # in the order the domain writes them (a grammar keeps the order)
+                        "house rule": one_of(solver.ROOM_RULES),
                         "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
                                                "minItems": 1, "maxItems": 4},
-                                              {"type": "null"}]}}}}})
+                                              {"type": "null"}]},
+                        "room type": one_of(solver.ROOM_TYPES),
+                        "transportation": one_of(solver.TRANSPORT_RULES)}}}})
 
     def parse_task(self, text):
         data = parse_json_object(text, QUERY_KEYS)
