@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genenv.domains.base import Domain, Invalid, Task, TaskShape
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, seed_round_trip_problem
 
 PROPERTIES = ("seed_round_trip", "task_shape", "simulator_text", "wrong_json_types", "agent_response",
               "null_response", "null_in_format")
@@ -112,18 +112,6 @@ def shape_problem(shape: TaskShape, text: str) -> str | None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "the object"
     return f"at {where}: {error.message[:200]}"
-
-
-def seed_round_trip_problem(domain: Domain, task: Task) -> str | None:
-    """None when ``task``'s text, read back as simulator output, parses and grounds to the same task (text and
-    answer); else what went wrong. ``genenv run`` makes a failure a config error at start."""
-    again = domain.parse_and_validate(task.text)
-    if isinstance(again, Invalid):
-        return f"rejects its own seed task {task.text[:80]!r}: {again.reason}"
-    if again.text != task.text or (again.answer or "") != (task.answer or ""):
-        return (f"reads its own seed task {task.text[:80]!r} back as another task ({again.text[:80]!r}, answer "
-                f"{again.answer!r})")
-    return None
 
 
 def _verdict_problem(result, where: str) -> str | None:

@@ -300,6 +300,19 @@ _REGISTRY: dict[str, type[Domain]] = {}
 ENTRY_POINT_GROUP = "genenv.domains"
 
 
+def seed_round_trip_problem(domain: Domain, task: Task) -> str | None:
+    """None when ``task``'s text, read back as simulator output, parses and grounds to the same task (text and
+    answer); else what went wrong. ``genenv run`` makes a failure a config error at start, ``genenv check-domain``
+    checks it on seed tasks, and a domain may keep only the tasks that pass (toolcall's seed set)."""
+    again = domain.parse_and_validate(task.text)
+    if isinstance(again, Invalid):
+        return f"rejects its own seed task {task.text[:80]!r}: {again.reason}"
+    if again.text != task.text or (again.answer or "") != (task.answer or ""):
+        return (f"reads its own seed task {task.text[:80]!r} back as another task ({again.text[:80]!r}, answer "
+                f"{again.answer!r})")
+    return None
+
+
 def registrar(registry: dict):
     """A decorator factory over ``registry``: ``@decorator("name")`` stores the class under ``name`` and sets its
     ``name`` attribute (domains here, curricula in :mod:`genenv.curricula`)."""

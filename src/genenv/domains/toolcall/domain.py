@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import string
 
-from genenv.domains.base import Domain, Invalid, Task, TaskShape, register
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, register, seed_round_trip_problem
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.toolcall import bfcl
 
@@ -78,11 +78,6 @@ def _category_for(functions: list, calls: int) -> str:
     if calls > 1:
         return "parallel_multiple" if len(functions) > 1 else "parallel"
     return "multiple" if len(functions) > 1 else "simple"
-
-
-def _round_trips(domain, task: Task) -> bool:
-    back = domain.parse_and_validate(task.text)
-    return isinstance(back, Task) and back.text == task.text and back.answer == task.answer
 
 
 def _task_from_entry(entry: dict) -> Task:
@@ -145,7 +140,7 @@ class ToolCallDomain(Domain):
             if self.single_call_only:
                 entries = [e for e in entries if len(e["ground_truth"]) == 1 and len(e["question"]) == 1]
             tasks = self._short_enough([_task_from_entry(e) for e in entries])
-            self._training = [t for t in tasks if _round_trips(self, t)]
+            self._training = [t for t in tasks if seed_round_trip_problem(self, t) is None]
         return self._training
 
     def _short_enough(self, tasks: list[Task]) -> list[Task]:
