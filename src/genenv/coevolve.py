@@ -60,6 +60,7 @@ from genenv.generation import (
     write_tasks,
 )
 from genenv.io import append_jsonl
+from genenv.learning_progress import cluster_progress, progress_seeds
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -111,14 +112,14 @@ from genenv.warmstart import agent_examples
 def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState, epoch: int,
                    engine: Engine) -> list[Candidate]:
     """Phase 1: `variations` tasks per seed task, conditioned on the seed and the agent's recent success on it."""
-    seeds = draw_seeds(cfg, state.task_pool, phase_rng(cfg.seed, epoch, "seeds"))
+    seeds = draw_seeds(cfg, state.task_pool, phase_rng(cfg.seed, epoch, "seeds"), epoch)
     rates = [state.task_pool.last_p_hat(seed) for seed in seeds]
     rates = [state.last_p_hat_mean if rate is None else rate for rate in rates]
     return write_tasks(domain, env, seeds, rates, cfg.env.variations, phase_seed(cfg.seed, epoch, "generate"),
                        **simulator_sampling(cfg, domain), run_shards=engine.run_shards)
 
 
-def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list[Task]:
+def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator, epoch: int = 0) -> list[Task]:
     """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
     if cfg.experimental.learnability_seeds:
         return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
@@ -126,6 +127,11 @@ def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator) -> list
     frontier_rule = dict(alpha=cr.alpha, k_min=cr.k_min, window=bc.oracle_window, exploration=bc.oracle_exploration)
     if cfg.env.seed_draw == "frontier":
         return frontier_seeds(pool, cfg.seeds_per_epoch, rng, **frontier_rule)
+    if cfg.env.seed_draw == "progress":
+        lp = cfg.env.progress
+        return progress_seeds(pool, cfg.seeds_per_epoch, rng, cluster_seed=phase_seed(cfg.seed, epoch, "progress"),
+                              clusters=lp.clusters, window=lp.window, min_count=lp.min_count,
+                              exploration=lp.exploration)
     if cfg.experimental.predicted_seeds:
         return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.experimental.predicted_seed_bins,
                                         fit_window=cfg.experimental.predicted_seed_window, **frontier_rule)
@@ -180,14 +186,26 @@ def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState,
     """Phase 4c (``env.pg.signal``, beyond the paper, no levels): what each valid generation teaches the agent, read
     from the agent before its update (:mod:`genenv.teacher`). ``probe_gain``: its GRPO gradient's first-order gain
     in expected success on ``env.pg.probe_tasks`` held-in pool tasks, scaled into [-1, 1]; ``answer_likelihood``:
-    the agent's probability of its verified response, in log-odds around alpha. Also the epoch's teacher metrics."""
+    the agent's probability of its verified response, in log-odds around alpha; ``learning_progress``: the
+    learning progress of the task's cluster of look-alike pool tasks (:mod:`genenv.learning_progress`, no model
+    calls). Also the epoch's teacher metrics."""
     pg, temperature = cfg.env.pg, cfg.agent.temperature
     valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
     if not valid:
         return generated, dict(NO_TEACHER)
+    stats = dict(NO_TEACHER)
+    if pg.signal == "learning_progress":
+        lp = cfg.env.progress
+        found = cluster_progress(state.task_pool, phase_seed(cfg.seed, epoch, "progress"), clusters=lp.clusters,
+                                 window=lp.window, min_count=lp.min_count)
+        rewards = found.rewards([generated[i].parsed.text for i in valid]) if found else [1.0] * len(valid)
+        stats["teacher_reward_mean"] = mean(rewards)
+        out = list(generated)
+        for i, reward in zip(valid, rewards):
+            out[i] = out[i].updated(teacher_reward=float(reward))
+        return out, stats
     def build(tasks):
         return agent_examples(cfg, domain, agent, tasks)
-    stats = dict(NO_TEACHER)
     if pg.signal == "answer_likelihood":
         examples, counts = verified_examples(domain, [generated[i].parsed for i in valid], build)
         rewards = [likelihood_reward(lp, cfg.curriculum_reward.alpha, pg.likelihood_width)

@@ -180,7 +180,10 @@ class PgConfig:
                        "'answer_likelihood' (the agent's probability P of the task's verified response, paid "
                        "exp(-(logit P - logit alpha)^2 / (2 likelihood_width^2)): too easy and too hard told apart "
                        "where p_hat is 0 or 1). Extra model calls are counted in metrics.jsonl (teacher_*); "
-                       "genenv.teacher", choices=("alpha", "probe_gain", "answer_likelihood"))
+                       "genenv.teacher; 'learning_progress' (|change in success| of the task's cluster of "
+                       "look-alike tasks, scaled by the epoch's largest into [0, 1], env.progress.*, "
+                       "genenv.learning_progress: a cluster mastered or out of reach earns 0)",
+                       choices=("alpha", "probe_gain", "answer_likelihood", "learning_progress"))
     probe_tasks: int = knob(256, "signal=probe_gain: held-in tasks drawn from the training pool each epoch (never "
                             "dev or held-out)", lo=1)
     probe_side: str = knob("all", "signal=probe_gain: which pool tasks the probe set is drawn from: 'all' (every "
@@ -196,6 +199,22 @@ class PgConfig:
                                 hi=1.0)
     gate_window: int = knob(64, "gate=levels: a level's recent success is the mean last p_hat of its latest this "
                             "many rolled-out pool tasks (64: the oracle's window, which it used before)", lo=1)
+
+
+@dataclass
+class ProgressConfig:
+    """Learning progress over clusters of tasks (issue 55's signal (b), genenv.learning_progress; the paper's
+    information, no levels): read by ``env.pg.signal=learning_progress`` and ``env.seed_draw=progress``. Values fixed
+    before any run, not tuned."""
+    clusters: int = knob(8, "k-means clusters of the window's task texts (character n-gram vectors), fit each epoch "
+                         "(8: the default domain's level count, so the clusters can be as fine as its levels)", lo=1)
+    window: int = knob(2048, "the pool's last this many p_hat observations (about 20 epochs of the default preset) "
+                       "are clustered; a cluster's progress is |mean of its newer half - mean of its older half|",
+                       lo=2)
+    min_count: int = knob(16, "a cluster with fewer than twice this many observations in the window is unmeasured "
+                          "and counts as the most progressing (explored first)", lo=1)
+    exploration: float = knob(0.2, "seed_draw=progress: chance of a uniform cluster instead of one drawn by its "
+                              "progress", lo=0.0, hi=1.0)
 
 
 @dataclass
@@ -224,7 +243,10 @@ class EnvConfig(PlayerConfig):
                           "from the pool's tasks of the level the oracle's frontier rule picks, with "
                           "baseline.oracle_window and baseline.oracle_exploration; the control that gives an "
                           "untrained simulator the level gate's information). A level-free draw measured and not "
-                          "adopted: experimental.predicted_seeds", choices=("uniform", "frontier"))
+                          "adopted: experimental.predicted_seeds. 'progress' (issue 55, the paper's information, no "
+                          "levels: each seed from a cluster of look-alike tasks drawn by its learning progress, "
+                          "env.progress.*; the control that gives an untrained simulator env.pg.signal="
+                          "learning_progress's information)", choices=("uniform", "frontier", "progress"))
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     lr: float = knob(1e-4, "AdamW learning rate of the simulator's updates (either rule)", lo=0.0)
@@ -236,6 +258,7 @@ class EnvConfig(PlayerConfig):
                        "in-band tasks; the paper preset; its knobs env.rwr.*). Setting a knob of the rule not "
                        "selected is a configuration error", choices=("rwr", "pg"))
     pg: PgConfig = field(default_factory=PgConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
     rwr: RwrConfig = field(default_factory=RwrConfig)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
     max_kl: float = knob(0.5, "cap on KL(simulator before the update || after it) for one epoch's update, "
@@ -580,6 +603,13 @@ def _check_update_rule(cfg: RunConfig) -> None:
         if value != default and env.pg.signal != signal:
             raise ConfigError(f"env.pg.{name}: set to {value!r}, a knob of env.pg.signal={signal}, but env.pg.signal "
                               f"is {env.pg.signal!r}; leave it at its default ({default!r}) or set the signal")
+    if env.pg.signal != "learning_progress" and env.seed_draw != "progress":
+        for f in dataclasses.fields(ProgressConfig):
+            value, default = getattr(env.progress, f.name), getattr(ProgressConfig(), f.name)
+            if value != default:
+                raise ConfigError(f"env.progress.{f.name}: set to {value!r}, a knob of env.pg.signal=learning_progress "
+                                  f"and env.seed_draw=progress, but neither is set; leave it at its default "
+                                  f"({default!r}) or set one")
     ex = cfg.experimental
     for switch in ("learnability_seeds", "predicted_seeds"):
         if getattr(ex, switch) and env.seed_draw != "uniform":

@@ -32,6 +32,9 @@ class TaskPool:
         for i, e in enumerate(self.entries):
             self._by_level.setdefault(e.task.level, []).append(i)
         self.pending: list[dict] = []
+        # every p_hat recorded, in order: (entry index, p_hat) (genenv.learning_progress reads the latest; a pool
+        # built from entries lists theirs entry by entry)
+        self.outcomes: list[tuple[int, float]] = [(i, p) for i, e in enumerate(self.entries) for p in e.p_hat_history]
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -46,6 +49,7 @@ class TaskPool:
             self.pending.append({"add": task.to_json(), "source": source, "epoch": epoch})
         if p_hat is not None:
             self.entries[index].p_hat_history.append(float(p_hat))
+            self.outcomes.append((index, float(p_hat)))
             self.pending.append({"p_hat": float(p_hat), "index": index})
 
     def joined_before(self, text: str, epoch: int) -> bool:
@@ -62,6 +66,7 @@ class TaskPool:
             self.entries.append(PoolEntry(task, event["source"], event["epoch"]))
         else:
             self.entries[event["index"]].p_hat_history.append(event["p_hat"])
+            self.outcomes.append((event["index"], event["p_hat"]))
 
     def indices_by_level(self) -> dict[int, list[int]]:
         """The entries' indices per task level, in the order they joined (kept as tasks are added)."""
