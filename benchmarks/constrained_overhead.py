@@ -7,11 +7,11 @@ the next-token mask and advance the matcher by the token, the mean over every to
 time per sampled token on this machine (a batch-1 forward pass of the same model with a KV cache), so the overhead
 reads as a fraction of decoding. One process, the libraries measured side by side on the same texts.
 
-    .venv/bin/pip install llguidance==1.9.1 && .venv/bin/pip install --no-deps xgrammar==0.2.8 apache-tvm-ffi
+    .venv/bin/pip install --no-deps xgrammar==0.2.8 apache-tvm-ffi      # (llguidance is genenv's own dependency)
     .venv/bin/python benchmarks/constrained_overhead.py        # API-Bank, TravelPlanner data from ../shared/data
     .venv/bin/python benchmarks/constrained_overhead.py --vocab tiny --texts 20 --domains addition,apibank
 
-Both libraries are optional: the one that is not installed is reported as missing.
+xgrammar is optional (reported as missing when not installed). The measured choice: docs/constrained.md.
 """
 
 from __future__ import annotations
@@ -54,35 +54,11 @@ def smollm2_tokenizer():
     return AutoTokenizer.from_pretrained(str(resolve_model("smollm2", log=lambda m: None)))
 
 
-class VocabularyList:
-    """A vocabulary as llguidance's TokenizerWrapper reads it: each id's bytes, the special ids, and the encoder
-    (for a tokenizer whose decoder llguidance cannot read from its JSON, such as the tiny character-level one)."""
-
-    def __init__(self, hf_tokenizer):
-        vocab = sorted(hf_tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-        special = set(hf_tokenizer.all_special_ids)
-        self.tokens = [b"" if i in special else text.encode("utf-8") for text, i in vocab]
-        self.special_token_ids = sorted(special)
-        self.eos_token_id, self.bos_token_id = hf_tokenizer.eos_token_id, hf_tokenizer.bos_token_id
-        self._hf = hf_tokenizer
-
-    def __call__(self, text):
-        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        return self._hf.encode(text, add_special_tokens=False)
-
-
-def llguidance_tokenizer(hf_tokenizer):
-    import llguidance
-    import llguidance.hf
-    try:
-        return llguidance.hf.from_tokenizer(hf_tokenizer)
-    except ValueError:   # a decoder llguidance does not read (the tiny tokenizer): its vocabulary as a list
-        return llguidance.LLTokenizer(llguidance.TokenizerWrapper(VocabularyList(hf_tokenizer)))
-
-
 def measure_llguidance(hf_tokenizer, shape, texts) -> dict:
     import llguidance
     import llguidance.numpy as llnp
+
+    from genenv.constrained import llguidance_tokenizer
     start = time.perf_counter()
     tokenizer = llguidance_tokenizer(hf_tokenizer)
     tokenizer_s = time.perf_counter() - start

@@ -230,3 +230,30 @@ def test_prompts_decoded_side_by_side_answer_as_each_alone(smollm2_on_llama_cpp)
     uniforms = torch.from_numpy(sequence_uniforms(7, grid_keys(0, 2, 6), 12))
     one_by_one = [sampler.sample([p], 6, 12, 1.0, uniforms[i * 6:(i + 1) * 6])[0] for i, p in enumerate(ids[:2])]
     assert sampler.sample(ids[:2], 6, 12, 1.0, uniforms) == one_by_one
+
+
+@pytest.mark.slow
+def test_a_constrained_simulator_on_llama_cpp_writes_only_the_shape_as_on_transformers(smollm2_on_llama_cpp):
+    """env.constrained on the llama.cpp sampler: the same masks before the same keyed draw, so every response has
+    the domain's shape, and the trainer's constrained log-probs score it (its record only: the engine's logits)."""
+    import re
+
+    from genenv.constrained import TokenConstraint
+    from genenv.domains import make_domain
+    policy, sampler = smollm2_on_llama_cpp
+    domain = make_domain("addition", width=3)
+    vocab = int(policy.model.get_output_embeddings().weight.shape[0])
+    shape = re.compile(domain.task_shape().regex)
+    prompts = ["Write an addition task like 123+456.", "Another one, please."]
+    policy.constraint = TokenConstraint(domain.task_shape(), policy.tokenizer, vocab, policy.eos_token_id, "addition")
+    try:
+        reference = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3)
+        policy.fast_sampler = sampler
+        engine = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3)
+        for group in (*reference, *engine):
+            assert all(g.finished and shape.fullmatch(g.text) for g in group), [g.text for g in group]
+        same = sum(a.token_ids == b.token_ids for ga, gb in zip(reference, engine) for a, b in zip(ga, gb))
+        assert same >= 2   # of 4: the same keyed draws where the two engines' logits agree
+    finally:
+        policy.fast_sampler = None
+        policy.constraint = None

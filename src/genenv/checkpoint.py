@@ -321,12 +321,12 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return ckpt if ckpt.exists() else None
 
 
-def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path) -> tuple[Players, RunState]:
+def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path, domain=None) -> tuple[Players, RunState]:
     initial = run_dir / "checkpoints" / "initial"
     agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
     env = (RemoteSimulator.from_config(cfg.env.openai) if (initial / "env" / REMOTE_FILE).exists() else
            Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype))
-    players = make_players(cfg, agent, env)  # references of the initial weights, then adapters
+    players = make_players(cfg, agent, env, domain)  # references of the initial weights, then adapters
     agent.load_weights(ckpt / "agent.safetensors")  # the checkpoint holds the adapted model's weights
     env.load_weights(ckpt / "env.safetensors")
     if (ckpt / "optimizers.safetensors").exists():

@@ -249,6 +249,10 @@ class EnvConfig(PlayerConfig):
                           "learning_progress's information)", choices=("uniform", "frontier", "progress"))
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
+    constrained: bool = knob(False, "sample only text of the domain's declared task shape (Domain.task_shape: a "
+                             "JSON schema or a regex; issue 57, genenv.constrained, llguidance): each step's tokens "
+                             "outside it are masked, and the updates and KL terms score the stored tokens under the "
+                             "same masks. A task in the shape the domain rejects is still invalid with its reason")
     lr: float = knob(1e-4, "AdamW learning rate of the simulator's updates (either rule)", lo=0.0)
     weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
                                "default, what every run so far used)", lo=0.0)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from genenv.constrained import grammar_problem
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, seed_round_trip_problem
 
 PROPERTIES = ("seed_round_trip", "task_shape", "simulator_text", "wrong_json_types", "agent_response",
@@ -99,9 +100,13 @@ def simulator_text_problem(domain: Domain, text: str) -> str | None:
 
 def shape_problem(shape: TaskShape, text: str) -> str | None:
     """None when ``text`` has ``shape`` (the whole text matches its regex, or is one JSON value its schema
-    accepts, checked with ``jsonschema``); else what is wrong, naming the place in the object."""
+    accepts, checked with ``jsonschema``) and a constrained sampler could write it as it is
+    (:func:`genenv.constrained.grammar_problem`: the JSON laid out as ``json.dumps`` does, keys in the schema's
+    order); else what is wrong, naming the place in the object."""
     if shape.regex is not None:
-        return None if re.fullmatch(shape.regex, text) else f"does not match {shape.regex!r}"
+        if not re.fullmatch(shape.regex, text):
+            return f"does not match {shape.regex!r}"
+        return grammar_problem(shape, text)
     import jsonschema  # noqa: PLC0415  (only a domain with a schema needs it)
     try:
         value = json.loads(text)
@@ -109,7 +114,7 @@ def shape_problem(shape: TaskShape, text: str) -> str | None:
         return f"not one JSON value: {type(err).__name__}"
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(shape.json_schema).iter_errors(value))
     if error is None:
-        return None
+        return grammar_problem(shape, text)
     where = "/".join(str(part) for part in error.absolute_path) or "the object"
     return f"at {where}: {error.message[:200]}"
 

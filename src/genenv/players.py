@@ -72,10 +72,28 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
         raise ConfigError(f"{name}.sampler: {error}") from None
 
 
-def make_players(cfg: RunConfig, agent: Policy, env: Policy) -> Players:
+def simulator_constraint(cfg: RunConfig, domain, env: Policy):
+    """``env.constrained``: the domain's task shape compiled for the simulator's tokenizer
+    (:class:`genenv.constrained.TokenConstraint`), or None. A domain that declares no shape is a ConfigError."""
+    if not cfg.env.constrained or isinstance(env, RemoteSimulator):
+        return None
+    from genenv.constrained import TokenConstraint  # noqa: PLC0415 (llguidance loads only when asked for)
+    shape = domain.task_shape()
+    if shape is None:
+        raise ConfigError(f"env.constrained: domain {domain.name!r} declares no task shape (Domain.task_shape); "
+                          "declare one (docs/domains.md) or set env.constrained=false")
+    vocab_size = int(env.model.get_output_embeddings().weight.shape[0])
+    return TokenConstraint(shape, env.tokenizer, vocab_size, env.eos_token_id, domain.name)
+
+
+def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Players:
     """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
     adapters, and the optimisers. A fully fine-tuned player's reference is a frozen copy of it; a LoRA player's
-    is the same model with its adapters switched off (its base weights never change: no copy needed)."""
+    is the same model with its adapters switched off (its base weights never change: no copy needed). With
+    ``env.constrained`` (``domain`` given), the simulator and its reference sample and score under the domain's
+    task shape."""
+    if domain is not None and not isinstance(env, RemoteSimulator):
+        env.constraint = simulator_constraint(cfg, domain, env)
     references = []
     for name, policy, player in (("agent", agent, cfg.agent), ("env", env, cfg.env)):
         if isinstance(policy, RemoteSimulator):   # a frozen endpoint: its own reference, no adapters, no optimiser

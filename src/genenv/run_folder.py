@@ -44,7 +44,7 @@ def open_run(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: Data
     run whose checkpoint was removed (nothing to resume). A folder that holds a run is an error unless resumed."""
     ckpt = latest_checkpoint(run_dir) if resume else None
     if ckpt is not None:
-        players, state = load_checkpoint(cfg, ckpt, run_dir)
+        players, state = load_checkpoint(cfg, ckpt, run_dir, domain)
         if state.epoch >= cfg.epochs:
             log(f"{run_dir} has finished its {cfg.epochs} epochs: nothing to resume (extend it with "
                 f"`genenv run --resume {run_dir} epochs=N`, N > {cfg.epochs})")
@@ -125,7 +125,7 @@ def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, spli
                                                         "agent_parameters": agent.num_parameters(),
                                                         "env_parameters": env.num_parameters()})
     save_initial(agent, env, run_dir)
-    players = make_players(cfg, agent, env)
+    players = make_players(cfg, agent, env, domain)
     state = RunState()
     for task in seeds:
         state.task_pool.add(task, "seed", -1)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from genenv.models.packing import common_prefix_length
-from genenv.models.policy import keyed_draw
+from genenv.models.policy import keyed_draw, masked_scores
 
 
 class EngineNotAvailable(RuntimeError):
@@ -233,16 +233,24 @@ class LlamaCppSampler:
         logprobs: list[list[float]] = [[] for _ in range(count)]
         rows = list(logits)
         alive = list(range(count))
+        constraint = self.policy.constraint   # env.constrained: the transformers path's masks, the same draw
+        matchers = constraint.start(count) if constraint is not None else None
         for t in range(max_new_tokens):
             scores = torch.from_numpy(np.stack([rows[k] for k in alive]))
+            if constraint is not None:
+                live = [matchers[k] for k in alive]
+                scores = masked_scores(scores.float(), constraint.allowed(live))
             if uniforms is None:
-                for k, token in zip(alive, scores.argmax(-1).tolist()):
+                drawn = scores.argmax(-1)
+                for k, token in zip(alive, drawn.tolist()):
                     tokens[k].append(token)
             else:
                 drawn, drawn_logprobs = keyed_draw(scores, temperature, uniforms[alive, t])
                 for k, token, logprob in zip(alive, drawn.tolist(), drawn_logprobs.tolist()):
                     tokens[k].append(token)
                     logprobs[k].append(logprob)
+            if constraint is not None:
+                constraint.advance(live, drawn.tolist())
             alive = [k for k in alive if tokens[k][-1] != eos]
             if not alive or t == max_new_tokens - 1:
                 break

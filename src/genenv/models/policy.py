@@ -93,22 +93,41 @@ def keyed_draw(scores: torch.Tensor, temperature: float, uniforms: torch.Tensor)
     return tokens, logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
 
+def masked_scores(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``scores`` with every token outside ``allowed`` (boolean, same shape) at the dtype's lowest value: a
+    softmax gives them 0 exactly, and a log-softmax, a log-sum-exp or an entropy stay finite (unlike -inf)."""
+    return scores.masked_fill(~allowed.to(scores.device), torch.finfo(scores.dtype).min)
+
+
 class _KeyedSampler(LogitsProcessor):
     """Draws every sequence's next token itself, from softmax(scores / temperature) with that sequence's own
     uniforms (:func:`genenv.seeding.sequence_uniforms`), and keeps the drawn token's log-prob; it returns scores
     that leave only that token, which generate()'s greedy step then takes. So a rollout's log-probs cost one
-    [B, V] tensor per step, not every step's logits, and a sequence samples the same tokens in any batch."""
+    [B, V] tensor per step, not every step's logits, and a sequence samples the same tokens in any batch.
+    With a ``constraint`` (:class:`genenv.constrained.TokenConstraint`) each row's scores outside its shape's
+    allowed tokens are masked first, and its matcher takes the drawn token; ``uniforms=None``: greedy (the
+    allowed token of highest score)."""
 
-    def __init__(self, temperature: float, uniforms: torch.Tensor, prompt_width: int):
+    def __init__(self, temperature: float, uniforms: torch.Tensor | None, prompt_width: int, constraint=None,
+                 rows: int = 0):
         self.temperature = temperature
-        self.uniforms = uniforms          # [B, max_new_tokens] float64
+        self.uniforms = uniforms          # [B, max_new_tokens] float64, or None (greedy)
         self.prompt_width = prompt_width
         self.steps: list[torch.Tensor] = []
+        self.constraint = constraint
+        self.matchers = constraint.start(rows) if constraint is not None else None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         step = input_ids.shape[1] - self.prompt_width
-        tokens, logprobs = keyed_draw(scores, self.temperature, self.uniforms[:, step])
-        self.steps.append(logprobs)
+        if self.constraint is not None:
+            scores = masked_scores(scores.float(), self.constraint.allowed(self.matchers))
+        if self.uniforms is None:
+            tokens = scores.argmax(-1)
+        else:
+            tokens, logprobs = keyed_draw(scores, self.temperature, self.uniforms[:, step])
+            self.steps.append(logprobs)
+        if self.constraint is not None:
+            self.constraint.advance(self.matchers, tokens.tolist())
         chosen = torch.full_like(scores, float("-inf"))
         return chosen.scatter_(1, tokens.unsqueeze(1), 0.0)
 
@@ -125,12 +144,16 @@ def _entropy(logits: torch.Tensor, logsumexp: torch.Tensor, rows_per_block: int 
 
 
 def _response_logprobs(logits: torch.Tensor, response_ids: torch.Tensor, temperature: float, with_entropy: bool,
-                       entropy_grad: bool):
+                       entropy_grad: bool, allowed: torch.Tensor | None = None):
     """Log-probs [B, R] of ``response_ids`` under ``logits`` [B, R, V] (each a logit minus its row's log-sum-exp:
-    no log-softmax over the vocabulary is materialised), and the entropy per token when asked."""
+    no log-softmax over the vocabulary is materialised), and the entropy per token when asked. ``allowed``
+    ([B, R, V] boolean, a constrained policy's replayed masks): the distribution over the allowed tokens only,
+    the one the sampler drew from."""
     logits = logits.float()
     if temperature and temperature != 1.0:
         logits = logits / temperature
+    if allowed is not None:
+        logits = masked_scores(logits, allowed)
     logsumexp = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, response_ids.unsqueeze(-1)).squeeze(-1) - logsumexp
     entropy = None
@@ -165,6 +188,9 @@ class Policy:
         self.prefill_once = False
         self.autocast_bf16 = False   # PlayerConfig.autocast: bf16 matrix products, float32 weights
         self.fast_sampler = None     # PlayerConfig.sampler=llama.cpp: a LlamaCppSampler draws the tokens
+        # env.constrained: a genenv.constrained.TokenConstraint; sampling and log-probs are then the constrained
+        # distribution's (each step's logits outside the shape's allowed tokens masked out)
+        self.constraint = None
 
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -226,6 +252,7 @@ class Policy:
     def frozen_copy(self) -> "Policy":
         """A deep copy with gradients off: the reference policy for KL penalties."""
         ref = Policy(copy.deepcopy(self.model), self.tokenizer, self.device, self.use_chat_template)
+        ref.constraint = self.constraint   # the KL's two sides on the same (constrained) distribution
         ref.model.eval()
         for param in ref.model.parameters():
             param.requires_grad_(False)
@@ -238,6 +265,7 @@ class Policy:
             raise ValueError("base_view needs LoRA adapters (apply_lora first); use frozen_copy otherwise")
         view = Policy(self.model, self.tokenizer, self.device, self.use_chat_template)
         view._adapters_off = True
+        view.constraint = self.constraint
         return view
 
     def _forward_context(self):
@@ -373,7 +401,10 @@ class Policy:
         input_ids = torch.from_numpy(left_padded)
         lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
-        sampler = None if uniforms is None else _KeyedSampler(float(temperature), uniforms.to(self.device), width)
+        sampler = None
+        if uniforms is not None or self.constraint is not None:
+            sampler = _KeyedSampler(float(temperature), None if uniforms is None else uniforms.to(self.device), width,
+                                    self.constraint, len(chunk))
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = self._prefill_once(chunk, input_ids, attention) if self.prefill_once else None
         sequences = self.model.generate(input_ids=input_ids, attention_mask=attention, past_key_values=cache,
@@ -382,7 +413,7 @@ class Policy:
         new_tokens = sequences[:, width:].cpu()
         eos = self.eos_token_id
         rows = new_tokens.tolist()
-        all_logprobs = sampler.finish(len(chunk)).cpu().tolist() if sampler else None
+        all_logprobs = sampler.finish(len(chunk)).cpu().tolist() if uniforms is not None else None
         kept, finished = [], []
         for tokens in rows:
             done = eos in tokens
@@ -458,8 +489,10 @@ class Policy:
                                     position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
                                     use_cache=False).logits
             # position width-1+t predicts response token t
+            allowed = (None if self.constraint is None
+                       else self.constraint.response_masks(batch.response_ids.cpu(), batch.response_mask.cpu()))
             return _response_logprobs(logits[:, :resp_width], batch.response_ids, temperature, with_entropy,
-                                      entropy_grad)
+                                      entropy_grad, allowed)
 
     def packed_token_logprobs(self, packed, temperature: float = 1.0, with_entropy: bool = False,
                               entropy_grad: bool = False):
@@ -478,8 +511,10 @@ class Policy:
                                     position_ids=torch.from_numpy(packed.position_ids).to(dev),
                                     logits_to_keep=torch.from_numpy(packed.keep).to(dev), use_cache=False).logits
             index = torch.from_numpy(packed.logit_index).to(dev)
+            allowed = (None if self.constraint is None else self.constraint.response_masks(
+                torch.from_numpy(packed.response_ids), torch.from_numpy(packed.response_mask)))
             return _response_logprobs(logits[index], torch.from_numpy(packed.response_ids).to(dev), temperature,
-                                      with_entropy, entropy_grad)
+                                      with_entropy, entropy_grad, allowed)
 
     # ------------------------------------------------------------------ LoRA (optional, peft)
     @property

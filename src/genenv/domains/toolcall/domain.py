@@ -80,10 +80,32 @@ def _category_for(functions: list, calls: int) -> str:
     return "multiple" if len(functions) > 1 else "simple"
 
 
+PARAMETERS_ORDER = ("type", "required", "properties")   # the order of most of BFCL's functions
+
+
+def in_write_order(functions):
+    """The function schemas with each ``parameters`` object's keys in one order (type, required, properties, then
+    any others as given): BFCL's data writes required and properties either way round, and a grammar (issue 57,
+    ``env.constrained``) accepts the keys in the order its schema lists them. Anything not of that form is kept
+    as it is (``validate`` rejects it)."""
+    if not isinstance(functions, list):
+        return functions
+    out = []
+    for function in functions:
+        params = function.get("parameters") if isinstance(function, dict) else None
+        if isinstance(params, dict):
+            ordered = {key: params[key] for key in PARAMETERS_ORDER if key in params}
+            ordered.update((key, value) for key, value in params.items() if key not in ordered)
+            function = {**function, "parameters": ordered}
+        out.append(function)
+    return out
+
+
 def _task_from_entry(entry: dict) -> Task:
     calls = gold_calls(entry["ground_truth"])
     question = entry["question"][0][-1]["content"]
-    text = json.dumps({"functions": entry["function"], "question": question.strip(),   # as parse_task writes it
+    # as parse_task writes it
+    text = json.dumps({"functions": in_write_order(entry["function"]), "question": question.strip(),
                        "call": {"name": calls[0][0], "arguments": calls[0][1]}})
     return Task(text=text, prompt=question, answer=render_calls(calls), level=_level(entry["function"], calls),
                 meta={"id": entry["id"], "functions": entry["function"], "ground_truth": entry["ground_truth"],
@@ -197,7 +219,7 @@ class ToolCallDomain(Domain):
         function = {"type": "object", "required": ["name", "parameters"], "properties": {
             "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"},
             "description": {"type": "string"},
-            "parameters": {"type": "object", "required": ["type", "properties"], "properties": {   # BFCL's order
+            "parameters": {"type": "object", "required": ["type", "properties"], "properties": {   # in_write_order's
                 "type": {"enum": ["dict", "object"]},
                 "required": {"type": "array", "items": {"type": "string"}},
                 "properties": {"type": "object", "additionalProperties": parameter}}}}}
@@ -225,7 +247,7 @@ class ToolCallDomain(Domain):
                 call.get("arguments", {}), dict):
             return Invalid("call must be {name: string, arguments: object}", text)
         arguments = call.get("arguments", {})
-        canonical = json.dumps({"functions": functions, "question": question.strip(),
+        canonical = json.dumps({"functions": in_write_order(functions), "question": question.strip(),
                                 "call": {"name": call["name"], "arguments": arguments}})
         return Task(canonical, question.strip(), None, 0,
                     meta={"functions": functions, "call": (call["name"], arguments)})

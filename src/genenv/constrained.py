@@ -1,0 +1,227 @@
+"""Constrained sampling (issue 57): the simulator writes only text of its domain's declared shape
+(:meth:`genenv.domains.base.Domain.task_shape`: a JSON schema or a regex), and its updates score the tokens under the
+same constrained distribution.
+
+One maintained library does the grammar work: **llguidance** (a dependency-free abi3 wheel; its numpy path, no
+torch.compile). It was chosen over xgrammar by ``benchmarks/constrained_overhead.py`` (docs/constrained.md): both
+cost well under 1% of a SmolLM2 decoding step per token on this CPU and a few percent of the tiny model's, and
+xgrammar declares triton, torch and transformers as requirements where llguidance declares none.
+
+- :class:`TokenConstraint`: a shape compiled for one tokenizer. ``start(rows)`` gives one matcher per sequence;
+  ``allowed(matchers)`` the [B, V] boolean mask of each one's next tokens (a finished or broken matcher allows every
+  token: its row's output is no longer read, or it is rejected by the domain as before); ``advance`` moves them on
+  by the drawn tokens.
+- :meth:`TokenConstraint.replay`: the masks a sampler saw before each token of a stored response, so an update's
+  log-probs (``Policy.token_logprobs``) and its KL terms are the constrained distribution's, the same numbers the
+  sampler drew from (``tests/test_constrained.py``).
+
+The grammar constrains the *form* only: a task in the shape that the domain rejects (a gold call that fails, an
+unreachable goal) is still invalid with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+import llguidance
+import llguidance.hf
+import llguidance.numpy as llnp
+import numpy as np
+import torch
+
+from genenv.config import ConfigError
+
+# JSON as the domains write it (json.dumps: ", " and ": " between items and keys, no other whitespace, non-ASCII
+# characters as backslash-u escapes): llguidance's options, so the simulator spends no tokens on layout
+JSON_AS_WRITTEN = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False,
+                   "json_allow_general_unicode_escapes": True}
+
+
+class VocabularyList:
+    """A vocabulary as llguidance's ``TokenizerWrapper`` reads it, for a tokenizer whose decoder llguidance's own
+    reader does not take (the tiny character-level one): each id's bytes (special tokens empty), the special ids,
+    the EOS and BOS ids and the encoder."""
+
+    def __init__(self, hf_tokenizer):
+        vocab = sorted(hf_tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+        special = set(hf_tokenizer.all_special_ids)
+        self.tokens = [b"" if i in special else text.encode("utf-8") for text, i in vocab]
+        self.special_token_ids = sorted(special)
+        self.eos_token_id, self.bos_token_id = hf_tokenizer.eos_token_id, hf_tokenizer.bos_token_id
+        self._hf = hf_tokenizer
+
+    def __call__(self, text):
+        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        return self._hf.encode(text, add_special_tokens=False)
+
+
+def llguidance_tokenizer(hf_tokenizer, eos_token_id: int | None = None):
+    """llguidance's tokenizer for a Hugging Face one: read from its JSON when llguidance can, else from its
+    vocabulary list (:class:`VocabularyList`). ``eos_token_id``: the id that ends a sequence (the policy's)."""
+    try:
+        return llguidance.hf.from_tokenizer(hf_tokenizer, eos_token=eos_token_id)
+    except ValueError:
+        vocabulary = VocabularyList(hf_tokenizer)
+        if eos_token_id is not None:
+            vocabulary.eos_token_id = eos_token_id
+        return llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocabulary))
+
+
+def unpack_bitmask(bitmask: np.ndarray, vocab_size: int, fill: bool = False) -> torch.Tensor:
+    """[B, W] int32 bitmasks (bit t % 32 of word t // 32: token t allowed) as a [B, vocab_size] boolean tensor. Ids
+    past the bitmask's width (a model whose logits are wider than its tokenizer's vocabulary) are not allowed, or,
+    with ``fill``, allowed in a row that allows every token of the bitmask (a free row stays free)."""
+    bits = np.unpackbits(np.ascontiguousarray(bitmask).view(np.uint8), axis=1, bitorder="little").astype(bool)
+    if bits.shape[1] >= vocab_size:
+        return torch.from_numpy(bits[:, :vocab_size])
+    extra = np.zeros((bits.shape[0], vocab_size - bits.shape[1]), dtype=bool)
+    if fill:
+        extra[bits.all(axis=1)] = True
+    return torch.from_numpy(np.concatenate([bits, extra], axis=1))
+
+
+class Matcher:
+    """One sequence's place in the grammar: llguidance's matcher and whether the sequence has ended."""
+
+    __slots__ = ("matcher", "done")
+
+    def __init__(self, matcher):
+        self.matcher, self.done = matcher, False
+
+
+class TokenConstraint:
+    """A domain's task shape compiled for one tokenizer; ``vocab_size`` is the model's logits width."""
+
+    def __init__(self, shape, hf_tokenizer, vocab_size: int, eos_token_id: int, domain_name: str = "domain"):
+        self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name)
+        self.eos_token_id, self.vocab_size = eos_token_id, vocab_size
+        self.tokenizer = llguidance_tokenizer(hf_tokenizer, eos_token_id)
+        if shape.json_schema is not None:
+            self.grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(
+                {**shape.json_schema, "x-guidance": JSON_AS_WRITTEN}))
+        else:
+            self.grammar = llguidance.LLMatcher.grammar_from_regex(shape.regex)
+        ok, problem = self.validate()
+        if not ok:
+            raise ConfigError(f"env.constrained: the task shape domain {domain_name!r} declares does not compile "
+                              f"(llguidance): {problem}")
+        self._bitmask_words = (self.tokenizer.vocab_size + 31) // 32
+
+    def __getstate__(self) -> dict:
+        """Pickled as what built it (llguidance's objects do not pickle): a Ray worker's copy compiles its own."""
+        return {"args": self._args}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(*state["args"])
+
+    def validate(self) -> tuple[bool, str]:
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(self.grammar, self.tokenizer)
+        return (not is_error), "; ".join(messages)
+
+    def start(self, rows: int) -> list:
+        """One fresh matcher per sequence (:class:`Matcher`)."""
+        return [Matcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0)) for _ in range(rows)]
+
+    def bitmask(self, matchers: list) -> np.ndarray:
+        """[B, W] int32: each sequence's next allowed tokens as llguidance's bitmask. A text that is complete (the
+        grammar allows nothing more) allows only the EOS token; a sequence that has drawn its EOS token, or whose
+        matcher failed or allows nothing, allows every token (its output is no longer read, or the domain rejects
+        it as before)."""
+        bitmask = np.zeros((len(matchers), self._bitmask_words), dtype=np.int32)
+        eos_word, eos_bit = divmod(self.eos_token_id, 32)
+        for row, m in enumerate(matchers):
+            if m.done or m.matcher.is_error():
+                bitmask[row] = -1
+            elif m.matcher.is_stopped():
+                bitmask[row, eos_word] = np.array([1 << eos_bit], dtype=np.uint32).view(np.int32)[0]
+            else:
+                llnp.fill_next_token_bitmask(m.matcher, bitmask, row)
+                if not bitmask[row].any():
+                    bitmask[row] = -1
+        return bitmask
+
+    def allowed(self, matchers: list) -> torch.Tensor:
+        """[B, vocab_size] boolean: the tokens each sequence may take next (:meth:`bitmask`)."""
+        return unpack_bitmask(self.bitmask(matchers), self.vocab_size, fill=True)
+
+    def advance(self, matchers: list, tokens) -> None:
+        """Each sequence takes its drawn token (the EOS token ends it)."""
+        for m, token in zip(matchers, tokens):
+            if m.done:
+                continue
+            if int(token) == self.eos_token_id:
+                m.done = True
+            elif not (m.matcher.is_stopped() or m.matcher.is_error()):
+                m.matcher.consume_token(int(token))
+
+    def replay(self, tokens: list[int]) -> np.ndarray:
+        """[len(tokens), W] int32 bitmasks: what the sampler saw before each token of a stored response."""
+        matcher = self.start(1)
+        masks = []
+        for token in tokens:
+            masks.append(self.bitmask(matcher)[0])
+            self.advance(matcher, [token])
+        return np.stack(masks) if masks else np.zeros((0, self._bitmask_words), dtype=np.int32)
+
+    def response_masks(self, response_ids: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+        """[B, R, vocab_size] boolean masks of a padded batch of responses (padding positions: every token
+        allowed). A response's masks are replayed once and kept (the last ``REPLAYS_KEPT``)."""
+        batch, width = response_ids.shape
+        bitmask = np.full((batch, width, self._bitmask_words), -1, dtype=np.int32)
+        lengths = response_mask.sum(-1).long().tolist()
+        for row, length in enumerate(lengths):
+            if length:
+                bitmask[row, :length] = self._cached_replay(tuple(response_ids[row, :length].tolist()))
+        return unpack_bitmask(bitmask.reshape(batch * width, -1), self.vocab_size, fill=True).view(batch, width, -1)
+
+    REPLAYS_KEPT = 1024
+
+    def _cached_replay(self, tokens: tuple) -> np.ndarray:
+        cache = self.__dict__.setdefault("_replays", {})
+        if tokens not in cache:
+            if len(cache) >= self.REPLAYS_KEPT:
+                cache.pop(next(iter(cache)))
+            cache[tokens] = self.replay(list(tokens))
+        return cache[tokens]
+
+
+class _ByteVocabulary:
+    """A vocabulary of the 256 bytes and an EOS token (id 256), for checking a text against a shape independently of
+    any model's tokenizer (:func:`grammar_problem`)."""
+
+    tokens = [bytes([i]) for i in range(256)] + [b""]
+    special_token_ids = [256]
+    eos_token_id = 256
+    bos_token_id = None
+
+    def __call__(self, text):
+        return list(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+_BYTE_CONSTRAINTS: dict = {}
+
+
+def grammar_problem(shape, text: str) -> str | None:
+    """None when a constrained sampler could write ``text`` exactly, byte by byte, and then end it (the grammar's
+    JSON layout is :data:`JSON_AS_WRITTEN`, keys in the schema's order); else where the grammar refuses it. What
+    ``genenv check-domain`` adds to the schema check: a domain's task text may satisfy its schema and still not be
+    writable under ``env.constrained`` (another key order or whitespace)."""
+    key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
+    if key not in _BYTE_CONSTRAINTS:
+        tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+        grammar = (llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**shape.json_schema,
+                                                                             "x-guidance": JSON_AS_WRITTEN}))
+                   if shape.json_schema is not None else llguidance.LLMatcher.grammar_from_regex(shape.regex))
+        _BYTE_CONSTRAINTS[key] = (tokenizer, grammar)
+    tokenizer, grammar = _BYTE_CONSTRAINTS[key]
+    matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    if matcher.is_error():
+        return f"the shape does not compile: {matcher.get_error()[:200]}"
+    data = text.encode("utf-8")
+    for at, byte in enumerate(data):
+        if matcher.is_stopped() or not matcher.consume_token(byte):
+            near = data[max(0, at - 30):at + 10]
+            return f"the constrained sampler cannot write it: refused at character {at} ({near!r})"
+    if not (matcher.is_stopped() or matcher.is_accepting()):
+        return "the constrained sampler cannot end it there: the shape is not complete"
+    return None

@@ -1,0 +1,180 @@
+"""Constrained sampling (env.constrained, genenv.constrained): the masks by hand, a tiny simulator that writes only
+its domain's shape, the update's log-probs equal to the sampler's under the same masks, keyed sampling unchanged,
+and a run that uses it."""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from genenv.config import ConfigError, TinyModelConfig, load_config
+from genenv.constrained import TokenConstraint, unpack_bitmask
+from genenv.domains import make_domain
+from genenv.seeding import grid_keys
+
+
+def test_unpack_bitmask_by_hand():
+    bitmask = np.array([[0b101], [-1]], dtype=np.int32)   # tokens 0 and 2; every token of the word
+    mask = unpack_bitmask(bitmask, 5)
+    assert mask.tolist() == [[True, False, True, False, False], [True] * 5]
+    wider = unpack_bitmask(bitmask, 34)   # logits wider than the bitmask: extra ids banned, unless the row is free
+    assert wider[0, 32:].tolist() == [False, False] and wider[1, 32:].tolist() == [False, False]
+    assert unpack_bitmask(bitmask, 34, fill=True)[1, 32:].tolist() == [True, True]
+    assert unpack_bitmask(np.array([[-(2**31)]], dtype=np.int32), 32)[0].nonzero().tolist() == [[31]]   # the sign bit
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """An untrained tiny simulator for addition (width 2) and the domain's constraint for it."""
+    from genenv.models.tiny import build_tiny_policy
+    domain = make_domain("addition", width=2)
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
+                                               max_positions=64), domain.alphabet, seed=5, words=domain.tiny_words)
+    vocab = int(policy.model.get_output_embeddings().weight.shape[0])
+    constraint = TokenConstraint(domain.task_shape(), policy.tokenizer, vocab, policy.eos_token_id, "addition")
+    return domain, policy, constraint
+
+
+def _generate(policy, constraint, prompts, n=6, seed=11, keys=None, greedy=False):
+    policy.constraint = constraint
+    try:
+        return policy.generate(prompts, n=n, max_new_tokens=12, temperature=1.0, seed=seed, keys=keys, greedy=greedy)
+    finally:
+        policy.constraint = None
+
+
+def test_a_constrained_simulator_writes_only_the_shape(tiny):
+    domain, policy, constraint = tiny
+    prompts = ["12+34", "56+78"]
+    shape = re.compile(domain.task_shape().regex)
+    constrained = [g for gens in _generate(policy, constraint, prompts) for g in gens]
+    free = [g for gens in _generate(policy, None, prompts) for g in gens]
+    assert all(g.finished and shape.fullmatch(g.text) for g in constrained)
+    assert all(domain.parse_task(g.text).__class__.__name__ == "Task" for g in constrained)
+    assert sum(bool(shape.fullmatch(g.text)) for g in free) < len(free) // 2   # the untrained model alone rarely does
+    greedy = _generate(policy, constraint, prompts, n=1, greedy=True)
+    assert all(shape.fullmatch(gens[0].text) for gens in greedy) and greedy[0][0].logprobs == []
+
+
+def test_the_updates_log_probs_are_the_samplers_under_the_same_masks(tiny):
+    domain, policy, constraint = tiny
+    gens = [g for group in _generate(policy, constraint, ["12+34", "9+9"]) for g in group]
+    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
+    policy.constraint = constraint
+    try:
+        with torch.no_grad():
+            logp, entropy = policy.token_logprobs(batch, with_entropy=True)
+    finally:
+        policy.constraint = None
+    with torch.no_grad():
+        free_logp, _ = policy.token_logprobs(batch)
+    for row, g in enumerate(gens):
+        n = len(g.token_ids)
+        assert logp[row, :n].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+        assert (logp[row, :n] >= free_logp[row, :n] - 1e-6).all()   # renormalised over fewer tokens
+    assert (logp[:, :4] > free_logp[:, :4] + 1e-3).any()   # the masks change the numbers
+    assert torch.isfinite(entropy).all()
+    # gradients flow through the allowed tokens only
+    policy.constraint = constraint
+    try:
+        loss = -policy.token_logprobs(batch)[0].sum()
+        loss.backward()
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.trainable_parameters())
+    finally:
+        policy.constraint = None
+        policy.model.zero_grad()
+
+
+def test_a_sequence_samples_the_same_tokens_in_any_batch_under_the_constraint(tiny):
+    domain, policy, constraint = tiny
+    prompts = ["12+34", "56+78", "1+1"]
+    whole = [g.token_ids for gens in _generate(policy, constraint, prompts, n=3) for g in gens]
+    keys = grid_keys(1, 1, 3)   # prompt 1's sequences alone, with the keys they had in the whole
+    alone = [g.token_ids for g in _generate(policy, constraint, [prompts[1]], n=3, keys=keys)[0]]
+    assert alone == whole[3:6]
+
+
+def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(tiny):
+    domain, policy, constraint = tiny
+    copy = pickle.loads(pickle.dumps(constraint))
+    matchers = copy.start(1)
+    assert copy.allowed(matchers).tolist() == constraint.allowed(constraint.start(1)).tolist()
+    from genenv.domains.base import TaskShape
+    with pytest.raises(ConfigError, match="domain 'broken' declares does not compile"):
+        TokenConstraint(TaskShape(regex="[0-9"), policy.tokenizer, constraint.vocab_size, policy.eos_token_id,
+                        "broken")
+
+
+def test_a_domain_without_a_shape_cannot_be_constrained(tiny, monkeypatch):
+    from genenv.players import simulator_constraint
+    domain, policy, _ = tiny
+    cfg = load_config("smoke", ["env.constrained=true"])
+    assert simulator_constraint(cfg, domain, policy) is not None
+    assert simulator_constraint(load_config("smoke"), domain, policy) is None
+    monkeypatch.setattr(type(domain), "task_shape", lambda self: None)
+    with pytest.raises(ConfigError, match="env.constrained: domain 'addition' declares no task shape"):
+        simulator_constraint(cfg, domain, policy)
+
+
+def test_a_constrained_run_writes_only_the_shape_and_resumes_the_same(tmp_path):
+    from genenv.coevolve import run
+    from genenv.io import read_jsonl
+    overrides = ["threads=1", "env.constrained=true"]
+    a = run(load_config("smoke", [*overrides, "epochs=3"]), run_dir=tmp_path / "a", log=lambda m: None)
+    b = run(load_config("smoke", [*overrides, "epochs=2"]), run_dir=tmp_path / "b", log=lambda m: None)
+    b = run(load_config("smoke", [*overrides, "epochs=3"]), run_dir=tmp_path / "b", resume=True, log=lambda m: None)
+    domain = make_domain(load_config("smoke").domain.name, **load_config("smoke").domain.options)
+    shape = re.compile(domain.task_shape().regex)
+    for epoch in range(3):
+        rows = read_jsonl(a / "samples" / f"epoch_{epoch}.jsonl")
+        written = [r["generated"] for r in rows if r["source"] == "simulator"]
+        assert written and all(shape.fullmatch(text) for text in written)
+    ra, rb = read_jsonl(a / "metrics.jsonl"), read_jsonl(b / "metrics.jsonl")
+    assert [r["valid"] for r in ra] == [r["valid"] for r in rb]
+    assert all(set(r["invalid_reasons"]) <= {"equals a dev task", "equals a held-out task"} for r in ra)
+    assert [r["env_loss"] for r in ra] == [r["env_loss"] for r in rb]
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+SHAPED = {"addition": {}, "multihop": {}, "household": {}, "toolcall": {}, "reasoning_gym": {},
+          "travel": {"data": str(ROOT / "tests" / "data" / "travel-world"), "max_candidates": 2},
+          "apibank": {"data": str(ROOT.parent / "shared" / "data" / "api-bank")}}
+
+
+@pytest.mark.parametrize("name", list(SHAPED))
+def test_every_built_in_domains_seed_tasks_are_written_under_its_constraint(name):
+    """Each seed task, tokenised as the tiny simulator writes it and followed by EOS, is a path the masks allow
+    (so a warm-started simulator can still write what it was taught): the grammar's JSON layout is json.dumps's."""
+    from genenv.models.tiny import build_tiny_tokenizer
+    if name == "apibank" and not __import__("pathlib").Path(SHAPED[name]["data"]).exists():
+        pytest.skip("API-Bank data not in ../shared/data/api-bank (the benchmark data is not in the repository)")
+    if name == "reasoning_gym":
+        pytest.importorskip("reasoning_gym", reason="reasoning-gym is not installed (`make install` adds it)")
+    domain = make_domain(name, **SHAPED[name])
+    tokenizer = build_tiny_tokenizer(domain.alphabet, domain.tiny_words)
+    constraint = TokenConstraint(domain.task_shape(), tokenizer, len(tokenizer), tokenizer.eos_token_id, name)
+    for task in domain.seed_tasks(np.random.default_rng(0), 24):
+        matcher = constraint.start(1)
+        for token in tokenizer.encode(task.text, add_special_tokens=False) + [tokenizer.eos_token_id]:
+            assert constraint.allowed(matcher)[0, token], (task.text, tokenizer.decode([token]))
+            constraint.advance(matcher, [token])
+        assert matcher[0].done
+
+
+def test_check_domain_flags_a_text_the_constrained_sampler_cannot_write():
+    """grammar_problem (what check-domain's task_shape property adds to the schema check): the JSON laid out as
+    json.dumps writes it, keys in the schema's order, non-ASCII as escapes; a regex matched whole, then ended."""
+    from genenv.constrained import grammar_problem
+    from genenv.domain_check import shape_problem
+    from genenv.domains.base import TaskShape
+    schema = TaskShape(json_schema={"type": "object", "required": ["a", "b"],
+                                    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}})
+    assert grammar_problem(schema, '{"a": 1, "b": "Divin\\u00f3polis"}') is None
+    assert "refused at character 2" in grammar_problem(schema, '{"b": "x", "a": 1}')   # another key order
+    assert "refused at character 5" in grammar_problem(schema, '{"a":1, "b": "x"}')    # json.dumps's separators
+    assert "not complete" in grammar_problem(schema, '{"a": 1')
+    assert shape_problem(schema, '{"b": "x", "a": 1}').startswith("the constrained sampler cannot write it")
+    regex = TaskShape(regex=r"[0-9]{2}\+[0-9]{2}")
+    assert grammar_problem(regex, "12+34") is None and "not complete" in grammar_problem(regex, "12+3")
