@@ -1,0 +1,34 @@
+"""TRL's GRPOTrainer trains the agent; genenv's simulator writes its tasks and learns from their p_hat (issue 59).
+
+    .venv/bin/python examples/trl_genenv.py --preset smoke --steps 20      # docs/trl.md: accelerate, GPUs, vLLM
+"""
+
+import argparse
+
+from trl import GRPOConfig, GRPOTrainer
+
+from genenv.config import load_config
+from genenv.integrations.trl import DomainReward, GenEnvCallback, SimulatorSide, grpo_batch, task_stream
+from genenv.warmstart import warm_start_agent
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--preset", default="smoke")
+parser.add_argument("--steps", type=int, default=20)
+parser.add_argument("--generations", type=int, default=4, help="completions per prompt (GRPO's group)")
+parser.add_argument("--out", default="runs/trl-genenv")
+parser.add_argument("overrides", nargs="*", help="genenv config overrides, e.g. curriculum=random")
+args = parser.parse_args()
+
+cfg = load_config(args.preset, args.overrides)
+side = SimulatorSide(cfg, log=print)                        # the domain, curriculum, simulator and pools
+agent, _ = warm_start_agent(cfg, side.domain, log=print)    # or any causal LM and its tokenizer
+reward = DomainReward(side)                                 # the domain's verifier as a TRL reward function
+config = GRPOConfig(
+    output_dir=args.out, max_steps=args.steps, per_device_train_batch_size=side.prompts_per_round * args.generations,
+    max_completion_length=cfg.agent.max_new_tokens, learning_rate=cfg.agent.lr, logging_steps=1, report_to=[],
+    save_strategy="no", use_cpu=cfg.device == "cpu", bf16=False, **grpo_batch(side, args.generations))
+trainer = GRPOTrainer(model=agent.model, processing_class=agent.tokenizer, reward_funcs=reward, args=config,
+                      train_dataset=task_stream(side), callbacks=[GenEnvCallback(side, reward, args.generations)])
+trainer.train()
+for row in side.metrics[-3:]:
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})

@@ -1,0 +1,231 @@
+"""genenv's simulator and curriculum inside TRL's ``GRPOTrainer`` (issue 59): TRL trains the agent (on accelerate:
+one process, DDP, FSDP, DeepSpeed), genenv writes its tasks and trains the simulator on their p_hat.
+
+Three pieces, each what TRL already takes:
+
+- :class:`SimulatorSide`, genenv's half of a run, built from a genenv config: the domain, the data split, the
+  curriculum, the warm-started simulator with its KL reference and optimiser, the pools. ``write_round(r)`` is the
+  loop's phases 1-2 (the curriculum's seeds, the simulator's tasks, the domain's validation) plus pool draws that
+  fill the round to a fixed number of prompts; ``observe(r, rewards)`` is phases 4-7 (p_hat per task from every
+  completion's reward, R_env or the curriculum's signal, the simulator's update, the pools) with the same functions
+  genenv's own loop calls (:mod:`genenv.coevolve`).
+- :func:`task_stream`, a ``datasets.IterableDataset`` of the rounds' tasks as prompts (``prompt``) with the task
+  itself (``task``, JSON) for the reward; TRL repeats each prompt ``num_generations`` times.
+- :class:`DomainReward`, a function in TRL's ``reward_funcs`` signature scoring each completion with the domain's
+  verifier (the same ``reset``/``step`` genenv's rollouts use), which also hands the rewards to
+- :class:`GenEnvCallback`, whose ``on_step_end`` gives a round's rewards to ``observe`` once they are all in and
+  logs genenv's curriculum metrics (``genenv/...``) through TRL's logger.
+
+What differs from genenv's loop, by TRL's design: the trainer's dataloader reads one generation batch ahead, so a
+round's tasks are written by the simulator as it was before the previous round's update (one round late); TRL
+draws the agent's completions and computes its advantages. Signals that read the agent (``env.pg.signal=
+probe_gain`` / ``answer_likelihood``), multi-turn domains and the fixed-data curricula are refused with a message.
+Single process here; several processes are issue 59's next step.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from genenv.coevolve import (
+    credit_tasks,
+    draw_tasks,
+    generate_tasks,
+    grow_pools,
+    rollout_budget,
+    score_tasks,
+    update_simulator,
+    validate_tasks,
+)
+from genenv.config import ConfigError, RunConfig
+from genenv.curricula import check_domain_capabilities, make_curriculum
+from genenv.domains import Task, make_domain
+from genenv.engine import LocalEngine
+from genenv.metrics import mean
+from genenv.players import Players, RunState
+from genenv.rollout import Episode
+from genenv.splits import data_split, training_seed_tasks
+from genenv.warmstart import warm_start_simulator
+
+
+class SimulatorSide:
+    """genenv's half of a TRL run (see the module's docstring); ``prompts_per_round``: the unique prompts of one of
+    TRL's generation batches (``generation_batch_size // num_generations``)."""
+
+    def __init__(self, cfg: RunConfig, prompts_per_round: int | None = None, log=lambda message: None):
+        self.cfg, self.log = cfg, log
+        self.domain = make_domain(cfg.domain.name, **cfg.domain.options)
+        self.curriculum = make_curriculum(cfg.curriculum)
+        self.curriculum.check(self.domain)
+        check_domain_capabilities(cfg, self.curriculum, self.domain)
+        if self.domain.multi_turn:
+            raise ConfigError(f"domain.name: {self.domain.name!r} is multi-turn; genenv's TRL integration scores "
+                              "single-turn completions (use genenv's own loop for multi-turn domains)")
+        if not self.curriculum.generates:
+            raise ConfigError(f"curriculum: {cfg.curriculum!r} trains on a fixed set; in TRL give that set to "
+                              "GRPOTrainer as its dataset (genenv export writes it), no simulator is needed")
+        if self.curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal in (
+                "probe_gain", "answer_likelihood"):
+            raise ConfigError(f"env.pg.signal: {cfg.env.pg.signal!r} reads the agent's gradients or likelihoods, "
+                              "which TRL's trainer holds; use alpha or learning_progress with TRL")
+        fresh, replay = rollout_budget(cfg)
+        self.prompts_per_round = prompts_per_round or fresh + replay
+        if self.prompts_per_round < 1:
+            raise ConfigError("prompts_per_round: at least 1")
+        self.split = data_split(cfg, self.domain)
+        env, _ = warm_start_simulator(cfg, self.domain, log=log)
+        env.set_training(False)
+        env_ref = env.frozen_copy()
+        env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
+        self.players = Players(None, None, env, env_ref, None, env_opt)
+        self.state = RunState()
+        for task in training_seed_tasks(cfg, self.domain, self.split):
+            self.state.task_pool.add(task, "seed", -1)
+        self.engine = LocalEngine(self.domain, self.players)
+        self.rounds: dict[int, tuple[list, list[Task]]] = {}   # round -> (its candidates, its drawn tasks)
+        self.metrics: list[dict] = []
+
+    # ------------------------------------------------------------------ phases 1-2: the round's tasks
+    def write_round(self, round_index: int) -> list[Task]:
+        """The round's ``prompts_per_round`` tasks: the simulator's valid ones first (at most that many), then pool
+        tasks the curriculum draws for the other slots (replay and the slots of invalid generations)."""
+        cfg = self.cfg
+        generated = self.curriculum.fresh_tasks(cfg, self.domain, self.state.task_pool, round_index)
+        if generated is None:
+            generated = generate_tasks(cfg, self.domain, self.players.env, self.state, round_index, self.engine)
+        generated = validate_tasks(self.domain, generated, self.split)
+        kept, valid = [], 0
+        for candidate in generated:   # a round holds no more valid generations than it has prompts
+            if candidate.valid:
+                if valid == self.prompts_per_round:
+                    continue
+                valid += 1
+            kept.append(candidate)
+        drawn = draw_tasks(cfg, self.curriculum, self.state, round_index, valid)
+        drawn = (drawn * self.prompts_per_round)[:self.prompts_per_round - valid] if drawn else []
+        self.rounds[round_index] = (kept, drawn)
+        return [c.parsed for c in kept if c.valid] + drawn
+
+    def agent_prompt(self, task: Task) -> str:
+        """The agent's prompt for ``task``, as genenv's rollouts build it (``reset`` then ``agent_context``)."""
+        _, observation = self.domain.reset(task, seed=0)
+        return self.domain.agent_context([], observation)
+
+    # ------------------------------------------------------------------ phases 4-7: what the round's rewards teach
+    def observe(self, round_index: int, rewards: dict[str, list[float]]) -> dict:
+        """The round's rewards, every completion of every task (task text -> rewards): p_hat, the simulator's
+        reward and update, the pools; returns the round's curriculum metrics."""
+        cfg = self.cfg
+        generated, drawn = self.rounds.pop(round_index)
+        valid = [c for c in generated if c.valid]
+        groups = [[Episode(c.parsed, [], float(r)) for r in rewards.get(c.parsed.text, [])] for c in valid]
+        generated = score_tasks(cfg, generated, groups)
+        drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
+        env_stats = {"env_steps": 0}
+        if self.curriculum.trains_simulator:
+            if cfg.env.update == "pg" and cfg.env.pg.signal == "learning_progress":
+                generated, _ = credit_tasks(cfg, self.domain, None, self.state, generated, round_index)
+            env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index)
+        grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)
+        scored = [c for c in generated if c.valid and c.p_hat_task is not None]
+        row = {"round": round_index, "valid_fraction": len(valid) / max(1, len(generated)),
+               "p_hat_mean": mean([c.p_hat_task for c in scored]),
+               "band_hit_rate": mean([float(c.in_band) for c in scored]),
+               "r_env_mean": mean([c.r_env for c in scored]), "pool_size": len(self.state.task_pool),
+               "env_steps": env_stats.get("env_steps", 0), "env_kl_to_initial": env_stats.get("env_kl_to_initial")}
+        self.metrics.append(row)
+        return row
+
+
+def task_stream(side: SimulatorSide, first_round: int = 0):
+    """The rounds' tasks as a ``datasets.IterableDataset`` of ``{"prompt", "task"}`` rows, round after round
+    (``task``: the task as JSON, for :class:`DomainReward`)."""
+    from datasets import IterableDataset  # noqa: PLC0415 (the trl extra)
+
+    def rows():
+        round_index = first_round
+        while True:
+            for task in side.write_round(round_index):
+                yield {"prompt": side.agent_prompt(task), "task": json.dumps(task.to_json()),
+                       "round": round_index}
+            round_index += 1
+
+    return IterableDataset.from_generator(rows)
+
+
+class DomainReward:
+    """TRL's reward function: each completion scored by the domain's verifier (as genenv's rollouts score an
+    answer). Every (round, task, reward) is kept for :class:`GenEnvCallback`."""
+
+    def __init__(self, side: SimulatorSide):
+        self.side = side
+        self.__name__ = f"genenv_{side.domain.name}"
+        self.pending: list[tuple[int, str, float]] = []
+
+    def __call__(self, prompts, completions, task, round, **kwargs) -> list[float]:   # noqa: A002 (TRL's column)
+        domain, out = self.side.domain, []
+        for completion, task_json, round_index in zip(completions, task, round):
+            parsed = Task.from_json(json.loads(task_json))
+            state, _ = domain.reset(parsed, seed=0)
+            text = completion if isinstance(completion, str) else completion[-1]["content"]
+            reward = float(domain.step(state, text).reward)
+            out.append(reward)
+            self.pending.append((int(round_index), parsed.text, reward))
+        return out
+
+
+def grouped_rewards(rows: list[tuple[int, str, float]]) -> dict[int, dict[str, list[float]]]:
+    """(round, task text, reward) rows as round -> task text -> rewards, in the order given."""
+    out: dict[int, dict[str, list[float]]] = {}
+    for round_index, text, reward in rows:
+        out.setdefault(round_index, {}).setdefault(text, []).append(reward)
+    return out
+
+
+def _callback_base():
+    from transformers import TrainerCallback  # noqa: PLC0415
+    return TrainerCallback
+
+
+class GenEnvCallback(_callback_base()):
+    """After each step: every round whose completions have all been scored is observed (the simulator learns once
+    per round), and its metrics go to TRL's logs as ``genenv/<name>``."""
+
+    def __init__(self, side: SimulatorSide, reward: DomainReward, num_generations: int):
+        self.side, self.reward, self.num_generations = side, reward, num_generations
+        self.logs: list[dict] = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        grouped = grouped_rewards(self.reward.pending)
+        expected = self.side.prompts_per_round * self.num_generations
+        done = [r for r, tasks in grouped.items() if sum(map(len, tasks.values())) >= expected]
+        for round_index in sorted(done):
+            row = self.side.observe(round_index, grouped[round_index])
+            self.logs.append({**row, "step": state.global_step})
+            self.reward.pending = [p for p in self.reward.pending if p[0] != round_index]
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        """The last observed round's metrics join the step's log: the reporters after this callback (TensorBoard,
+        W&B, the console) get them in ``logs``, and ``state.log_history`` (which the trainer appended a copy of
+        ``logs`` to just before) in its last entry."""
+        if logs is not None and self.logs:
+            last = self.logs[-1]
+            extra = {f"genenv/{k}": v for k, v in last.items() if isinstance(v, (int, float)) and k != "step"}
+            logs.update(extra)
+            if state.log_history:
+                state.log_history[-1].update(extra)
+        return control
+
+
+def grpo_batch(side: SimulatorSide, num_generations: int) -> dict:
+    """The GRPOConfig settings that make one TRL generation batch one genenv round: ``generation_batch_size``
+    (``prompts_per_round * num_generations``), ``num_generations``, and ``shuffle_dataset=False`` (a buffered
+    shuffle would read rounds ahead)."""
+    return {"generation_batch_size": side.prompts_per_round * num_generations, "num_generations": num_generations,
+            "shuffle_dataset": False}
+
+
+__all__ = ["DomainReward", "GenEnvCallback", "SimulatorSide", "grouped_rewards", "grpo_batch", "task_stream"]

@@ -1,0 +1,95 @@
+"""genenv inside TRL's GRPOTrainer (genenv.integrations.trl): a few steps of a tiny agent on the smoke preset, in
+one process: the rounds' tasks reach the trainer, p_hat comes from every completion's reward, the simulator learns
+once per round, genenv's metrics reach TRL's logs, and what cannot run under TRL is refused."""
+
+import json
+
+import pytest
+
+pytest.importorskip("trl", reason="trl is not installed (the trl extra; `make install` adds it)")
+
+from genenv.config import ConfigError, load_config  # noqa: E402
+from genenv.integrations.trl import (  # noqa: E402
+    DomainReward,
+    GenEnvCallback,
+    SimulatorSide,
+    grouped_rewards,
+    grpo_batch,
+    task_stream,
+)
+
+
+def test_grouped_rewards_by_round_then_task():
+    rows = [(0, "a", 1.0), (0, "b", 0.0), (1, "a", 0.5), (0, "a", 0.0)]
+    assert grouped_rewards(rows) == {0: {"a": [1.0, 0.0], "b": [0.0]}, 1: {"a": [0.5]}}
+
+
+class _Recording(DomainReward):
+    """The reward function, keeping every row it scored (the callback clears what it has observed)."""
+
+    def __init__(self, side):
+        super().__init__(side)
+        self.seen = []
+
+    def __call__(self, prompts, completions, task, round, **kwargs):   # noqa: A002
+        out = super().__call__(prompts, completions, task, round, **kwargs)
+        self.seen += [(int(r), json.loads(t)["text"], p, x) for r, t, p, x in zip(round, task, prompts, out)]
+        return out
+
+
+def test_a_trl_run_trains_the_simulator_on_every_completions_reward(tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from genenv.warmstart import warm_start_agent
+    cfg = load_config("smoke", ["threads=1"])
+    side = SimulatorSide(cfg)
+    agent, _ = warm_start_agent(cfg, side.domain, log=lambda m: None)
+    reward = _Recording(side)
+    written = {}
+    write_round = side.write_round
+    side.write_round = lambda r: written.setdefault(r, write_round(r))
+    generations = 4
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=3, report_to=[],
+                      per_device_train_batch_size=side.prompts_per_round * generations, max_completion_length=8,
+                      logging_steps=1, save_strategy="no", learning_rate=1e-4, **grpo_batch(side, generations))
+    callback = GenEnvCallback(side, reward, generations)
+    trainer = GRPOTrainer(model=agent.model, reward_funcs=reward, args=args, train_dataset=task_stream(side),
+                          processing_class=agent.tokenizer, callbacks=[callback])
+    trainer.train()
+    # every round the trainer scored is observed once, in order, after all its completions were scored
+    assert [row["round"] for row in callback.logs] == [0, 1, 2]
+    scored = grouped_rewards([(r, text, x) for r, text, _, x in reward.seen])
+    for round_index, tasks in scored.items():
+        assert sum(map(len, tasks.values())) == side.prompts_per_round * generations
+        # the trainer's prompts are the round's tasks, each num_generations times
+        assert sorted(tasks) == sorted({t.text for t in written[round_index]})
+        assert all(len(rewards) % generations == 0 for rewards in tasks.values())
+    # p_hat of each valid generated task: the mean of its completions' rewards (success threshold 1)
+    pool = side.state.task_pool
+    for text, rewards in scored[2].items():
+        entry = pool.entries[pool._index[text]]
+        assert entry.p_hat_history[-1] == pytest.approx(sum(r >= 1.0 for r in rewards) / len(rewards))
+    assert sum(row["env_steps"] > 0 for row in callback.logs) >= 2   # the simulator learns once per round
+    logged = [entry for entry in trainer.state.log_history if "genenv/round" in entry]
+    assert [entry["genenv/round"] for entry in logged[:3]] == [0, 1, 2]
+    prompts = {p for _, _, p, _ in reward.seen}
+    assert all(side.agent_prompt(t) in prompts for t in written[0])
+
+
+def test_what_trl_cannot_host_is_refused_with_the_field_named():
+    for overrides, field in ((["env.pg.signal=probe_gain"], "env.pg.signal"), (["curriculum=static"], "curriculum"),
+                             (["domain.name=household"], "domain.name")):
+        with pytest.raises(ConfigError, match=field):
+            SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
+
+
+def test_the_example_runs(tmp_path):
+    """examples/trl_genenv.py, two steps on the smoke preset: what a TRL user copies."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "examples" / "trl_genenv.py"), "--steps", "2", "--out",
+                           str(tmp_path), "threads=1"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'round': 1" in done.stdout and "'env_steps': 4" in done.stdout
