@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer trains the agent; genenv's simulator writes its tasks and learns from their p_hat (issue 59).
 
-    .venv/bin/python examples/trl_genenv.py --preset smoke --steps 20      # docs/trl.md: accelerate, GPUs, vLLM
+    .venv/bin/python examples/trl_genenv.py --preset smoke --steps 20      # docs/trl.md: several processes, GPUs
 """
 
 import argparse

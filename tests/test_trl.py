@@ -93,3 +93,32 @@ def test_the_example_runs(tmp_path):
                            str(tmp_path), "threads=1"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'round': 1" in done.stdout and "'env_steps': 4" in done.stdout
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_completions(tmp_path):
+    """`torchrun --nproc_per_node 2` (gloo on CPU; accelerate reads its environment): the main process alone holds
+    the simulator and writes each round, both processes get the same tasks, each scores its share of the
+    completions, and the main process observes every round once with the completions of both."""
+    import subprocess
+    import sys
+    from collections import Counter
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run([str(torchrun), "--nproc_per_node", "2", str(root / "tests" / "trl_two_processes.py"),
+                           str(tmp_path), "3"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    main, other = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert main["size"] == 2 and main["main"] and main["has_simulator"]
+    assert not other["main"] and not other["has_simulator"] and other["observed"] == []
+    assert main["written"] == other["written"] and len(main["written"]) >= 3
+    per_round = main["prompts_per_round"] * 4
+    mine, theirs = Counter(r for r, _, _ in main["scored"]), Counter(r for r, _, _ in other["scored"])
+    assert [row["round"] for row in main["observed"]] == [0, 1, 2]
+    for round_index in (0, 1, 2):
+        assert mine[round_index] > 0 and theirs[round_index] > 0                 # each process scored a share
+        assert mine[round_index] + theirs[round_index] == per_round              # and the main one saw them all
+        texts = {text for r, text, _ in main["scored"] + other["scored"] if r == round_index}
+        assert texts == set(main["written"][str(round_index)])
+    assert any(row["env_steps"] > 0 for row in main["observed"])

@@ -20,14 +20,17 @@ What differs from genenv's loop, by TRL's design: the trainer's dataloader reads
 round's tasks are written by the simulator as it was before the previous round's update (one round late); TRL
 draws the agent's completions and computes its advantages. Signals that read the agent (``env.pg.signal=
 probe_gain`` / ``answer_likelihood``), multi-turn domains and the fixed-data curricula are refused with a message.
-Single process here; several processes are issue 59's next step.
+Across processes the main one writes and learns (see :class:`SimulatorSide`); the launcher on CPU is
+``torchrun --nproc_per_node N`` (gloo; ``accelerate launch --cpu`` starts one process), on GPUs ``accelerate launch``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import torch
+import torch.distributed as dist
 
 from genenv.coevolve import (
     credit_tasks,
@@ -50,12 +53,24 @@ from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
 
 
+def world() -> tuple[int, int]:
+    """(this process's rank, the number of processes) of the initialised process group; (0, 1) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
 class SimulatorSide:
     """genenv's half of a TRL run (see the module's docstring); ``prompts_per_round``: the unique prompts of one of
-    TRL's generation batches (``generation_batch_size // num_generations``)."""
+    TRL's generation batches (``generation_batch_size // num_generations``). Across processes (``accelerate
+    launch``, ``torchrun``) the simulator, its optimiser and the pools live on the main process only
+    (``main_process``: rank 0 by the launcher's ``RANK``); the others hold the domain, score their completions and
+    receive each round's tasks from it."""
 
-    def __init__(self, cfg: RunConfig, prompts_per_round: int | None = None, log=lambda message: None):
+    def __init__(self, cfg: RunConfig, prompts_per_round: int | None = None, log=lambda message: None,
+                 main_process: bool | None = None):
         self.cfg, self.log = cfg, log
+        self.main_process = int(os.environ.get("RANK", "0")) == 0 if main_process is None else main_process
         self.domain = make_domain(cfg.domain.name, **cfg.domain.options)
         self.curriculum = make_curriculum(cfg.curriculum)
         self.curriculum.check(self.domain)
@@ -75,6 +90,11 @@ class SimulatorSide:
         if self.prompts_per_round < 1:
             raise ConfigError("prompts_per_round: at least 1")
         self.split = data_split(cfg, self.domain)
+        self.rounds: dict[int, tuple[list, list[Task]]] = {}   # round -> (its candidates, its drawn tasks)
+        self.metrics: list[dict] = []
+        self.players = self.state = self.engine = None
+        if not self.main_process:
+            return
         env, _ = warm_start_simulator(cfg, self.domain, log=log)
         env.set_training(False)
         env_ref = env.frozen_copy()
@@ -84,13 +104,21 @@ class SimulatorSide:
         for task in training_seed_tasks(cfg, self.domain, self.split):
             self.state.task_pool.add(task, "seed", -1)
         self.engine = LocalEngine(self.domain, self.players)
-        self.rounds: dict[int, tuple[list, list[Task]]] = {}   # round -> (its candidates, its drawn tasks)
-        self.metrics: list[dict] = []
 
     # ------------------------------------------------------------------ phases 1-2: the round's tasks
     def write_round(self, round_index: int) -> list[Task]:
         """The round's ``prompts_per_round`` tasks: the simulator's valid ones first (at most that many), then pool
-        tasks the curriculum draws for the other slots (replay and the slots of invalid generations)."""
+        tasks the curriculum draws for the other slots (replay and the slots of invalid generations). Written on
+        the main process and sent to the others (every process's dataloader asks for the same rounds in step)."""
+        tasks = self._write_round(round_index) if self.main_process else None
+        rank, size = world()
+        if size > 1:
+            payload = [[t.to_json() for t in tasks] if self.main_process else None]
+            dist.broadcast_object_list(payload, src=0)
+            tasks = [Task.from_json(t) for t in payload[0]]
+        return tasks
+
+    def _write_round(self, round_index: int) -> list[Task]:
         cfg = self.cfg
         generated = self.curriculum.fresh_tasks(cfg, self.domain, self.state.task_pool, round_index)
         if generated is None:
@@ -195,16 +223,28 @@ class GenEnvCallback(_callback_base()):
 
     def __init__(self, side: SimulatorSide, reward: DomainReward, num_generations: int):
         self.side, self.reward, self.num_generations = side, reward, num_generations
+        self.rows: list[tuple[int, str, float]] = []   # the main process's rewards of rounds not yet observed
         self.logs: list[dict] = []
 
     def on_step_end(self, args, state, control, **kwargs):
-        grouped = grouped_rewards(self.reward.pending)
+        """Every process's new rewards go to the main process (a prompt's completions may sit on several); there,
+        each round whose completions are all in is observed, once."""
+        rows, self.reward.pending = self.reward.pending, []
+        rank, size = world()
+        if size > 1:
+            parts = [None] * size
+            dist.all_gather_object(parts, rows)
+            rows = [row for part in parts for row in part]
+        if not self.side.main_process:
+            return control
+        self.rows += rows
+        grouped = grouped_rewards(self.rows)
         expected = self.side.prompts_per_round * self.num_generations
         done = [r for r, tasks in grouped.items() if sum(map(len, tasks.values())) >= expected]
         for round_index in sorted(done):
             row = self.side.observe(round_index, grouped[round_index])
             self.logs.append({**row, "step": state.global_step})
-            self.reward.pending = [p for p in self.reward.pending if p[0] != round_index]
+            self.rows = [p for p in self.rows if p[0] != round_index]
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
