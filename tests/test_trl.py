@@ -5,6 +5,7 @@ once per round, genenv's metrics reach TRL's logs, and what cannot run under TRL
 import json
 
 import pytest
+import torch
 
 pytest.importorskip("trl", reason="trl is not installed (the trl extra; `make install` adds it)")
 
@@ -122,3 +123,49 @@ def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_complet
         texts = {text for r, text, _ in main["scored"] + other["scored"] if r == round_index}
         assert texts == set(main["written"][str(round_index)])
     assert any(row["env_steps"] > 0 for row in main["observed"])
+
+
+def _trainer(out, stop_at=None):
+    """A 4-step run of the smoke preset that checkpoints every 2 steps; ``stop_at``: killed after that step."""
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from genenv.warmstart import warm_start_agent
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if stop_at is not None and state.global_step >= stop_at:
+                control.should_training_stop = True
+            return control
+
+    side = SimulatorSide(load_config("smoke", ["threads=1"]))
+    agent, _ = warm_start_agent(side.cfg, side.domain, log=lambda m: None)
+    written = {}
+    write_round = side.write_round
+    side.write_round = lambda r: written.setdefault(r, write_round(r))
+    reward = DomainReward(side)
+    args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, max_steps=4, report_to=[], logging_steps=1,
+                      per_device_train_batch_size=side.prompts_per_round * 4, max_completion_length=8,
+                      save_strategy="steps", save_steps=2, learning_rate=1e-4, seed=3, **grpo_batch(side, 4))
+    trainer = GRPOTrainer(model=agent.model, reward_funcs=reward, args=args, train_dataset=task_stream(side),
+                          processing_class=agent.tokenizer, callbacks=[GenEnvCallback(side, reward, 4), Stop()])
+    return trainer, side, written
+
+
+def test_a_run_resumed_from_trls_checkpoint_repeats_the_uninterrupted_one(tmp_path):
+    """Killed after step 2 and resumed from checkpoint-2: the simulator's weights and optimiser, the pools, the
+    rounds written before the checkpoint and not yet trained on, and the random states come back, so every round's
+    tasks and metrics, the pool and the simulator's final weights equal the uninterrupted run's."""
+    whole, whole_side, whole_written = _trainer(tmp_path / "whole")
+    whole.train()
+    first, _, _ = _trainer(tmp_path / "resumed", stop_at=2)
+    first.train()
+    assert (tmp_path / "resumed" / "checkpoint-2" / "genenv" / "state.json").exists()
+    resumed, side, written = _trainer(tmp_path / "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "resumed" / "checkpoint-2"))
+    assert side.metrics == whole_side.metrics and len(side.metrics) == 4
+    assert {r: [t.text for t in tasks] for r, tasks in written.items()} == \
+        {r: [t.text for t in tasks] for r, tasks in whole_written.items() if r in written}
+    assert side.state.task_pool.outcomes == whole_side.state.task_pool.outcomes
+    for a, b in zip(side.players.env.model.parameters(), whole_side.players.env.model.parameters()):
+        assert torch.equal(a, b)

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.coevolve import (
     credit_tasks,
     draw_tasks,
@@ -44,8 +46,10 @@ from genenv.coevolve import (
 )
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import check_domain_capabilities, make_curriculum
-from genenv.domains import Task, make_domain
+from genenv.domains import Invalid, Task, make_domain
 from genenv.engine import LocalEngine
+from genenv.generation import Candidate
+from genenv.io import atomic_write_json
 from genenv.metrics import mean
 from genenv.players import Players, RunState
 from genenv.rollout import Episode
@@ -92,6 +96,8 @@ class SimulatorSide:
         self.split = data_split(cfg, self.domain)
         self.rounds: dict[int, tuple[list, list[Task]]] = {}   # round -> (its candidates, its drawn tasks)
         self.metrics: list[dict] = []
+        self.next_round = 0   # the round the task stream writes next (a resumed run goes on from its checkpoint's)
+        self.replay: dict[int, list[Task]] = {}   # rounds written before a checkpoint and not yet trained on
         self.players = self.state = self.engine = None
         if not self.main_process:
             return
@@ -110,7 +116,11 @@ class SimulatorSide:
         """The round's ``prompts_per_round`` tasks: the simulator's valid ones first (at most that many), then pool
         tasks the curriculum draws for the other slots (replay and the slots of invalid generations). Written on
         the main process and sent to the others (every process's dataloader asks for the same rounds in step)."""
-        tasks = self._write_round(round_index) if self.main_process else None
+        if round_index in self.replay:   # written before the checkpoint this run resumed from: the same tasks
+            tasks = self.replay.pop(round_index)
+        else:
+            tasks = self._write_round(round_index) if self.main_process else None
+        self.next_round = max(self.next_round, round_index + 1)
         rank, size = world()
         if size > 1:
             payload = [[t.to_json() for t in tasks] if self.main_process else None]
@@ -167,13 +177,79 @@ class SimulatorSide:
         return row
 
 
-def task_stream(side: SimulatorSide, first_round: int = 0):
-    """The rounds' tasks as a ``datasets.IterableDataset`` of ``{"prompt", "task"}`` rows, round after round
-    (``task``: the task as JSON, for :class:`DomainReward`)."""
+    # ------------------------------------------------------------------ checkpoints (TRL's, a folder beside its own)
+    def save(self, folder: Path, pending_rows: list) -> None:
+        """The simulator's weights and optimiser, the pools (every event, in order), the rounds written and not yet
+        observed (their candidates, to be trained on and observed after a resume as they would have been) and the
+        round the stream writes next. Only the main process holds anything to save."""
+        if not self.main_process:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        self.players.env.save_weights(folder / "env.safetensors")
+        save_optimizers(folder / "optimizers.safetensors", {"env": self.players.env_opt}, torch.get_rng_state())
+        rounds = {str(r): {"generated": [candidate_json(c) for c in generated], "drawn": [t.to_json() for t in drawn]}
+                  for r, (generated, drawn) in self.rounds.items()}
+        atomic_write_json(folder / "state.json", {
+            "next_round": self.next_round, "metrics": self.metrics, "pending_rows": [list(r) for r in pending_rows],
+            "task_pool": self.state.task_pool.pending, "env_pool": self.state.env_pool.pending,
+            "run_state": self.state.to_json(),
+            "rounds": rounds})
+
+    def load(self, folder: Path) -> list:
+        """What :meth:`save` wrote (on the main process; the others only learn the round to go on from). Returns
+        the rewards of rounds not yet observed (for the callback)."""
+        data = json.loads((folder / "state.json").read_text()) if self.main_process else None
+        payload = [None if data is None else data["next_round"]]
+        if world()[1] > 1:
+            dist.broadcast_object_list(payload, src=0)
+        if not self.main_process:
+            self.next_round = payload[0]
+            return []
+        self.players.env.load_weights(folder / "env.safetensors")
+        saved = load_optimizers(folder / "optimizers.safetensors")
+        self.players.env_opt.load_state_dict(saved["env"])
+        self.state = RunState.from_json(data["run_state"])
+        for event in data["task_pool"]:
+            self.state.task_pool.apply(event)
+            self.state.task_pool.pending.append(event)
+        for event in data["env_pool"]:
+            self.state.env_pool.apply(event)
+            self.state.env_pool.pending.append(event)
+        self.metrics, self.next_round = data["metrics"], data["next_round"]
+        self.rounds = {int(r): ([candidate_from_json(c) for c in saved_round["generated"]],
+                                [Task.from_json(t) for t in saved_round["drawn"]])
+                       for r, saved_round in data["rounds"].items()}
+        # the rounds written before the checkpoint and not yet trained on are served again, first
+        self.replay = {r: [c.parsed for c in generated if c.valid] + drawn
+                       for r, (generated, drawn) in self.rounds.items()}
+        self.next_round = min([self.next_round, *self.replay])
+        return [tuple(r) for r in data["pending_rows"]]
+
+
+def candidate_json(c: Candidate) -> dict:
+    """A written, not yet observed candidate as JSON (the simulator's update reads its tokens and log-probs)."""
+    parsed = c.parsed.to_json() if c.valid else {"invalid": c.parsed.reason, "text": c.parsed.text}
+    return {"batch": c.batch, "seed": c.seed.to_json(), "context": c.context, "prompt_ids": list(c.prompt_ids),
+            "token_ids": list(c.token_ids), "raw": c.raw, "parsed": parsed, "source": c.source,
+            "logprobs": list(c.logprobs), "request_error": c.request_error}
+
+
+def candidate_from_json(data: dict) -> Candidate:
+    parsed = data["parsed"]
+    parsed = Invalid(parsed["invalid"], parsed["text"]) if "invalid" in parsed else Task.from_json(parsed)
+    return Candidate(data["batch"], Task.from_json(data["seed"]), data["context"], data["prompt_ids"],
+                     data["token_ids"], data["raw"], parsed, source=data["source"], logprobs=tuple(data["logprobs"]),
+                     request_error=data["request_error"])
+
+
+def task_stream(side: SimulatorSide):
+    """The rounds' tasks as a ``datasets.IterableDataset`` of ``{"prompt", "task"}`` rows, round after round from
+    the side's ``next_round`` when the trainer first reads it (a resumed run: its checkpoint's), ``task`` the task
+    as JSON for :class:`DomainReward`."""
     from datasets import IterableDataset  # noqa: PLC0415 (the trl extra)
 
     def rows():
-        round_index = first_round
+        round_index = side.next_round
         while True:
             for task in side.write_round(round_index):
                 yield {"prompt": side.agent_prompt(task), "task": json.dumps(task.to_json()),
@@ -247,6 +323,30 @@ class GenEnvCallback(_callback_base()):
             self.rows = [p for p in self.rows if p[0] != round_index]
         return control
 
+    def on_save(self, args, state, control, **kwargs):
+        """Beside TRL's checkpoint (``checkpoint-<step>``), genenv's: ``checkpoint-<step>/genenv``."""
+        self.side.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / "genenv", self.rows)
+        return control
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """A run resumed from a checkpoint (``trainer.train(resume_from_checkpoint=...)``; TRL has restored its step)
+        restores genenv's from the same checkpoint."""
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.global_step > 0 and (checkpoint / "genenv").exists():
+            self.rows = self.side.load(checkpoint / "genenv")
+            self.resumed_from = checkpoint
+        return control
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        """The first step after a resume starts from the random state its checkpoint saved. (With
+        ``ignore_data_skip``, which the stream needs, the trainer restores that state before it makes the dataloader's
+        iterator, whose creation draws a number from torch's generator; the uninterrupted run made its iterator at
+        the start. Restoring it again here gives the resumed run the same completions.)"""
+        checkpoint, self.resumed_from = getattr(self, "resumed_from", None), None
+        if checkpoint is not None:
+            restore_rng_state(checkpoint, world()[0])
+        return control
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         """The last observed round's metrics join the step's log: the reporters after this callback (TensorBoard,
         W&B, the console) get them in ``logs``, and ``state.log_history`` (which the trainer appended a copy of
@@ -260,12 +360,33 @@ class GenEnvCallback(_callback_base()):
         return control
 
 
+def restore_rng_state(checkpoint: Path, rank: int) -> None:
+    """The python, numpy and torch (CPU and CUDA) random states the trainer saved in ``checkpoint`` for this
+    process (``rng_state.pth``, or ``rng_state_<rank>.pth`` with several; the trainer's own file, read as it reads
+    it)."""
+    import random  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    path = checkpoint / f"rng_state_{rank}.pth"
+    path = path if path.exists() else checkpoint / "rng_state.pth"
+    if not path.exists():
+        return
+    saved = torch.load(path, weights_only=False)   # the trainer's own file of this run (numpy states inside)
+    random.setstate(saved["python"])
+    np.random.set_state(saved["numpy"])
+    torch.set_rng_state(saved["cpu"])
+    if torch.cuda.is_available() and "cuda" in saved:
+        torch.cuda.random.set_rng_state_all(saved["cuda"]) if isinstance(saved["cuda"], list) else \
+            torch.cuda.random.set_rng_state(saved["cuda"])
+
+
 def grpo_batch(side: SimulatorSide, num_generations: int) -> dict:
     """The GRPOConfig settings that make one TRL generation batch one genenv round: ``generation_batch_size``
-    (``prompts_per_round * num_generations``), ``num_generations``, and ``shuffle_dataset=False`` (a buffered
-    shuffle would read rounds ahead)."""
+    (``prompts_per_round * num_generations``), ``num_generations``, ``shuffle_dataset=False`` (a buffered
+    shuffle would read rounds ahead) and ``ignore_data_skip=True`` (a resumed run's stream goes on from its
+    checkpoint's round itself; skipping would write the skipped rounds again)."""
     return {"generation_batch_size": side.prompts_per_round * num_generations, "num_generations": num_generations,
-            "shuffle_dataset": False}
+            "shuffle_dataset": False, "ignore_data_skip": True}
 
 
 __all__ = ["DomainReward", "GenEnvCallback", "SimulatorSide", "grouped_rewards", "grpo_batch", "task_stream"]
