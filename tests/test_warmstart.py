@@ -23,7 +23,7 @@ NOT_IN_WARMSTART = {
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
     "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw",
     # the simulator's update rules and their knobs (sections): co-evolution only
-    "env.update", "env.pg", "env.rwr",
+    "env.update", "env.pg", "env.rwr", "env.progress", "env.constrained",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
     "agent.gradient_checkpointing", "env.gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
