@@ -169,3 +169,10 @@ def test_a_run_resumed_from_trls_checkpoint_repeats_the_uninterrupted_one(tmp_pa
     assert side.state.task_pool.outcomes == whole_side.state.task_pool.outcomes
     for a, b in zip(side.players.env.model.parameters(), whole_side.players.env.model.parameters()):
         assert torch.equal(a, b)
+
+
+def test_the_simulator_side_samples_under_the_constraint_when_asked():
+    """env.constrained reaches a TRL run's simulator and its KL reference, as it does genenv's own loop."""
+    side = SimulatorSide(load_config("smoke", ["threads=1", "env.constrained=true"]))
+    assert side.players.env.constraint is not None and side.players.env_ref.constraint is side.players.env.constraint
+    assert SimulatorSide(load_config("smoke", ["threads=1"])).players.env.constraint is None

@@ -194,19 +194,14 @@ def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState,
     if not valid:
         return generated, dict(NO_TEACHER)
     stats = dict(NO_TEACHER)
+    def build(tasks):
+        return agent_examples(cfg, domain, agent, tasks)
     if pg.signal == "learning_progress":
         lp = cfg.env.progress
         found = cluster_progress(state.task_pool, phase_seed(cfg.seed, epoch, "progress"), clusters=lp.clusters,
                                  window=lp.window, min_count=lp.min_count)
         rewards = found.rewards([generated[i].parsed.text for i in valid]) if found else [1.0] * len(valid)
-        stats["teacher_reward_mean"] = mean(rewards)
-        out = list(generated)
-        for i, reward in zip(valid, rewards):
-            out[i] = out[i].updated(teacher_reward=float(reward))
-        return out, stats
-    def build(tasks):
-        return agent_examples(cfg, domain, agent, tasks)
-    if pg.signal == "answer_likelihood":
+    elif pg.signal == "answer_likelihood":
         examples, counts = verified_examples(domain, [generated[i].parsed for i in valid], build)
         rewards = [likelihood_reward(lp, cfg.curriculum_reward.alpha, pg.likelihood_width)
                    for lp in task_logprobs(agent, examples, counts, temperature)]

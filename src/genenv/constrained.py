@@ -37,6 +37,14 @@ JSON_AS_WRITTEN = {"item_separator": ", ", "key_separator": ": ", "whitespace_fl
                    "json_allow_general_unicode_escapes": True}
 
 
+def shape_grammar(shape) -> str:
+    """llguidance's grammar of a task shape: its JSON schema laid out as :data:`JSON_AS_WRITTEN`, or its regex."""
+    if shape.json_schema is not None:
+        return llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**shape.json_schema,
+                                                                         "x-guidance": JSON_AS_WRITTEN}))
+    return llguidance.LLMatcher.grammar_from_regex(shape.regex)
+
+
 class VocabularyList:
     """A vocabulary as llguidance's ``TokenizerWrapper`` reads it, for a tokenizer whose decoder llguidance's own
     reader does not take (the tiny character-level one): each id's bytes (special tokens empty), the special ids,
@@ -96,11 +104,7 @@ class TokenConstraint:
         self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name)
         self.eos_token_id, self.vocab_size = eos_token_id, vocab_size
         self.tokenizer = llguidance_tokenizer(hf_tokenizer, eos_token_id)
-        if shape.json_schema is not None:
-            self.grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(
-                {**shape.json_schema, "x-guidance": JSON_AS_WRITTEN}))
-        else:
-            self.grammar = llguidance.LLMatcher.grammar_from_regex(shape.regex)
+        self.grammar = shape_grammar(shape)
         ok, problem = self.validate()
         if not ok:
             raise ConfigError(f"env.constrained: the task shape domain {domain_name!r} declares does not compile "
@@ -209,10 +213,7 @@ def grammar_problem(shape, text: str) -> str | None:
     key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
     if key not in _BYTE_CONSTRAINTS:
         tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
-        grammar = (llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**shape.json_schema,
-                                                                             "x-guidance": JSON_AS_WRITTEN}))
-                   if shape.json_schema is not None else llguidance.LLMatcher.grammar_from_regex(shape.regex))
-        _BYTE_CONSTRAINTS[key] = (tokenizer, grammar)
+        _BYTE_CONSTRAINTS[key] = (tokenizer, shape_grammar(shape))
     tokenizer, grammar = _BYTE_CONSTRAINTS[key]
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if matcher.is_error():

@@ -51,7 +51,7 @@ from genenv.engine import LocalEngine
 from genenv.generation import Candidate
 from genenv.io import atomic_write_json
 from genenv.metrics import mean
-from genenv.players import Players, RunState
+from genenv.players import Players, RunState, simulator_constraint
 from genenv.rollout import Episode
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
@@ -102,6 +102,7 @@ class SimulatorSide:
         if not self.main_process:
             return
         env, _ = warm_start_simulator(cfg, self.domain, log=log)
+        env.constraint = simulator_constraint(cfg, self.domain, env)   # env.constrained (the reference copies it)
         env.set_training(False)
         env_ref = env.frozen_copy()
         env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
@@ -121,7 +122,7 @@ class SimulatorSide:
         else:
             tasks = self._write_round(round_index) if self.main_process else None
         self.next_round = max(self.next_round, round_index + 1)
-        rank, size = world()
+        _, size = world()
         if size > 1:
             payload = [[t.to_json() for t in tasks] if self.main_process else None]
             dist.broadcast_object_list(payload, src=0)
@@ -306,7 +307,7 @@ class GenEnvCallback(_callback_base()):
         """Every process's new rewards go to the main process (a prompt's completions may sit on several); there,
         each round whose completions are all in is observed, once."""
         rows, self.reward.pending = self.reward.pending, []
-        rank, size = world()
+        _, size = world()
         if size > 1:
             parts = [None] * size
             dist.all_gather_object(parts, rows)
