@@ -8,6 +8,9 @@ import torch
 os.environ.setdefault("GENENV_CACHE", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "genenv"))
 torch.set_num_threads(1)
 
+# the fake OpenAI-compatible endpoint (fixture `endpoint`) of the remote-simulator and TRL tests
+pytest_plugins = ["fake_endpoint"]
+
 
 @pytest.fixture
 def tiny_policy():

@@ -2,63 +2,15 @@
 address (what vLLM, SGLang and llama.cpp's server answer), its error paths included."""
 
 import json
-import re
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_endpoint import Endpoint
 
 from genenv.coevolve import run
 from genenv.config import ConfigError, load_config
 from genenv.io import read_jsonl
 
 pytest.importorskip("openai")
-
-
-class _Endpoint(BaseHTTPRequestHandler):
-    """/v1/chat/completions: writes the seed task of the prompt with its operands swapped (a valid addition
-    task); ``mode`` 'error' answers 500, 'slow' answers after 2 s, 'garbage' with text no domain parses."""
-    mode = "ok"
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, **body, "auth": self.headers.get("Authorization")})
-        if self.mode == "error":
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b'{"error": {"message": "model crashed"}}')
-            return
-        if self.mode == "slow":
-            time.sleep(2)
-        seed = re.search(r"(\d+)\+(\d+)", body["messages"][0]["content"])
-        text = f"{seed.group(2)}+{seed.group(1)}" if self.mode == "ok" else "<think>hmm</think>"
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": text}}]}
-        payload = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        try:
-            self.wfile.write(payload)
-        except BrokenPipeError:   # 'slow': the client gave up first
-            pass
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def endpoint():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
-    _Endpoint.mode, _Endpoint.requests = "ok", []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
 
 
 def _config(url, *more):
@@ -72,7 +24,7 @@ def test_a_frozen_endpoint_writes_the_tasks(endpoint, tmp_path, monkeypatch):
     run_dir = run(_config(endpoint), tmp_path / "run", log=lines.append)
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert len(rows) == 3 and sum(r["valid"] for r in rows) > 0
-    requests = _Endpoint.requests
+    requests = Endpoint.requests
     assert len(requests) == sum(r["generated"] for r in rows)
     assert {r["path"] for r in requests} == {"/v1/chat/completions"} and {r["model"] for r in requests} == \
         {"fake-large"}
@@ -96,7 +48,7 @@ def test_a_resumed_run_goes_on_with_the_endpoint(endpoint, tmp_path):
 @pytest.mark.parametrize("mode, reason", [("error", "simulator request failed: InternalServerError"),
                                           ("slow", "simulator request failed: APITimeoutError")])
 def test_a_failing_endpoint_gives_invalid_generations_not_a_crash(endpoint, tmp_path, mode, reason):
-    _Endpoint.mode = mode
+    Endpoint.mode = mode
     lines = []
     cfg = _config(endpoint, "epochs=1", "env.openai.retries=0", "env.openai.timeout_s=0.3")
     run_dir = run(cfg, tmp_path / "run", log=lines.append)
@@ -107,7 +59,7 @@ def test_a_failing_endpoint_gives_invalid_generations_not_a_crash(endpoint, tmp_
 
 
 def test_text_no_domain_parses_is_counted_like_any_malformed_task(endpoint, tmp_path):
-    _Endpoint.mode = "garbage"
+    Endpoint.mode = "garbage"
     row = read_jsonl(run(_config(endpoint, "epochs=1"), tmp_path / "run", log=lambda _: None) /
                      "metrics.jsonl")[0]
     assert row["valid"] == 0 and not any("request failed" in k for k in row["invalid_reasons"])

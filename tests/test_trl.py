@@ -125,7 +125,7 @@ def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_complet
     assert any(row["env_steps"] > 0 for row in main["observed"])
 
 
-def _trainer(out, stop_at=None):
+def _trainer(out, stop_at=None, overrides=()):
     """A 4-step run of the smoke preset that checkpoints every 2 steps; ``stop_at``: killed after that step."""
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -138,7 +138,7 @@ def _trainer(out, stop_at=None):
                 control.should_training_stop = True
             return control
 
-    side = SimulatorSide(load_config("smoke", ["threads=1"]))
+    side = SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
     agent, _ = warm_start_agent(side.cfg, side.domain, log=lambda m: None)
     written = {}
     write_round = side.write_round
@@ -169,6 +169,27 @@ def test_a_run_resumed_from_trls_checkpoint_repeats_the_uninterrupted_one(tmp_pa
     assert side.state.task_pool.outcomes == whole_side.state.task_pool.outcomes
     for a, b in zip(side.players.env.model.parameters(), whole_side.players.env.model.parameters()):
         assert torch.equal(a, b)
+
+
+def test_a_frozen_simulator_on_an_endpoint_writes_the_rounds_and_resumes(tmp_path, endpoint):
+    """env.backend=openai (an untrained simulator served elsewhere, docs/trl.md): the endpoint writes every round's
+    tasks, nothing of the simulator is saved beside TRL's checkpoint, and a resumed run repeats the whole one."""
+    pytest.importorskip("openai")
+    from fake_endpoint import Endpoint
+    remote = ["curriculum=random", "env.backend=openai", f"env.openai.base_url={endpoint}", "env.openai.model=fake"]
+    whole, whole_side, whole_written = _trainer(tmp_path / "whole", overrides=remote)
+    whole.train()
+    assert whole_side.players.env_opt is None and len(whole_side.metrics) == 4
+    assert len(Endpoint.requests) > 0 and all(r["valid_fraction"] > 0 for r in whole_side.metrics)
+    saved = tmp_path / "whole" / "checkpoint-2" / "genenv"
+    assert (saved / "state.json").exists() and not (saved / "env.safetensors").exists()
+    first, _, _ = _trainer(tmp_path / "resumed", stop_at=2, overrides=remote)
+    first.train()
+    resumed, side, written = _trainer(tmp_path / "resumed", overrides=remote)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "resumed" / "checkpoint-2"))
+    assert side.metrics == whole_side.metrics
+    assert {r: [t.text for t in tasks] for r, tasks in written.items()} == \
+        {r: [t.text for t in tasks] for r, tasks in whole_written.items() if r in written}
 
 
 def test_the_simulator_side_samples_under_the_constraint_when_asked():

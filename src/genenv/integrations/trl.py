@@ -51,6 +51,7 @@ from genenv.engine import LocalEngine
 from genenv.generation import Candidate
 from genenv.io import atomic_write_json
 from genenv.metrics import mean
+from genenv.models.remote import RemoteSimulator
 from genenv.players import Players, RunState, simulator_constraint
 from genenv.rollout import Episode
 from genenv.splits import data_split, training_seed_tasks
@@ -102,10 +103,13 @@ class SimulatorSide:
         if not self.main_process:
             return
         env, _ = warm_start_simulator(cfg, self.domain, log=log)
-        env.constraint = simulator_constraint(cfg, self.domain, env)   # env.constrained (the reference copies it)
-        env.set_training(False)
-        env_ref = env.frozen_copy()
-        env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
+        if isinstance(env, RemoteSimulator):   # env.backend=openai: a frozen endpoint, no reference, no optimiser
+            env_ref, env_opt = env, None
+        else:
+            env.constraint = simulator_constraint(cfg, self.domain, env)   # env.constrained (the reference copies it)
+            env.set_training(False)
+            env_ref = env.frozen_copy()
+            env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
         self.players = Players(None, None, env, env_ref, None, env_opt)
         self.state = RunState()
         for task in training_seed_tasks(cfg, self.domain, self.split):
@@ -186,8 +190,9 @@ class SimulatorSide:
         if not self.main_process:
             return
         folder.mkdir(parents=True, exist_ok=True)
-        self.players.env.save_weights(folder / "env.safetensors")
-        save_optimizers(folder / "optimizers.safetensors", {"env": self.players.env_opt}, torch.get_rng_state())
+        if self.players.env_opt is not None:   # a frozen endpoint has nothing of its own to save
+            self.players.env.save_weights(folder / "env.safetensors")
+            save_optimizers(folder / "optimizers.safetensors", {"env": self.players.env_opt}, torch.get_rng_state())
         rounds = {str(r): {"generated": [candidate_json(c) for c in generated], "drawn": [t.to_json() for t in drawn]}
                   for r, (generated, drawn) in self.rounds.items()}
         atomic_write_json(folder / "state.json", {
@@ -206,9 +211,10 @@ class SimulatorSide:
         if not self.main_process:
             self.next_round = payload[0]
             return []
-        self.players.env.load_weights(folder / "env.safetensors")
-        saved = load_optimizers(folder / "optimizers.safetensors")
-        self.players.env_opt.load_state_dict(saved["env"])
+        if self.players.env_opt is not None:
+            self.players.env.load_weights(folder / "env.safetensors")
+            saved = load_optimizers(folder / "optimizers.safetensors")
+            self.players.env_opt.load_state_dict(saved["env"])
         self.state = RunState.from_json(data["run_state"])
         for event in data["task_pool"]:
             self.state.task_pool.apply(event)
