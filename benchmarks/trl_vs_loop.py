@@ -13,7 +13,9 @@ and the same number of rounds:
   ``steps_per_generation``); rollouts per second of the whole training, and of TRL's generation-and-scoring
   (``_generate_and_score_completions``, timed from outside).
 
-Both paths run in this one process, one after the other, on ``--threads`` threads; dev success is the loop's
+Both paths run in this one process, one after the other, on ``--threads`` threads; beside the wall-clock rates,
+rollouts per CPU-second of the whole training (``time.process_time``, which other processes on the machine do not
+inflate: the comparable number when the machine is shared). Dev success is the loop's
 greedy evaluation (``genenv.evaluation.evaluate`` on the run's dev split) of the warm-started agent and of each
 path's trained agent. The two learners differ by design (genenv trains on informative groups in minibatches, TRL on
 every completion); the simulator's first-round tasks are the same (checked: ``same_first_round``), later
@@ -48,16 +50,17 @@ def dev_success(cfg, domain, agent, split) -> float:
 
 def through_loop(cfg, workdir: Path) -> dict:
     from genenv.coevolve import run  # noqa: PLC0415
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run_dir = run(cfg, workdir / "loop", log=lambda message: None)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rollouts = sum(r["rollouts_this_epoch"] for r in rows)
     rollout_seconds = sum(r["seconds_by_phase"]["rollout"] for r in rows)
     epoch_seconds = sum(r["seconds_total"] for r in rows)
     return {"rollouts": rollouts, "rollouts_per_s_generation": rollouts / rollout_seconds,
             "rollouts_per_s_training": rollouts / epoch_seconds, "wall_s": wall,
-            "dev_after": rows[-1]["dev_success"], "agent_updates": sum(r["agent_updates"] for r in rows),
+            "rollouts_per_cpu_s": rollouts / cpu, "dev_after": rows[-1]["dev_success"],
+            "agent_updates": sum(r["agent_updates"] for r in rows),
             "first_round_tasks": first_round_tasks(run_dir)}
 
 
@@ -110,16 +113,16 @@ def through_trl(cfg, domain, split, steps_per_round: int, workdir: Path) -> dict
             first_round.extend(c.parsed.text for c in side.rounds[0][0] if c.valid)
         return tasks
     side._write_round = recorded
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.train()
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     rollouts = cfg.epochs * per_round
     agent.model.eval()
     return {"rollouts": rollouts,
             "rollouts_per_s_generation": rollouts / generation_seconds[0] if generation_seconds[0] else None,
-            "rollouts_per_s_training": rollouts / wall, "wall_s": wall,
+            "rollouts_per_s_training": rollouts / wall, "wall_s": wall, "rollouts_per_cpu_s": rollouts / cpu,
             "dev_after": dev_success(cfg, domain, agent, split), "optimizer_steps": trainer.state.global_step,
             "rounds_observed": len(side.metrics), "first_round_tasks": sorted(first_round),
             "simulator_rounds": side.metrics}
@@ -156,14 +159,15 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items()}, default=str)[:2000], flush=True)
     print(f"\n{args.preset}, {args.rounds} rounds, {args.threads} thread(s)")
-    print("| seed | path | rollouts | rollouts/s (generation) | rollouts/s (training) | dev before | dev after |")
-    print("|---|---|---|---|---|---|---|")
+    print("| seed | path | rollouts | rollouts/s (generation) | rollouts/s (training) | rollouts per CPU-s "
+          "| dev before | dev after |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         for path in ("loop", "trl"):
             r = row[path]
             generation = f"{r['rollouts_per_s_generation']:.1f}" if r["rollouts_per_s_generation"] else "n/a"
             print(f"| {row['seed']} | {path} | {r['rollouts']} | {generation} | {r['rollouts_per_s_training']:.1f} "
-                  f"| {row['dev_before']:.3f} | {r['dev_after']:.3f} |")
+                  f"| {r['rollouts_per_cpu_s']:.1f} | {row['dev_before']:.3f} | {r['dev_after']:.3f} |")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(rows, indent=1, default=str) + "\n")
