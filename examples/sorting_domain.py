@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from genenv.domains import Invalid, Task
+from genenv.domains import Invalid, Task, TaskShape
 from genenv.domains.base import LeveledDomain
 
 
@@ -47,6 +47,11 @@ class SortingDomain(LeveledDomain):
     def simulator_prompt(self, seed: Task, stats: dict) -> str:
         rate = stats.get("success_rate")
         return f"s{'?' if rate is None else min(9, int(rate * 10))}|{seed.text}>"
+
+    # optional: the shape of every task text (2-6 digits, one space apart); `env.constrained=true` makes the
+    # simulator write only text of this shape, and `genenv check-domain` checks the seed tasks have it
+    def task_shape(self) -> TaskShape:
+        return TaskShape(regex=r"[0-9]( [0-9]){1,5}")
 
     def parse_task(self, text: str) -> Task | Invalid:
         parts = text.strip().split(" ")
