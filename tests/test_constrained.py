@@ -178,3 +178,46 @@ def test_check_domain_flags_a_text_the_constrained_sampler_cannot_write():
     assert shape_problem(schema, '{"b": "x", "a": 1}').startswith("the constrained sampler cannot write it")
     regex = TaskShape(regex=r"[0-9]{2}\+[0-9]{2}")
     assert grammar_problem(regex, "12+34") is None and "not complete" in grammar_problem(regex, "12+3")
+
+
+def test_unbounded_places_by_hand():
+    """Where a schema lets a constrained text grow without end: uncapped strings, arrays and numbers, open keys,
+    patternProperties without maxProperties, any value; caps, enums, consts and closed tuples bound it."""
+    from genenv.constrained import unbounded_places
+    bounded = {"type": "object", "additionalProperties": False, "properties": {
+        "a": {"type": "string", "maxLength": 5}, "b": {"enum": ["x", "y"]}, "c": {"const": 1},
+        "d": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{1,3}$"}, "maxItems": 2},
+        "e": {"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "null"}], "items": False},
+        "f": {"type": "integer", "minimum": 0, "maximum": 9},
+        "g": {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer", "minimum": 0, "maximum": 1}]},
+        "h": {"type": "object", "additionalProperties": False, "maxProperties": 2,
+              "patternProperties": {"^k[0-9]$": {"type": "boolean"}}}}}
+    assert unbounded_places(bounded) == []
+    assert unbounded_places({"type": "string"}) == ["the top: a string without maxLength"]
+    assert unbounded_places({"type": "string", "pattern": "^[a-z]+$"}) == ["the top: a string without maxLength"]
+    assert unbounded_places({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}) == []
+    assert unbounded_places({"type": "object", "properties": {"n": {"type": "number"}, "l": {"type": "array"}}}) == [
+        "the top: an object with open keys (additionalProperties)",
+        "/n: a number without minimum and maximum", "/l: an array without maxItems"]
+    assert unbounded_places({"type": "object", "additionalProperties": False,
+                             "patternProperties": {"^k[0-9]$": {"type": "boolean"}}}) == [
+        "the top: patternProperties without maxProperties"]
+    assert unbounded_places({}) == ["the top: any value"]
+    assert unbounded_places({"anyOf": [{"type": "string"}, {"enum": [1]}]}) == ["/anyOf[0]: a string without maxLength"]
+
+
+@pytest.mark.parametrize("name", ["household", "multihop", "apibank", "toolcall"])
+def test_the_built_in_json_shapes_cap_every_string_and_list(name):
+    """Every string and list of the built-in JSON shapes has a cap (so a constrained simulator's text ends), except
+    toolcall's open objects (a parameter's fields and the call's arguments, as BFCL writes them), which
+    check-domain notes."""
+    from genenv.constrained import unbounded_places
+    from genenv.domain_check import check_domain
+    if name == "apibank" and not __import__("pathlib").Path(SHAPED[name]["data"]).exists():
+        pytest.skip("API-Bank data not in ../shared/data/api-bank (the benchmark data is not in the repository)")
+    domain = make_domain(name, **SHAPED[name])
+    places = unbounded_places(domain.task_shape().json_schema)
+    assert all("open keys" in place for place in places)
+    assert bool(places) == (name == "toolcall")
+    notes = check_domain(domain, examples=10, tasks=4).notes
+    assert len(notes) == (name == "toolcall") and all("no length cap" in note for note in notes)

@@ -386,6 +386,8 @@ def _check_domain(args) -> int:
     print(report.summary())
     for failure in report.failures[1:]:
         print(f"  also: {failure}")
+    for note in report.notes:
+        print(f"  note: {note}")
     return 0 if report.ok else 1
 
 

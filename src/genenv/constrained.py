@@ -22,6 +22,7 @@ unreachable goal) is still invalid with its reason.
 from __future__ import annotations
 
 import json
+import re
 
 import llguidance
 import llguidance.hf
@@ -226,3 +227,58 @@ def grammar_problem(shape, text: str) -> str | None:
     if not (matcher.is_stopped() or matcher.is_accepting()):
         return "the constrained sampler cannot end it there: the shape is not complete"
     return None
+
+
+UNBOUNDED_REPEAT = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\})")   # *, + or {n,} not escaped
+
+
+def unbounded_places(schema, path: str = "") -> list[str]:
+    """Where a JSON schema lets a text grow without end (what ``genenv check-domain`` notes): a string without
+    ``maxLength``, ``enum`` or ``const`` (a ``pattern`` alone bounds it only without ``*``, ``+`` or ``{n,}``), an
+    array without ``maxItems`` (or closed ``prefixItems``), an object whose keys are open (``additionalProperties``
+    not false: llguidance cannot cap a key's length) or that takes ``patternProperties`` without ``maxProperties``,
+    a number without ``minimum`` and ``maximum``, a value of any type. The grammar fixes the form, not the length:
+    a text the sampler writes at such a place can run to ``max_new_tokens`` and be cut off (malformed)."""
+    where = path or "the top"
+    if schema is True or schema == {}:
+        return [f"{where}: any value"]
+    if not isinstance(schema, dict) or "enum" in schema or "const" in schema:
+        return []
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in schema:
+            return [place for i, branch in enumerate(schema[key])
+                    for place in unbounded_places(branch, f"{path}/{key}[{i}]")]
+    kind = schema.get("type")
+    if kind == "string":
+        pattern = schema.get("pattern")
+        bounded = "maxLength" in schema or (pattern is not None and not UNBOUNDED_REPEAT.search(pattern))
+        return [] if bounded else [f"{where}: a string without maxLength"]
+    if kind == "array":
+        closed = schema.get("items") is False and "prefixItems" in schema
+        places = [] if "maxItems" in schema or closed else [f"{where}: an array without maxItems"]
+        for i, item in enumerate(schema.get("prefixItems", [])):
+            places += unbounded_places(item, f"{path}[{i}]")
+        if schema.get("items") not in (None, False):
+            places += unbounded_places(schema["items"], f"{path}[]")
+        return places
+    if kind == "object":
+        places = []
+        extra = schema.get("additionalProperties", True)
+        if extra is not False:
+            places.append(f"{where}: an object with open keys (additionalProperties)")
+            if isinstance(extra, dict):
+                places += unbounded_places(extra, f"{path}/*")
+        if schema.get("patternProperties") and "maxProperties" not in schema:
+            places.append(f"{where}: patternProperties without maxProperties")
+        for name, sub in schema.get("patternProperties", {}).items():
+            if UNBOUNDED_REPEAT.search(name):
+                places.append(f"{path}/{name}: a key pattern without a length")
+            places += unbounded_places(sub, f"{path}/{name}")
+        for name, sub in schema.get("properties", {}).items():
+            places += unbounded_places(sub, f"{path}/{name}")
+        return places
+    if kind in ("integer", "number"):
+        return [] if "minimum" in schema and "maximum" in schema else [f"{where}: a number without minimum and maximum"]
+    if kind in ("boolean", "null"):
+        return []
+    return [f"{where}: a value of any type"]

@@ -248,14 +248,15 @@ class ApiBankDomain(Domain):
     def task_shape(self):
         """The task object: 1-6 offered API names, at most 12 history lines and a request of at most 400
         characters, and a gold call to one offered API with exactly its declared parameters (the required ones
-        present), every value a string. Left to ``validate``: the call's API among those listed, no API twice,
-        history prefixes, a value converting to its parameter's type, the call running on a fresh state."""
+        present), every value a string of at most 400 characters. Left to ``validate``: the call's API among those
+        listed, no API twice, history prefixes, a value converting to its parameter's type, the call running on a
+        fresh state."""
         def call(name):
             tool = REGISTRY[name]
             return {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
                     "properties": {"name": {"const": name}, "arguments": {
                         "type": "object", "additionalProperties": False,
-                        "properties": {key: {"type": "string"} for key in tool.inputs},
+                        "properties": {key: {"type": "string", "maxLength": MAX_TEXT} for key in tool.inputs},
                         "required": [key for key in tool.inputs if key not in tool.optional]}}}
         names = self.offered_apis()
         return TaskShape(json_schema={

@@ -221,9 +221,11 @@ class HouseholdDomain(LeveledDomain):
                                 "maxItems": engine.MAX_RECEPTACLES},
                 "objects": {"type": "object", "maxProperties": engine.MAX_OBJECTS, "additionalProperties": False,
                             "patternProperties": {pattern(engine.OBJECT_TYPES): receptacle}},
-                "closed": {"type": "array", "items": named(engine.OPENABLE)},
-                "states": {"type": "object", "additionalProperties": False, "patternProperties": {
-                    pattern(engine.OBJECT_TYPES): {"type": "array", "items": {"enum": list(engine.STATE_WORDS)}}}}}})
+                "closed": {"type": "array", "items": named(engine.OPENABLE), "maxItems": engine.MAX_RECEPTACLES},
+                "states": {"type": "object", "additionalProperties": False, "maxProperties": engine.MAX_OBJECTS,
+                           "patternProperties": {pattern(engine.OBJECT_TYPES): {
+                               "type": "array", "items": {"enum": list(engine.STATE_WORDS)},
+                               "maxItems": len(engine.STATE_WORDS)}}}}})
 
     def parse_task(self, text):
         try:

@@ -123,8 +123,9 @@ class MultiHopDomain(LeveledDomain):
 
     def task_shape(self):
         """1-24 facts, each [entity, known relation, entity] of non-empty names up to 40 characters; a start
-        entity; a path of 2-4 known relations; a non-empty answer. Left to ``validate``: entities of consistent
-        kinds, no repeated fact, the path followed from the start reaching the answer and nothing else."""
+        entity; a path of 2-4 known relations; a non-empty answer up to 40 characters. Left to ``validate``: entities
+        of consistent kinds, no repeated fact, the path followed from the start reaching the answer and nothing
+        else."""
         name = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
         relation = {"enum": sorted(RELATIONS)}
         return TaskShape(json_schema={
@@ -134,7 +135,7 @@ class MultiHopDomain(LeveledDomain):
                           "items": {"type": "array", "prefixItems": [name, relation, name], "items": False,
                                     "minItems": 3}},
                 "start": name, "path": {"type": "array", "items": relation, "minItems": 2, "maxItems": 4},
-                "answer": {"type": "string", "minLength": 1}}})
+                "answer": name}})
 
     def parse_task(self, text):
         data = parse_json_object(text, ("facts", "start", "path", "answer"))

@@ -29,6 +29,9 @@ PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "numb
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),
                "any": (str, int, float, bool, list, dict)}
 MAX_FUNCTIONS = 8
+# the task shape's caps on what the grammar cannot otherwise end (BFCL's seeds: names up to 64 characters,
+# descriptions up to 545, questions up to 712, 21 parameters): a constrained string stops at its cap
+MAX_NAME, MAX_TEXT, MAX_PARAMETERS = 96, 1200, 32
 
 
 def first_option(value):
@@ -212,24 +215,27 @@ class ToolCallDomain(Domain):
 
     def task_shape(self):
         """Function schemas in BFCL's format (a dotted identifier name, an object of parameters each with a known
-        type), a non-empty question and a call of a name with an object of arguments. Left to ``validate``: at most
-        8 functions, the call naming one of them, its arguments matching that function's schema, BFCL's checker
-        accepting the gold call."""
+        type), a non-empty question and a call of a name with an object of arguments; names, texts and lists capped
+        (``MAX_NAME``, ``MAX_TEXT``, ``MAX_FUNCTIONS``, ``MAX_PARAMETERS``; a parameter's own fields and the call's
+        arguments stay open, as BFCL writes them). Left to ``validate``: the call naming one of them, its arguments
+        matching that function's schema, BFCL's checker accepting the gold call."""
         parameter = {"type": "object", "required": ["type"], "properties": {"type": {"enum": sorted(PARAM_TYPES)}}}
         function = {"type": "object", "required": ["name", "parameters"], "properties": {
-            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"},
-            "description": {"type": "string"},
+            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+                     "maxLength": MAX_NAME},
+            "description": {"type": "string", "maxLength": MAX_TEXT},
             "parameters": {"type": "object", "required": ["type", "properties"], "properties": {   # in_write_order's
                 "type": {"enum": ["dict", "object"]},
-                "required": {"type": "array", "items": {"type": "string"}},
+                "required": {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME},
+                             "maxItems": MAX_PARAMETERS},
                 "properties": {"type": "object", "additionalProperties": parameter}}}}}
         return TaskShape(json_schema={
             "type": "object", "additionalProperties": False, "required": ["functions", "question", "call"],
             "properties": {
-                "functions": {"type": "array", "items": function, "minItems": 1},
-                "question": {"type": "string", "minLength": 1},
+                "functions": {"type": "array", "items": function, "minItems": 1, "maxItems": MAX_FUNCTIONS},
+                "question": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
                 "call": {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-                         "properties": {"name": {"type": "string", "minLength": 1},
+                         "properties": {"name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME},
                                         "arguments": {"type": "object"}}}}})
 
     def parse_task(self, text):
