@@ -539,7 +539,8 @@ def test_digits_python_cannot_convert_are_a_wrong_call_not_a_crash(databases):
 def test_the_task_shape_holds_every_task_the_domain_writes_and_excludes_what_a_grammar_can():
     """API-Bank's schema (issue 57): every seed and simulator-corpus task has it; it excludes the rejections a
     grammar can exclude before a token is sampled (an invented or unoffered API, a parameter the API does not
-    declare, a required one missing, a value that is not a string, malformed JSON) and leaves to validate what
+    declare, a required one missing, a value that is not a string or is past its cap, malformed JSON, a history line
+    without its speaker) and leaves to validate what
     needs the domain's state."""
     import numpy as np
 
@@ -553,7 +554,9 @@ def test_the_task_shape_holds_every_task_the_domain_writes_and_excludes_what_a_g
     assert shape_problem(shape, _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})) is None
     for text in (_task_json("MadeUpAPI", {}), _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01", "x": "1"}),
                  _task_json(name, {"date": "2021-06-01"}), _task_json(name, {"stock_code": 7, "date": "2021-06-01"}),
-                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})[:-2]):
+                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})[:-2],
+                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"}, history=["Bob: hi"]),
+                 _task_json(name, {"stock_code": "A" * 401, "date": "2021-06-01"})):
         assert shape_problem(shape, text), text
         assert isinstance(domain.parse_and_validate(text), type(domain.parse_and_validate("")))   # Invalid too
     offered = set(domain.offered_apis())

@@ -26,6 +26,7 @@ test models).
 from __future__ import annotations
 
 import json
+import re
 import string
 from pathlib import Path
 
@@ -246,11 +247,11 @@ class ApiBankDomain(Domain):
         return sorted(n for n in self.descriptions if n in REGISTRY and not REGISTRY[n].needs_network)
 
     def task_shape(self):
-        """The task object: 1-6 offered API names, at most 12 history lines and a request of at most 400
-        characters, and a gold call to one offered API with exactly its declared parameters (the required ones
-        present), every value a string of at most 400 characters. Left to ``validate``: the call's API among those
-        listed, no API twice, history prefixes, a value converting to its parameter's type, the call running on a
-        fresh state."""
+        """The task object: 1-6 offered API names, at most 12 history lines (each opening with ``User: ``, ``AI: ``
+        or ``API-Request: ``) and a request of at most 400 characters, and a gold call to one offered API with
+        exactly its declared parameters (the required ones present), every value a string of at most 400
+        characters. Left to ``validate``: the call's API among those listed, no API twice, a value converting to
+        its parameter's type, the call running on a fresh state."""
         def call(name):
             tool = REGISTRY[name]
             return {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
@@ -263,8 +264,9 @@ class ApiBankDomain(Domain):
             "type": "object", "additionalProperties": False, "required": ["apis", "history", "request", "call"],
             "properties": {
                 "apis": {"type": "array", "items": {"enum": names}, "minItems": 1, "maxItems": MAX_APIS},
-                "history": {"type": "array", "items": {"type": "string", "maxLength": MAX_TEXT},
-                            "maxItems": MAX_HISTORY},
+                "history": {"type": "array", "maxItems": MAX_HISTORY, "items": {
+                    "type": "string", "maxLength": MAX_TEXT,
+                    "pattern": "^(" + "|".join(re.escape(prefix) for prefix in HISTORY_PREFIXES) + ")"}},
                 "request": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
                 "call": {"anyOf": [call(name) for name in names]}}})
 
