@@ -202,6 +202,20 @@ def phase_decode(policy, shape: Shape, args) -> tuple[float, int, int]:
     return seconds, flops, nbytes
 
 
+def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_tokens: int) -> tuple[float, int, int]:
+    """``step(optimizer)`` on ``--train-seqs`` sequences of prompt + target tokens, from the same weights each time
+    (a fresh AdamW each call): counted once (:func:`counted_flops`), then timed; the weights restored after."""
+    start_state = {k: v.clone() for k, v in policy.model.state_dict().items()}
+
+    def fresh_step():
+        step(torch.optim.AdamW(policy.trainable_parameters(), lr=1e-7))
+        policy.model.load_state_dict(start_state)
+    tokens = prompt_tokens + target_tokens
+    flops, passes = counted_flops(fresh_step, shape, args.train_seqs * tokens, args.train_seqs * (target_tokens + 1),
+                                  args.train_seqs * attention_flops(shape, tokens, 0, True))
+    return timed(fresh_step, args.repeats), flops, training_bytes(shape, passes)
+
+
 def phase_grpo(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
     from genenv.algos.grpo import PolicySample, grpo_step  # noqa: PLC0415
     rng = np.random.default_rng(4)
@@ -209,18 +223,10 @@ def phase_grpo(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
                             rng.integers(100, 40000, args.response_tokens).tolist(),
                             (rng.normal(size=args.response_tokens) * 0.3 - 3.0).tolist(), float(rng.normal()))
                for _ in range(args.train_seqs)]
-    start_state = {k: v.clone() for k, v in policy.model.state_dict().items()}
 
-    def step():
-        optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-7)
+    def step(optimizer):
         grpo_step(policy, reference, optimizer, samples, kl_coef=0.001, micro_batch=2)
-    tokens = args.prompt_tokens + args.response_tokens
-    flops, passes = counted_flops(step, shape, args.train_seqs * tokens, args.train_seqs * (args.response_tokens + 1),
-                                  args.train_seqs * attention_flops(shape, tokens, 0, True))
-    policy.model.load_state_dict(start_state)
-    seconds = timed(step, args.repeats)
-    policy.model.load_state_dict(start_state)
-    return seconds, flops, training_bytes(shape, passes)
+    return training_phase(policy, step, shape, args, args.prompt_tokens, args.response_tokens)
 
 
 def phase_rwr(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
@@ -229,20 +235,11 @@ def phase_rwr(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
     examples = [WeightedExample(rng.integers(100, 40000, args.sim_prompt_tokens).tolist(),
                                 rng.integers(100, 40000, args.sim_target_tokens).tolist(), 1.0)
                 for _ in range(args.train_seqs)]
-    start_state = {k: v.clone() for k, v in policy.model.state_dict().items()}
 
-    def step():
-        optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-7)
+    def step(optimizer):
         rwr_update(policy, reference, optimizer, examples, steps=1, batch_size=args.train_seqs, kl_coef=0.05,
                    max_kl=1e9, rng=np.random.default_rng(0))
-    tokens = args.sim_prompt_tokens + args.sim_target_tokens
-    flops, passes = counted_flops(step, shape, args.train_seqs * tokens,
-                                  args.train_seqs * (args.sim_target_tokens + 1),
-                                  args.train_seqs * attention_flops(shape, tokens, 0, True))
-    policy.model.load_state_dict(start_state)
-    seconds = timed(step, args.repeats)
-    policy.model.load_state_dict(start_state)
-    return seconds, flops, training_bytes(shape, passes)
+    return training_phase(policy, step, shape, args, args.sim_prompt_tokens, args.sim_target_tokens)
 
 
 def main(argv=None) -> int:

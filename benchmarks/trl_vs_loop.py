@@ -157,7 +157,7 @@ def main(argv=None) -> int:
         row["same_first_round"] = bool(trl["first_round_tasks"]) and set(trl["first_round_tasks"]) <= set(
             loop["first_round_tasks"])
         rows.append(row)
-        print(json.dumps({k: v for k, v in row.items()}, default=str)[:2000], flush=True)
+        print(json.dumps(row, default=str)[:2000], flush=True)
     print(f"\n{args.preset}, {args.rounds} rounds, {args.threads} thread(s)")
     print("| seed | path | rollouts | rollouts/s (generation) | rollouts/s (training) | rollouts per CPU-s "
           "| dev before | dev after |")

@@ -232,6 +232,13 @@ def grammar_problem(shape, text: str) -> str | None:
 UNBOUNDED_REPEAT = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\})")   # *, + or {n,} not escaped
 
 
+def shape_unbounded_places(shape) -> list[str]:
+    """:func:`unbounded_places` of a task shape's JSON schema, or of its regex (an unbounded repeat in it)."""
+    if shape.json_schema is not None:
+        return unbounded_places(shape.json_schema)
+    return ["the regex: an unbounded repeat"] if UNBOUNDED_REPEAT.search(shape.regex) else []
+
+
 def unbounded_places(schema, path: str = "") -> list[str]:
     """Where a JSON schema lets a text grow without end (what ``genenv check-domain`` notes): a string without
     ``maxLength``, ``enum`` or ``const`` (a ``pattern`` alone bounds it only without ``*``, ``+`` or ``{n,}``), an

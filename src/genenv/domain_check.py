@@ -7,7 +7,7 @@ Like Gymnasium's ``env_checker``: a domain author runs it on their own class bef
   not parse can never accept one).
 - ``task_shape``: for a domain that declares the shape of its tasks (``Domain.task_shape``: a JSON schema or a
   regex, what constrained generation samples), each seed task's text has it. Where the shape sets no length cap
-  (:func:`genenv.constrained.unbounded_places`) the report carries a note, not a failure.
+  (:func:`genenv.constrained.shape_unbounded_places`) the report carries a note, not a failure.
 - ``simulator_text``: for arbitrary text as simulator output, ``parse_task`` and then ``validate`` never raise and
   return a Task or an Invalid whose reason says what is wrong (a non-empty text).
 - ``agent_response``: for arbitrary text as the agent's response to a valid task (as one reply, and as every
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from genenv.constrained import UNBOUNDED_REPEAT, grammar_problem, unbounded_places
+from genenv.constrained import grammar_problem, shape_unbounded_places
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, seed_round_trip_problem
 
 PROPERTIES = ("seed_round_trip", "task_shape", "simulator_text", "wrong_json_types", "agent_response",
@@ -384,8 +384,7 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
     if shape is not None:
         for task in seeds:
             record("task_shape", task.text, shape_problem(shape, task.text))
-        places = unbounded_places(shape.json_schema) if shape.json_schema is not None else (
-            ["the regex: an unbounded repeat"] if UNBOUNDED_REPEAT.search(shape.regex) else [])
+        places = shape_unbounded_places(shape)
         if places:
             report.notes.append(f"task_shape: {len(places)} place(s) where a constrained text has no length cap "
                                 f"(it can run to env.max_new_tokens and be cut off): {'; '.join(places[:4])}"
