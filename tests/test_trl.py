@@ -197,3 +197,20 @@ def test_the_simulator_side_samples_under_the_constraint_when_asked():
     side = SimulatorSide(load_config("smoke", ["threads=1", "env.constrained=true"]))
     assert side.players.env.constraint is not None and side.players.env_ref.constraint is side.players.env.constraint
     assert SimulatorSide(load_config("smoke", ["threads=1"])).players.env.constraint is None
+
+
+def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():
+    """env.lora_rank, env.gradient_checkpointing and env.autocast reach a TRL run's simulator through the same
+    function genenv's own loop uses (players.prepare_player): adapters trained, the reference the adapters switched
+    off, bfloat16 autocast on both sides of the KL; the optimiser holds only the adapters."""
+    side = SimulatorSide(load_config("smoke", ["threads=1", "env.lora_rank=4", "env.gradient_checkpointing=true",
+                                               "env.autocast=bfloat16"]))
+    env, env_ref = side.players.env, side.players.env_ref
+    assert env.has_lora and env.model.is_activation_checkpointing
+    assert env.autocast_bf16 and env_ref.autocast_bf16
+    trained = {id(p) for group in side.players.env_opt.param_groups for p in group["params"]}
+    assert trained == {id(p) for p in env.trainable_parameters()}
+    assert len(trained) < len(list(env.model.parameters()))
+    plain = SimulatorSide(load_config("smoke", ["threads=1"])).players
+    assert not plain.env.has_lora and not plain.env.autocast_bf16
+    assert len(plain.env_opt.param_groups[0]["params"]) == len(list(plain.env.model.parameters()))

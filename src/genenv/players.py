@@ -88,29 +88,35 @@ def simulator_constraint(cfg: RunConfig, domain, env: Policy):
 
 def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Players:
     """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
-    adapters, and the optimisers. A fully fine-tuned player's reference is a frozen copy of it; a LoRA player's
-    is the same model with its adapters switched off (its base weights never change: no copy needed). With
-    ``env.constrained`` (``domain`` given), the simulator and its reference sample and score under the domain's
-    task shape."""
-    if domain is not None and not isinstance(env, RemoteSimulator):
-        env.constraint = simulator_constraint(cfg, domain, env)
-    references = []
-    for name, policy, player in (("agent", agent, cfg.agent), ("env", env, cfg.env)):
-        if isinstance(policy, RemoteSimulator):   # a frozen endpoint: its own reference, no adapters, no optimiser
-            references.append(policy)
-            continue
-        if player.lora_rank > 0:
-            if not policy.has_lora:
-                policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
-            references.append(policy.base_view())
-        else:
-            references.append(policy.frozen_copy())
-        policy.set_gradient_checkpointing(player.gradient_checkpointing)
-        policy.prefill_once = player.prefix_cached_sampling
-        if player.sampler == "llama.cpp":
-            policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
-        policy.autocast_bf16 = references[-1].autocast_bf16 = player.autocast == "bfloat16"  # the KL's two sides
-    agent_opt = torch.optim.AdamW(agent.trainable_parameters(), lr=cfg.agent.lr, weight_decay=cfg.agent.weight_decay)
-    env_opt = (None if isinstance(env, RemoteSimulator) else
-               torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay))
-    return Players(agent, references[0], env, references[1], agent_opt, env_opt)
+    adapters, and the optimisers (:func:`prepare_player` for each). With ``env.constrained`` (``domain`` given), the
+    simulator and its reference sample and score under the domain's task shape."""
+    agent_ref, agent_opt = prepare_player(cfg, "agent", agent)
+    env_ref, env_opt = prepare_player(cfg, "env", env, domain)
+    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
+
+
+def prepare_player(cfg: RunConfig, name: str, policy, domain=None) -> tuple:
+    """One player (``name``: "agent" or "env") set up as its config section says: the task shape (the simulator,
+    with ``domain`` given), LoRA adapters (``lora_rank``), gradient checkpointing, prefix-cached sampling, the
+    llama.cpp sampler, bfloat16 autocast on both sides of the KL; returns (its KL reference, its optimiser). A
+    fully fine-tuned player's reference is a frozen copy of it; a LoRA player's is the same model with its adapters
+    switched off (its base weights never change: no copy needed). A frozen endpoint (``env.backend=openai``) is
+    its own reference and has no optimiser. genenv's loop and the TRL integration's simulator both come here."""
+    if isinstance(policy, RemoteSimulator):
+        return policy, None
+    player = cfg.agent if name == "agent" else cfg.env
+    if name == "env" and domain is not None:
+        policy.constraint = simulator_constraint(cfg, domain, policy)   # before the reference: it copies it
+    if player.lora_rank > 0:
+        if not policy.has_lora:
+            policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))
+        reference = policy.base_view()
+    else:
+        reference = policy.frozen_copy()
+    policy.set_gradient_checkpointing(player.gradient_checkpointing)
+    policy.prefill_once = player.prefix_cached_sampling
+    if player.sampler == "llama.cpp":
+        policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
+    policy.autocast_bf16 = reference.autocast_bf16 = player.autocast == "bfloat16"   # the KL's two sides
+    optimiser = torch.optim.AdamW(policy.trainable_parameters(), lr=player.lr, weight_decay=player.weight_decay)
+    return reference, optimiser

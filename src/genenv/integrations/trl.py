@@ -51,8 +51,7 @@ from genenv.engine import LocalEngine
 from genenv.generation import Candidate
 from genenv.io import atomic_write_json
 from genenv.metrics import mean
-from genenv.models.remote import RemoteSimulator
-from genenv.players import Players, RunState, simulator_constraint
+from genenv.players import Players, RunState, prepare_player
 from genenv.rollout import Episode
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
@@ -103,13 +102,7 @@ class SimulatorSide:
         if not self.main_process:
             return
         env, _ = warm_start_simulator(cfg, self.domain, log=log)
-        if isinstance(env, RemoteSimulator):   # env.backend=openai: a frozen endpoint, no reference, no optimiser
-            env_ref, env_opt = env, None
-        else:
-            env.constraint = simulator_constraint(cfg, self.domain, env)   # env.constrained (the reference copies it)
-            env.set_training(False)
-            env_ref = env.frozen_copy()
-            env_opt = torch.optim.AdamW(env.trainable_parameters(), lr=cfg.env.lr, weight_decay=cfg.env.weight_decay)
+        env_ref, env_opt = prepare_player(cfg, "env", env, self.domain)   # as genenv's loop sets its simulator up
         self.players = Players(None, None, env, env_ref, None, env_opt)
         self.state = RunState()
         for task in training_seed_tasks(cfg, self.domain, self.split):
