@@ -120,3 +120,36 @@ def test_the_cap_estimates_kl_from_the_start_to_now_on_the_starts_samples():
     assert exact == pytest.approx(0.6349, abs=1e-4)
     other_way = sum(pi * (pi / qi - 1 - math.log(pi / qi)) for pi, qi in zip(p, q))
     assert other_way == pytest.approx(0.9685, abs=1e-4)                      # what the old estimator gave
+
+
+def test_kl_to_the_initial_simulator_is_weighted_by_now_over_the_sampler():
+    """env_kl_to_initial: the watched sequences were sampled by the simulator at the start of the update, not by the
+    initial one nor by the simulator now, so KL(now || initial) is k3 weighted by now / start per sequence. One-token
+    sequences drawn exactly in proportion to start = (0.7, 0.2, 0.1); now = (0.5, 0.3, 0.2), initial = (0.1, 0.1,
+    0.8): the estimate is the exact KL(now || initial) = 0.8570. The old estimator (k3 with the initial simulator as
+    the sampling side) gives 1.9173 here, and grows with exp(log now - log initial) on a sequence the initial
+    simulator finds unlikely."""
+    from types import SimpleNamespace
+
+    from genenv.algos.kl_cap import KLCap
+
+    start_p, now_p, initial_p = [0.7, 0.2, 0.1], [0.5, 0.3, 0.2], [0.1, 0.1, 0.8]
+    tokens = [0] * 70 + [1] * 20 + [2] * 10
+    batch = SimpleNamespace(response_mask=torch.ones(len(tokens), 1))
+
+    def policy_of(probs):
+        logp = torch.log(torch.tensor([[probs[t]] for t in tokens], dtype=torch.float64))
+        return SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b: (logp, None))
+
+    holder = SimpleNamespace(policy=policy_of(start_p))
+    cap = KLCap(holder.policy, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), [batch], max_kl=0.0,
+                watch_start=True)
+    assert cap.kl_to(policy_of(start_p)) == 0.0                  # before any step, to itself
+    cap.policy = policy_of(now_p)                                 # the update moved it
+    exact = sum(a * math.log(a / b) for a, b in zip(now_p, initial_p))
+    assert exact == pytest.approx(0.8570, abs=1e-4)
+    assert cap.kl_to(policy_of(initial_p)) == pytest.approx(exact, rel=1e-9)
+    old = sum(s * (a / b - 1 - math.log(a / b)) for s, a, b in zip(start_p, now_p, initial_p))
+    assert old == pytest.approx(1.9173, abs=1e-4)
+    without_a_cap = KLCap(holder.policy, None, [batch], max_kl=0.0)
+    assert without_a_cap.start_logps == [] and without_a_cap.keep_step()

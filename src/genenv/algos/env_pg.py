@@ -53,7 +53,7 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
     samples = [s for group in groups for s in group]
     chunks = [samples[i:i + 64] for i in range(0, len(samples), 64)]
     watched = [policy.build_batch([s.prompt_ids for s in c], [s.response_ids for s in c]) for c in chunks]
-    cap = KLCap(policy, optimizer, watched, max_kl)
+    cap = KLCap(policy, optimizer, watched, max_kl, watch_start=reference is not None)
     # Every sample in one watched batch: a step on every group (minibatch_groups >= the groups, the usual case)
     # takes a reordering of its rows instead of building the batch again
     whole = prepare_samples(policy, samples, batch=watched[0]) if len(watched) == 1 else None

@@ -35,6 +35,16 @@ def update_kl(policy, batches, start_logps) -> float:
     return torch.cat(kls).mean().item()
 
 
+def weighted_sequence_kl(sampler_logp: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor,
+                         mask: torch.Tensor) -> torch.Tensor:
+    """KL(pi || ref) per sequence on sequences another policy (the sampler) drew: pi's k3 estimate summed over
+    tokens, weighted by the sequence's importance ratio pi / sampler, [B]; its mean is unbiased for KL(pi || ref).
+    (k3 with ``ref`` or the sampler as pi's stand-in is not: where ``ref`` gives a sampled sequence far less mass
+    than pi, exp(ref - pi) is tiny and harmless, but exp(pi - ref), the other way round, explodes.)"""
+    weights = torch.exp(((logp - sampler_logp) * mask).sum(-1))
+    return weights * sequence_kl(logp, ref_logp, mask)
+
+
 def logprobs_on(policy, batches) -> list[torch.Tensor]:
     """The policy's per-token log-probs on ``batches``, in eval mode and without gradients."""
     policy.set_training(False)
@@ -45,20 +55,21 @@ def logprobs_on(policy, batches) -> list[torch.Tensor]:
 class KLCap:
     """Watch one update of ``policy`` on ``batches`` (SequenceBatch): ``before_step()`` then, after the optimiser
     step, ``keep_step()`` (False: the step's KL(start || now), :func:`update_kl`, passed ``max_kl`` and it was
-    undone; stop). ``max_kl`` 0: no cap."""
+    undone; stop). ``max_kl`` 0: no cap. ``watch_start``: keep the start's log-probs without a cap too (for
+    :meth:`kl_to`)."""
 
-    def __init__(self, policy, optimizer, batches, max_kl: float):
+    def __init__(self, policy, optimizer, batches, max_kl: float, watch_start: bool = False):
         self.policy, self.optimizer, self.batches, self.max_kl = policy, optimizer, batches, max_kl
-        self.start_logps = logprobs_on(policy, batches) if max_kl > 0 else []
+        self.start_logps = logprobs_on(policy, batches) if max_kl > 0 or watch_start else []
         self.update_kl, self.capped, self.rejected_kl = 0.0, 0, None
         self._undo = StepUndo(optimizer)
 
     def before_step(self) -> None:
-        if self.start_logps:
+        if self.max_kl > 0:
             self._undo.take()
 
     def keep_step(self) -> bool:
-        if not self.start_logps:
+        if self.max_kl <= 0:
             return True
         kl = update_kl(self.policy, self.batches, self.start_logps)
         if kl <= self.max_kl:
@@ -69,10 +80,16 @@ class KLCap:
         return False
 
     def kl_to(self, reference) -> float:
-        """KL(``reference`` || the policy now) on the watched set, estimated like the cap's (:func:`update_kl`, with
-        ``reference`` as the sampling side: unbiased when the reference sampled the set, as the start of the
-        update did). After the update, with the initial simulator: ``env_kl_to_initial``."""
-        return update_kl(self.policy, self.batches, logprobs_on(reference, self.batches))
+        """KL(the policy now || ``reference``) on the watched set, which the policy at the start of the update
+        sampled: :func:`weighted_sequence_kl` (importance-weighted k3, unbiased); needs the start's log-probs (a
+        cap, or ``watch_start``). After the update, with the initial simulator: ``env_kl_to_initial``. (Until
+        2026-11-28 this was k3 with ``reference`` as the sampling side, which it is not after the first update: a
+        few sequences the initial simulator finds unlikely took single epochs' estimates to 100-13,000 nats.)"""
+        now = logprobs_on(self.policy, self.batches)
+        ref = logprobs_on(reference, self.batches)
+        kls = [weighted_sequence_kl(start, n, r, batch.response_mask)
+               for batch, start, n, r in zip(self.batches, self.start_logps, now, ref)]
+        return torch.cat(kls).mean().item()
 
 
 class StepUndo:

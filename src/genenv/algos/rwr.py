@@ -71,7 +71,8 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     if not examples or steps <= 0:
         return stats
     whole_set = [_batch(policy, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
-    cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl)
+    cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl,
+                 watch_start=reference is not None)
     minibatches = shuffled_passes(len(examples), batch_size, rng)
     losses, nlls, kls = [], [], []
     for _ in range(steps):
