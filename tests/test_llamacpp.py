@@ -257,3 +257,20 @@ def test_a_constrained_simulator_on_llama_cpp_writes_only_the_shape_as_on_transf
     finally:
         policy.fast_sampler = None
         policy.constraint = None
+
+
+def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):
+    """--sampler auto: llama.cpp for a packaged model on the CPU with llama-cpp-python importable; transformers for a
+    model llama.cpp cannot decode (a Hugging Face folder, a run's weights), on cuda, or without the package."""
+    import importlib.util
+
+    from genenv.benchmarking import eval_sampler
+
+    found = {"llama_cpp": object()}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: found.get(name))
+    assert eval_sampler("auto", "smollm2", "cpu") == "llama.cpp"
+    assert eval_sampler("auto", "runs/try/agent", "cpu") == "transformers"
+    assert eval_sampler("auto", "smollm2", "cuda") == "transformers"
+    assert eval_sampler("transformers", "smollm2", "cpu") == "transformers"
+    found.clear()
+    assert eval_sampler("auto", "smollm2", "cpu") == "transformers"

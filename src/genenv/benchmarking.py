@@ -5,6 +5,7 @@ prompts in batches, with progress. Below the domains: a domain's benchmark modul
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from genenv.io import atomic_write_json, atomic_write_jsonl
@@ -69,13 +70,28 @@ def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size:
     return responses
 
 
+def eval_sampler(sampler: str, model: str, device: str) -> str:
+    """The sampler an evaluation decodes with: ``auto`` (``genenv eval``'s default) is llama.cpp where it can decode
+    the model (a packaged GGUF model, on the CPU, with llama-cpp-python installed: ``make install``) and transformers
+    elsewhere; the others are themselves."""
+    if sampler != "auto":
+        return sampler
+    usable = (device == "cpu" and llamacpp_refusal(model) is None
+              and importlib.util.find_spec("llama_cpp") is not None)
+    return "llama.cpp" if usable else "transformers"
+
+
 def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = "transformers",
                      use_chat_template: bool = False, sampler_dtype: str = "f16"):
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
-    q8_0; :mod:`genenv.models.llamacpp`; a packaged model only), 16 answers side by side."""
-    if sampler not in ("transformers", "llama.cpp"):
-        raise ValueError(f"--sampler: {sampler!r} is not transformers or llama.cpp")
+    q8_0; :mod:`genenv.models.llamacpp`; a packaged model only), 16 answers side by side; ``auto``:
+    :func:`eval_sampler`."""
+    if sampler not in ("auto", "transformers", "llama.cpp"):
+        raise ValueError(f"--sampler: {sampler!r} is not auto, transformers or llama.cpp")
+    if sampler == "auto":
+        sampler = eval_sampler(sampler, model, device)
+        log(f"sampler: {sampler} (--sampler auto; --sampler transformers or llama.cpp to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
     refusal = llamacpp_refusal(model) if sampler == "llama.cpp" else None

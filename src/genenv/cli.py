@@ -337,9 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "--corpus: actions per question")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
     ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ev_p.add_argument("--sampler", default="transformers", choices=("transformers", "llama.cpp"),
+    ev_p.add_argument("--sampler", default="transformers", choices=("auto", "transformers", "llama.cpp"),
                       help="where the answers are decoded: llama.cpp (a packaged model, 16 answers side by side; "
-                           "docs/scaling.md) or transformers (default)")
+                           "docs/scaling.md), transformers (default), or auto (llama.cpp where it can decode the "
+                           "model: a packaged one on the CPU with llama-cpp-python installed; else transformers)")
     ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
                       help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
                            "avx512_bf16; f32 closest to transformers)")
