@@ -7,7 +7,7 @@ evaluation target).
     .venv/bin/python benchmarks/eval_speed.py --engines llama.cpp:bf16 --limit 0 --threads 2   # all items
     .venv/bin/python benchmarks/eval_speed.py --benchmark bfcl --engines transformers,llama.cpp --limit 40
 
-``--benchmark``: api-bank (level 1's API items, the default), bfcl (its simple category: items the model before
+``--benchmark``: api-bank (level 1's API items, the default), bfcl (its simple_python category: items the model before
 training gets right, so agreeing verdicts say something) or bamboogle (closed-book questions, exact match).
 
 Each engine runs ``genenv eval --benchmark B`` as a process of its own (model loading included
@@ -34,7 +34,7 @@ def run_eval(engine: str, args, out: Path) -> tuple[float, list[dict]]:
                "--threads", str(args.threads), "--out", str(out), "--sampler", engine.split(":")[0]]
     command += {"api-bank": ["--levels", "1", "--data", args.data or os.environ.get(
                     "GENENV_APIBANK_DATA", "../shared/data/api-bank")],
-                "bfcl": ["--categories", "simple"],
+                "bfcl": ["--categories", "simple_python"],
                 "bamboogle": ["--data", args.data or os.environ.get(
                     "GENENV_BAMBOOGLE_DATA", "../shared/data/bamboogle")]}[args.benchmark]
     if ":" in engine:   # llama.cpp:bf16 -> --sampler-dtype bf16
@@ -51,8 +51,8 @@ def benchmark_items(benchmark: str, out: Path) -> list[dict]:
     """One evaluation's items from its folder: a key, the verdict and the prediction text of each."""
     if benchmark == "bfcl":   # verdicts in scores.json, the texts in BFCL's result file
         scores = json.loads((out / "scores.json").read_text())
-        verdicts = {row["id"]: row["valid"] for row in scores["categories"]["simple"]["per_entry"]}
-        texts = [json.loads(line) for path in out.rglob("*_simple_result.json")
+        verdicts = {row["id"]: row["valid"] for row in scores["categories"]["simple_python"]["per_entry"]}
+        texts = [json.loads(line) for path in out.rglob("*_simple_python_result.json")
                  for line in path.read_text().splitlines()]
         return [{"key": row["id"], "correct": verdicts[row["id"]], "prediction": row["result"]} for row in texts]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

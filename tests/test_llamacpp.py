@@ -274,3 +274,37 @@ def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):
     assert eval_sampler("transformers", "smollm2", "cpu") == "transformers"
     found.clear()
     assert eval_sampler("auto", "smollm2", "cpu") == "transformers"
+
+
+CRASH_REPRODUCER = """
+from genenv.models.llamacpp import LlamaCppSampler
+from genenv.models.policy import Policy
+from genenv.models.registry import KNOWN_MODELS, packaged_file, resolve_model
+policy = Policy.load(resolve_model("smollm2"), use_chat_template=True)
+sampler = LlamaCppSampler(policy, packaged_file(KNOWN_MODELS["smollm2"]), threads=2, dtype="q8_0", context=1024,
+                          parallel=4)
+ids = policy.encode_prompts(["Call the weather API for Paris tomorrow, and say which arguments you pass."])
+out = sampler.sample(ids, 4, 8, 1.0, None)
+print("decoded", sum(len(tokens) for tokens, _ in out[0]))
+sampler.close()
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_build_decodes_a_quantized_models_multi_token_prompt():
+    """The crash that made the build portable (docs/scaling.md, issue 60): the native build's AMX kernels segfaulted
+    on a quantized model's first multi-token prompt. Run in a process of its own, so a crash fails this test (exit
+    status -11) instead of taking pytest down with it."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (`make install` builds it)")
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, packaged_file
+    try:
+        packaged_file(KNOWN_MODELS["smollm2"])
+    except ModelNotAvailable as err:
+        print(f"skipped: {err}")
+        pytest.skip(str(err))
+    done = subprocess.run([sys.executable, "-c", CRASH_REPRODUCER], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert int(done.stdout.split("decoded")[-1]) > 0   # 4 samples of up to 8 tokens
