@@ -73,11 +73,19 @@ def main() -> None:
                              "with the first")
     parser.add_argument("--data", help="api-bank, bamboogle: the data folder (default: $GENENV_APIBANK_DATA or "
                                        "$GENENV_BAMBOOGLE_DATA, else ../shared/data/...)")
+    parser.add_argument("--out", help="keep each engine's evaluation folder here (OUT/ENGINE, its seconds in "
+                                      "OUT/ENGINE/seconds); an engine whose folder is there already is read, not rerun "
+                                      "(same benchmark, model and limit: yours to keep)")
     args = parser.parse_args()
     results = {}
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as scratch:
         for engine in args.engines.split(","):
-            seconds, rows = run_eval(engine, args, Path(folder) / engine.replace(".", "").replace(":", "-"))
+            folder = Path(args.out or scratch) / engine.replace(".", "").replace(":", "-")
+            if (folder / "seconds").exists():
+                seconds, rows = float((folder / "seconds").read_text()), benchmark_items(args.benchmark, folder)
+            else:
+                seconds, rows = run_eval(engine, args, folder)
+                (folder / "seconds").write_text(f"{seconds:.1f}\n")
             results[engine] = (seconds, rows)
             correct = sum(row["correct"] for row in rows)
             print(f"{engine:12s} {len(rows)} items in {seconds:7.1f} s ({seconds / len(rows):.2f} s an item), "
