@@ -487,6 +487,18 @@ def test_eval_heldout_scores_a_model_exactly_as_the_run_did(smoke_run, tmp_path,
     assert "held-out success" in capsys.readouterr().out
 
 
+def test_a_benchmark_eval_records_the_sampler_auto_chose(smoke_run, tmp_path, capsys):
+    """`genenv eval` decodes with --sampler auto unless told: a model llama.cpp cannot decode (a run's weights) goes
+    to transformers, said on the terminal and kept in scores.json beside the scores."""
+    from genenv.cli import main
+    fixture = Path(__file__).parent / "data" / "bamboogle"
+    assert main(["eval", "--benchmark", "bamboogle", "--model", str(smoke_run / "final" / "agent"), "--data",
+                 str(fixture), "--max-new-tokens", "4", "--threads", "1", "--out", str(tmp_path)]) == 0
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert scores["sampler"] == "transformers" and scores["sampler_dtype"] is None and scores["questions"] > 0
+    assert "sampler: transformers (--sampler auto" in capsys.readouterr().out
+
+
 def test_eval_heldout_rejects_what_it_cannot_use(tmp_path, capsys):
     from genenv.cli import main
     assert main(["eval", "--benchmark", "bamboogle", "--preset", "smoke", "--model", "x"]) == 2

@@ -170,7 +170,13 @@ def _eval(args) -> int:
         print("genenv: --preset, --config, --run and KEY=VALUE overrides choose the sets of --benchmark heldout; "
               f"--benchmark {args.benchmark} takes none", file=sys.stderr)
         return 2
-    common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=args.sampler,
+    from genenv.benchmarking import eval_sampler  # noqa: PLC0415
+    from genenv.io import atomic_write_json  # noqa: PLC0415
+    sampler = eval_sampler(args.sampler, args.model, args.device)
+    if args.sampler == "auto" and args.benchmark != "heldout":
+        print(f"sampler: {sampler} (--sampler auto: llama.cpp where it can decode the model; --sampler transformers "
+              "to choose)")
+    common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=sampler,
                   sampler_dtype=args.sampler_dtype)
     try:
         if args.benchmark == "heldout":
@@ -183,7 +189,11 @@ def _eval(args) -> int:
     except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
-    print(f"scores: {Path(args.out) / 'scores.json'}")
+    scores_path = Path(args.out) / "scores.json"
+    if args.benchmark != "heldout" and scores_path.exists():   # which engine decoded the answers, with the scores
+        atomic_write_json(scores_path, {**json.loads(scores_path.read_text()), "sampler": sampler,
+                                        "sampler_dtype": args.sampler_dtype if sampler == "llama.cpp" else None})
+    print(f"scores: {scores_path}")
     return 0
 
 
@@ -337,10 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "--corpus: actions per question")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
     ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ev_p.add_argument("--sampler", default="transformers", choices=("auto", "transformers", "llama.cpp"),
-                      help="where the answers are decoded: llama.cpp (a packaged model, 16 answers side by side; "
-                           "docs/scaling.md), transformers (default), or auto (llama.cpp where it can decode the "
-                           "model: a packaged one on the CPU with llama-cpp-python installed; else transformers)")
+    ev_p.add_argument("--sampler", default="auto", choices=("auto", "transformers", "llama.cpp"),
+                      help="where the answers are decoded: auto (default: llama.cpp where it can decode the model, a "
+                           "packaged one on the CPU with llama-cpp-python installed; else transformers), llama.cpp "
+                           "(16 answers side by side; docs/scaling.md) or transformers")
     ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
                       help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
                            "avx512_bf16; f32 closest to transformers)")
