@@ -141,8 +141,8 @@ def test_kl_to_the_initial_simulator_is_weighted_by_now_over_the_sampler():
         logp = torch.log(torch.tensor([[probs[t]] for t in tokens], dtype=torch.float64))
         return SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b: (logp, None))
 
-    holder = SimpleNamespace(policy=policy_of(start_p))
-    cap = KLCap(holder.policy, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), [batch], max_kl=0.0,
+    start = policy_of(start_p)
+    cap = KLCap(start, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), [batch], max_kl=0.0,
                 watch_start=True)
     assert cap.kl_to(policy_of(start_p)) == 0.0                  # before any step, to itself
     cap.policy = policy_of(now_p)                                 # the update moved it
@@ -151,5 +151,5 @@ def test_kl_to_the_initial_simulator_is_weighted_by_now_over_the_sampler():
     assert cap.kl_to(policy_of(initial_p)) == pytest.approx(exact, rel=1e-9)
     old = sum(s * (a / b - 1 - math.log(a / b)) for s, a, b in zip(start_p, now_p, initial_p))
     assert old == pytest.approx(1.9173, abs=1e-4)
-    without_a_cap = KLCap(holder.policy, None, [batch], max_kl=0.0)
+    without_a_cap = KLCap(start, None, [batch], max_kl=0.0)
     assert without_a_cap.start_logps == [] and without_a_cap.keep_step()
