@@ -239,6 +239,22 @@ def test_build_then_swap_syncs_every_file_before_the_swap_and_the_folder_after(t
     assert events == [] and not list((tmp_path / "cache").glob("*.build*"))
 
 
+def test_publish_dir_keeps_the_folder_another_process_published_while_this_one_wrote(tmp_path, monkeypatch):
+    """Two test workers (or compare's warm-start processes) convert the same model at once: the one whose rename
+    comes second finds the folder there, keeps it and drops its own build, rather than failing."""
+    from genenv import io
+    target = tmp_path / "models" / "smollm2"
+
+    def rival_publishes_during_sync(paths, include_parents=True):
+        if not target.exists():
+            target.mkdir(parents=True)
+            (target / "config.json").write_text('{"rival": 1}')
+    monkeypatch.setattr(io, "fsync_paths", rival_publishes_during_sync)
+    io.publish_dir(target, lambda build: (build / "config.json").write_text('{"mine": 1}'))
+    assert (target / "config.json").read_text() == '{"rival": 1}'
+    assert not list(target.parent.glob("*.build*"))
+
+
 def test_fsync_paths_syncs_files_and_their_folders_in_parallel(tmp_path, monkeypatch):
     from genenv import io
     files = [tmp_path / "a" / f"{i}.txt" for i in range(3)] + [tmp_path / "b.txt"]

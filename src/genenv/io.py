@@ -169,7 +169,13 @@ def publish_dir(target: Path, write: Callable[[Path], None]) -> None:
         shutil.rmtree(build)
         return
     fsync_paths(_files_under(build))
-    os.replace(build, target)
+    try:
+        os.replace(build, target)
+    except OSError:
+        if not target.exists():
+            raise
+        shutil.rmtree(build)          # another process published it between the check above and the rename
+        return
     fsync_paths([target.parent], include_parents=False)
 
 
