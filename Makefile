@@ -50,15 +50,16 @@ run: install-core
 # the suite runs in TEST_WORKERS processes (pytest-xdist), one test file per process at a time so a file's
 # shared fixtures are built once; on the 2-core CI machine 2 processes take the suite from 965 s to 556 s
 TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 # quick feedback while working: lint + the tests not marked slow (`make test` and CI run everything)
 test-fast: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
