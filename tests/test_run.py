@@ -143,18 +143,15 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
     """checkpoint_every_s=0 checkpoints every epoch; a long interval only before the first epoch and after the last.
     A run that dies between checkpoints drops the metrics rows after its last one and repeats those epochs: the
     same metrics as a run checkpointed every epoch."""
-    from genenv import coevolve
+    from genenv import checkpoint, coevolve
     smoke = ["threads=1", "epochs=4"]
     saved = []
 
-    def recording(save):
-        def save_checkpoint(players, state, run_dir, **kwargs):
-            saved.append((run_dir.name, state.epoch))
-            save(players, state, run_dir, **kwargs)
-        return save_checkpoint
-    from genenv import run_folder
-    monkeypatch.setattr(coevolve, "save_checkpoint", recording(coevolve.save_checkpoint))   # the epochs'
-    monkeypatch.setattr(run_folder, "save_checkpoint", recording(run_folder.save_checkpoint))   # the first
+    def recording_job(players, state, run_dir, *args):
+        saved.append((run_dir.name, state.epoch))
+        return checkpoint_job(players, state, run_dir, *args)
+    checkpoint_job = checkpoint._checkpoint_job   # every checkpoint: the first one's and the epochs'
+    monkeypatch.setattr(checkpoint, "_checkpoint_job", recording_job)
     reference = run(load_config("smoke", [*smoke, "checkpoint_every_s=0"]), run_dir=tmp_path / "every",
                     log=lambda m: None)
     assert [e for name, e in saved if name == "every"] == [0, 1, 2, 3, 4]
@@ -177,6 +174,72 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
     run(load_config("smoke", [*smoke, "checkpoint_every_s=1e9"]), run_dir=rare, resume=True, log=lambda m: None)
     assert [e for name, e in saved if name == "rare"] == [0, 4]
     assert _stable(read_jsonl(rare / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
+
+
+def test_a_checkpoint_written_in_the_background_holds_the_weights_of_its_epoch(tmp_path, monkeypatch):
+    """checkpoint_in_background (the default): the writer runs beside the next epoch, which waits for it before
+    its first update. Here the writer is held back until the epoch reaches that wait, so it writes while the
+    epoch would be updating if it did not wait: every checkpoint still equals, file for file, the one the same
+    run writes in place (checkpoint_in_background=false), and so do the metrics."""
+    import threading
+
+    from genenv import checkpoint
+    from genenv.models.policy import Policy
+    epoch_waits = threading.Event()
+    wait, save_weights, build_then_swap = (checkpoint.CheckpointWriter.wait, Policy.save_weights,
+                                           checkpoint.build_then_swap)
+
+    def signalling_wait(self):
+        if self._thread is not None:
+            epoch_waits.set()
+        return wait(self)
+
+    def held_back_save_weights(self, file):
+        if threading.current_thread() is not threading.main_thread() and file.name == "agent.safetensors":
+            assert epoch_waits.wait(timeout=60)
+            epoch_waits.clear()
+        save_weights(self, file)
+
+    written = {}
+
+    def recording_swap(target, write, **kwargs):
+        build_then_swap(target, write, **kwargs)
+        if target.name != "latest":   # the final export
+            return
+        state = json.loads((target / "state.json").read_text())
+        state["last_metrics"] = _stable([state["last_metrics"]])[0] if state["last_metrics"] else None
+        files = {p.name: p.read_bytes() for p in sorted(target.iterdir()) if p.name != "state.json"}
+        written.setdefault(target.parent.parent.name, []).append((state, files))
+    monkeypatch.setattr(checkpoint.CheckpointWriter, "wait", signalling_wait)
+    monkeypatch.setattr(Policy, "save_weights", held_back_save_weights)
+    monkeypatch.setattr(checkpoint, "build_then_swap", recording_swap)
+    smoke = ["threads=1", "epochs=3", "checkpoint_every_s=0"]
+    background = run(load_config("smoke", smoke), run_dir=tmp_path / "background", log=lambda m: None)
+    in_place = run(load_config("smoke", [*smoke, "checkpoint_in_background=false"]), run_dir=tmp_path / "in_place",
+                   log=lambda m: None)
+    assert len(written["background"]) == 4 and written["background"] == written["in_place"]
+    assert _stable(read_jsonl(background / "metrics.jsonl")) == _stable(read_jsonl(in_place / "metrics.jsonl"))
+    waits = [r["seconds_by_phase"]["checkpoint_wait"] for r in read_jsonl(background / "metrics.jsonl")]
+    assert len(waits) == 3
+
+
+def test_an_error_writing_a_checkpoint_in_the_background_stops_the_run(tmp_path, monkeypatch):
+    """A full disk in the writer thread is not lost: the epoch's wait raises it and the run stops, its last
+    complete checkpoint intact."""
+    from genenv.models.policy import Policy
+    save_weights, calls = Policy.save_weights, []
+
+    def fails_the_third_time(self, file):
+        calls.append(file)
+        if len(calls) == 5:   # the first checkpoint (2 files), the next, then the third's agent
+            raise OSError(28, "No space left on device")
+        save_weights(self, file)
+    monkeypatch.setattr(Policy, "save_weights", fails_the_third_time)
+    with pytest.raises(OSError, match="(?i)no space left"):
+        run(load_config("smoke", ["threads=1", "epochs=3", "checkpoint_every_s=0"]), run_dir=tmp_path / "run",
+            log=lambda m: None)
+    state = json.loads((tmp_path / "run" / "checkpoints" / "latest" / "state.json").read_text())
+    assert state["epoch"] == 1
 
 
 def test_epoch_logs_reach_the_disk_before_the_checkpoint_that_covers_them(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from genenv.warmstart import WARMSTART_FIELDS, _cache_key, warm_start_agent, war
 # A new config field must be added here or to WARMSTART_FIELDS in genenv/warmstart.py.
 NOT_IN_WARMSTART = {
     "name", "out_dir", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
-    "checkpoint_every_s",
+    "checkpoint_every_s", "checkpoint_in_background",
     "agent.lora_rank", "agent.lr", "agent.weight_decay", "agent.group_size", "agent.temperature", "agent.clip_eps",
     "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",

@@ -14,7 +14,9 @@ import math
 import os
 import shutil
 import socket
+import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,6 +70,14 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
 
     The epoch's metrics row travels with the checkpoint, so a run killed between the checkpoint and the
     metrics append gets the row back on resume."""
+    _checkpoint_job(players, state, run_dir, last_metrics, sync_first)()
+
+
+def _checkpoint_job(players: Players, state: RunState, run_dir: Path, last_metrics: dict | None,
+                    sync_first) -> Callable[[], None]:
+    """Everything of a checkpoint that must be taken now (the pool logs, the run state, the torch RNG state),
+    and the rest as a function that writes it: the weights and optimiser states, read when it runs, so they must
+    not change before it returns (:class:`CheckpointWriter` sees to that)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     # Pools: append this epoch's events to the logs first, after cutting them back to the bytes the previous
@@ -78,16 +88,64 @@ def save_checkpoint(players: Players, state: RunState, run_dir: Path, last_metri
         pool_logs.append(root / f"{name}.log.jsonl")
         state.pool_log_bytes[name] = append_pool_log(pool_logs[-1], pool.pending, state.pool_log_bytes[name])
         pool.pending = []
+    state_text = json.dumps({**state.to_json(), "last_metrics": last_metrics})
+    torch_rng = torch.get_rng_state()
+    sync_first = [*sync_first, *pool_logs]
 
     def write(build: Path) -> None:
         # weights only: config and tokenizer never change and live in checkpoints/initial/
         players.agent.save_weights(build / "agent.safetensors")
         players.env.save_weights(build / "env.safetensors")
         save_optimizers(build / "optimizers.safetensors",
-                        {"agent": players.agent_opt, "env": players.env_opt}, torch.get_rng_state())
-        (build / "state.json").write_text(json.dumps({**state.to_json(), "last_metrics": last_metrics}))
-    # the build, the pool logs and the rows/samples it covers all reach the disk before the swap makes it latest
-    build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}", sync_first=[*sync_first, *pool_logs])
+                        {"agent": players.agent_opt, "env": players.env_opt}, torch_rng)
+        (build / "state.json").write_text(state_text)
+
+    def job() -> None:
+        # the build, the pool logs and the rows/samples it covers all reach the disk before the swap makes it latest
+        build_then_swap(root / "latest", write, build_name=f".build-{state.epoch}", sync_first=sync_first)
+    return job
+
+
+class CheckpointWriter:
+    """A run's checkpoints, written in a background thread while the next epoch writes tasks and rolls them out
+    (``background=True``, the ``checkpoint_in_background`` knob): the weights and optimiser states are only
+    read until the next update, so :meth:`wait`, called before anything changes them, is all the copy it needs.
+    The files, their order, the fsyncs and the atomic swap are :func:`save_checkpoint`'s; a run killed while one
+    is being written resumes from the one before, as when killed inside :func:`save_checkpoint`.
+
+    An error in the writing thread is raised by the next :meth:`wait` (or :meth:`save`)."""
+
+    def __init__(self, background: bool = True):
+        self.background = background
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def save(self, players: Players, state: RunState, run_dir: Path, last_metrics: dict | None = None,
+             sync_first=()) -> None:
+        self.wait()
+        job = _checkpoint_job(players, state, run_dir, last_metrics, sync_first)
+        if not self.background:
+            job()
+            return
+        self._thread = threading.Thread(target=self._write, args=(job,), name="genenv-checkpoint")
+        self._thread.start()   # not a daemon: an interpreter exiting on an error still finishes the checkpoint
+
+    def _write(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except BaseException as error:   # handed to the main thread by wait()
+            self._error = error
+
+    def wait(self) -> float:
+        """Block until the checkpoint being written (if any) is on disk; the seconds waited."""
+        start = time.perf_counter()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return time.perf_counter() - start
 
 
 def export_final(players: Players, run_dir: Path) -> None:

@@ -21,7 +21,8 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        genenv.reward
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, with
-env.pg.signal), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint.
+env.pg.signal), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint (its part in the loop;
+the files are written beside the next epoch, which waits for them before step 4's credit: checkpoint_wait).
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
 from (seed, epoch, phase), so a resumed run repeats exactly. The rewards are computed here (with
 :mod:`genenv.reward`) and handed to the update rules, which never score. Below this file: a run folder's lifecycle
@@ -43,7 +44,7 @@ from tqdm.auto import tqdm
 from genenv.algos.env_pg import pg_update, reward_groups
 from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
-from genenv.checkpoint import export_final, run_lock, save_checkpoint
+from genenv.checkpoint import CheckpointWriter, export_final, run_lock
 from genenv.config import RunConfig
 from genenv.curricula import Curriculum, check_domain_capabilities, frontier_seeds, make_curriculum
 from genenv.domains import Task, make_domain
@@ -341,8 +342,11 @@ def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], draw
 # ============================================================================ one epoch
 
 def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
-              split: DataSplit, epoch: int, engine: Engine, phase_bar=None) -> tuple[dict, list[Candidate]]:
-    """One epoch of Algorithm 1. Returns its metrics row and the tasks the curriculum chose (for the samples)."""
+              split: DataSplit, epoch: int, engine: Engine, phase_bar=None,
+              checkpoint: CheckpointWriter | None = None) -> tuple[dict, list[Candidate]]:
+    """One epoch of Algorithm 1. Returns its metrics row and the tasks the curriculum chose (for the samples).
+    ``checkpoint``: the writer whose last checkpoint may still be reading the weights; the epoch waits for it
+    before its first update (the wait is timed as ``checkpoint_wait``)."""
     timer = PhaseTimer(phase_bar)
     model_seconds_before = players.model_seconds() + engine.wait_seconds  # (waiting for actors is model time)
     with timer("generate"):
@@ -358,6 +362,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
         generated = score_tasks(cfg, generated, groups)
+    if checkpoint is not None:
+        with timer("checkpoint_wait"):   # the weights and optimiser states change from here on
+            checkpoint.wait()
     teacher_stats = dict(NO_TEACHER)
     if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal != "alpha":
         with timer("credit"):
@@ -440,20 +447,33 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
 
     The metrics rows and samples files are written at once (a killed process loses none of them) but reach the
     disk (fsync) only before each checkpoint: the epochs after it are repeated on resume anyway."""
+    checkpoint = CheckpointWriter(background=cfg.checkpoint_in_background)
+    try:
+        _run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log, trackers, checkpoint)
+    finally:
+        checkpoint.wait()   # a run that stops on an error still leaves the checkpoint it was writing whole
+
+
+def _run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: Players, state: RunState,
+                split: DataSplit, engine: Engine, run_dir: Path, bar, log, trackers: Trackers | None,
+                checkpoint: CheckpointWriter) -> None:
     recent, idle = [], 0   # the last epochs' metrics, and how many in a row made no agent update
     rejections = 0         # epochs in a row where most generations were rejected for one reason
     last_checkpoint = time.monotonic()
     metrics_path = run_dir / "metrics.jsonl"
     unsynced = [metrics_path]
     for epoch in range(state.epoch, cfg.epochs):
-        metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, engine, phase_bar=bar)
+        metrics, chosen = run_epoch(cfg, curriculum, domain, players, state, split, epoch, engine, phase_bar=bar,
+                                    checkpoint=checkpoint)
         state.epoch = epoch + 1
         reset_peak_rss()
         start = time.perf_counter()
         unsynced.append(write_samples(run_dir, epoch, chosen, cfg.samples_rollouts_shown, durable=False))
         if state.epoch == cfg.epochs or time.monotonic() - last_checkpoint >= cfg.checkpoint_every_s:
             # the rows and samples this checkpoint covers reach the disk before it (one parallel fsync batch)
-            save_checkpoint(players, state, run_dir, last_metrics=metrics, sync_first=unsynced)
+            checkpoint.save(players, state, run_dir, last_metrics=metrics, sync_first=unsynced)
+            if state.epoch == cfg.epochs:
+                checkpoint.wait()   # the last one is on disk before the run says it is finished
             unsynced = [metrics_path]
             last_checkpoint = time.monotonic()
         add_phase(metrics, "checkpoint", time.perf_counter() - start, peak_rss_bytes())

@@ -381,6 +381,9 @@ class RunConfig:
                                      "least this long after the last one, and one after the last epoch; 0 = "
                                      "every epoch. A killed run resumes from its last checkpoint with the same "
                                      "metrics whatever this is, repeating the epochs after it", lo=0.0)
+    checkpoint_in_background: bool = knob(True, "write each checkpoint in a background thread while the next "
+                                          "epoch writes tasks and rolls them out (it finishes before the first "
+                                          "update: the same files, the same resume); false: the epoch waits for it")
     samples_rollouts_shown: int = knob(2, "agent responses kept per task in samples/epoch_N.jsonl", lo=0)
     progress: bool = knob(True, "show progress bars")
     trackers: list[str] = knob([], "mirror every metrics row, the evaluations and the final summary to these "
@@ -637,7 +640,8 @@ def to_dict(cfg) -> dict:
 
 # What a resume may change: nothing that changes what the run is (its curriculum, models, seed, rewards), only how
 # long it runs, how often it evaluates and checkpoints, and where and how fast it computes
-RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "samples_rollouts_shown",
+RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "checkpoint_in_background",
+                    "samples_rollouts_shown",
                     "engine.", "trackers", "tracker_project")
 CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
 
