@@ -1,5 +1,6 @@
 """What each arm's simulator did over a run: the share of its tasks in the band, the share of mixed rollout groups,
-where its tasks' p_hat fell window by window, the teacher's extra model calls, and ten tasks it wrote in its first
+where its tasks' p_hat fell window by window, the teacher's extra model calls, the share of its generations the
+domain accepted and why it rejected the rest, and ten tasks it wrote in its first
 and last epoch (issue 55, item 4).
 
     .venv/bin/python benchmarks/arm_profile.py LABEL=ARM_DIR [LABEL=ARM_DIR ...] [--windows 4] [--seed 0]
@@ -27,6 +28,8 @@ from genenv.io import read_jsonl
 def profile(arm_dir: Path, windows: int = 4) -> dict:
     """Means and windowed p_hat histograms over every seed of one arm."""
     band, mixed, calls, histograms, seeds = [], [], [], None, 0
+    generated = valid = 0
+    reasons: dict[str, int] = {}
     for seed_dir in sorted(arm_dir.glob("seed*/")):
         rows = read_jsonl(seed_dir / "metrics.jsonl") if (seed_dir / "metrics.jsonl").exists() else []
         if not rows:
@@ -35,6 +38,10 @@ def profile(arm_dir: Path, windows: int = 4) -> dict:
         band += [r["band_hit_rate"] for r in rows if r.get("band_hit_rate") is not None]
         mixed += [r["effective_fraction"] for r in rows if r.get("effective_fraction") is not None]
         calls += [(r.get("teacher_backward_passes") or 0, r.get("teacher_forward_sequences") or 0) for r in rows]
+        for r in rows:
+            generated, valid = generated + (r.get("generated") or 0), valid + (r.get("valid") or 0)
+            for reason, count in (r.get("invalid_reasons") or {}).items():
+                reasons[reason] = reasons.get(reason, 0) + count
         if histograms is None:
             histograms = [np.zeros(5) for _ in range(windows)]
         for index, chunk in enumerate(np.array_split(np.arange(len(rows)), windows)):
@@ -44,7 +51,9 @@ def profile(arm_dir: Path, windows: int = 4) -> dict:
     per_epoch = np.mean(calls, axis=0).tolist() if calls else [0.0, 0.0]
     return {"seeds": seeds, "band_hit_rate": float(np.mean(band)) if band else None,
             "mixed_groups": float(np.mean(mixed)) if mixed else None, "p_hat_shares_by_window": shares,
-            "teacher_backward_passes_per_epoch": per_epoch[0], "teacher_forward_sequences_per_epoch": per_epoch[1]}
+            "teacher_backward_passes_per_epoch": per_epoch[0], "teacher_forward_sequences_per_epoch": per_epoch[1],
+            "generated": generated, "valid_share": valid / generated if generated else None,
+            "rejections": dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0])))}
 
 
 def first_and_last_tasks(run_dir: Path, n: int = 10) -> dict[str, list[dict]]:
@@ -75,15 +84,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print("| arm | seeds | band hit | mixed groups | p_hat shares [0,.2) .. [.8,1] by window | teacher calls/epoch |")
-    print("|---|---|---|---|---|---|")
+    print("| arm | seeds | band hit | mixed groups | p_hat shares [0,.2) .. [.8,1] by window | teacher calls/epoch "
+          "| valid (pooled) | rejections, the five most |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, r in result.items():
         windows = " / ".join(" ".join(f"{x:.2f}" for x in w) if w else "-" for w in r["p_hat_shares_by_window"])
         calls = (f"{r['teacher_backward_passes_per_epoch']:.1f} backward, "
                  f"{r['teacher_forward_sequences_per_epoch']:.0f} sequences")
         band = "-" if r["band_hit_rate"] is None else f"{r['band_hit_rate']:.3f}"
         mixed = "-" if r["mixed_groups"] is None else f"{r['mixed_groups']:.3f}"
-        print(f"| {label} | {r['seeds']} | {band} | {mixed} | {windows} | {calls} |")
+        valid = "-" if r["valid_share"] is None else f"{r['valid_share']:.3f} of {r['generated']}"
+        rejected = ", ".join(f"{reason} {count}" for reason, count in list(r["rejections"].items())[:5]) or "-"
+        print(f"| {label} | {r['seeds']} | {band} | {mixed} | {windows} | {calls} | {valid} | {rejected} |")
     for label, r in result.items():
         for name, tasks in r["tasks"].items():
             print(f"\n{label}, seed {args.seed}, {name}: " + "; ".join(

@@ -9,6 +9,8 @@ these numbers).
 Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders, or several joined by commas (seeds 0-7 from
 one comparison, 8-15 from another: ``random=runs/dev37/runs/random,runs/dev37c/runs/random``; a seed found
 twice is an error); only finished runs count, and only seeds every arm finished are paired.
+``--metric valid_share``: the mean over a run's epochs (up to ``--epoch``) of ``valid / generated``, the share of
+the simulator's generations the domain accepted (issue 57's rule).
 ``--gain-over B --gain-of C``: the share of C's gain over B that the reference recovers (reference - B) / (C - B),
 with its interval (as ``genenv compare`` prints it for the oracle).
 """
@@ -30,6 +32,11 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, fl
         if not (seed_dir / "config.yaml").exists():
             continue
         record = load_run(seed_dir)
+        if metric == "valid_share":
+            rows = [r for r in record.rows if (epoch is None or r["epoch"] <= epoch) and r.get("generated")]
+            if rows and (record.finished if epoch is None else rows[-1]["epoch"] == epoch):
+                out[record.seed] = sum(r["valid"] / r["generated"] for r in rows) / len(rows)
+            continue
         if epoch is None:
             if record.finished:
                 out[record.seed] = record.rows[-1][f"{metric}_success"]
@@ -43,7 +50,7 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arms", nargs="+", metavar="LABEL=ARM_DIR")
-    parser.add_argument("--metric", default="dev", choices=("dev", "heldout"))
+    parser.add_argument("--metric", default="dev", choices=("dev", "heldout", "valid_share"))
     parser.add_argument("--epoch", type=int, default=None, help="read each run at this epoch (it must have been "
                         "evaluated then) instead of its final row: a longer run at a shorter budget")
     parser.add_argument("--reference", required=True, help="the arm every other is paired against")
@@ -63,7 +70,8 @@ def main() -> None:
     if args.reference not in arms:
         parser.error(f"--reference {args.reference!r} is not one of the arms")
     seeds = sorted(set.intersection(*(set(v) for v in arms.values())))
-    print(f"{args.metric} success, seeds finished by every arm: {seeds}")
+    name = args.metric if args.metric == "valid_share" else f"{args.metric} success"
+    print(f"{name}, seeds finished by every arm: {seeds}")
     width = max(len(label) for label in arms)
     for label, values in arms.items():
         row = " ".join(f"{values[s]:.3f}" for s in seeds)

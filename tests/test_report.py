@@ -623,15 +623,17 @@ def test_group_signal_counts_groups_by_agreement():
 
 def test_arm_profile_by_hand(tmp_path):
     """benchmarks/arm_profile.py: band hit and mixed groups averaged over every epoch of every seed, the p_hat
-    histogram summed per window of epochs as shares, the teacher's calls per epoch, the first and last epoch's
-    valid tasks."""
+    histogram summed per window of epochs as shares, the teacher's calls per epoch, the pooled valid share and the
+    rejection reasons (most first), the first and last epoch's valid tasks."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from arm_profile import first_and_last_tasks, profile
 
     from genenv.io import atomic_write_jsonl
     for seed, band in ((0, 0.1), (1, 0.3)):
         rows = [{"epoch": e, "band_hit_rate": band, "effective_fraction": 0.2 * e, "teacher_backward_passes": 3,
-                 "teacher_forward_sequences": 10 * e, "p_hat_histogram": [4, 0, 0, 0, 0] if e < 2 else [0, 0, 0, 0, 2]}
+                 "teacher_forward_sequences": 10 * e, "p_hat_histogram": [4, 0, 0, 0, 0] if e < 2 else [0, 0, 0, 0, 2],
+                 "generated": 8, "valid": 2 * seed + e % 2,
+                 "invalid_reasons": {"malformed": 8 - 2 * seed - e % 2} if seed == 0 else {"equals a dev task": 1}}
                 for e in range(4)]
         atomic_write_jsonl(tmp_path / f"seed{seed}" / "metrics.jsonl", rows)
     result = profile(tmp_path, windows=2)
@@ -639,6 +641,8 @@ def test_arm_profile_by_hand(tmp_path):
     assert result["band_hit_rate"] == pytest.approx(0.2) and result["mixed_groups"] == pytest.approx(0.3)
     assert result["p_hat_shares_by_window"] == [[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]]
     assert result["teacher_backward_passes_per_epoch"] == 3 and result["teacher_forward_sequences_per_epoch"] == 15
+    assert result["generated"] == 64 and result["valid_share"] == pytest.approx((2 + 10) / 64)
+    assert result["rejections"] == {"malformed": 30, "equals a dev task": 4}   # most first
     samples = tmp_path / "seed0" / "samples"
     atomic_write_jsonl(samples / "epoch_0.jsonl", [{"valid": False}, {"valid": True, "task": "a", "level": 1,
                                                                         "p_hat_task": 0.5}])
@@ -667,6 +671,24 @@ def test_paired_arms_reads_a_longer_run_at_an_earlier_epoch(tmp_path):
     assert finals(tmp_path, "dev", epoch=1) == {0: pytest.approx(0.1), 1: pytest.approx(1.1)}
     assert finals(tmp_path, "dev", epoch=3) == {0: pytest.approx(0.3)}
     assert finals(tmp_path, "dev") == {0: pytest.approx(0.3)}
+
+
+def test_paired_arms_valid_share_is_the_mean_over_epochs_of_valid_over_generated(tmp_path):
+    """--metric valid_share (issue 57's rule): the mean of the per-epoch shares, not the pooled share; epochs that
+    generated nothing are left out; with --epoch, only runs that reached it, read up to it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from paired_arms import finals
+
+    from genenv.io import atomic_write_jsonl
+    run = tmp_path / "seed3"
+    (run / "final" / "agent").mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 3\nepochs: 3\n")
+    atomic_write_jsonl(run / "metrics.jsonl", [{"epoch": 0, "generated": 4, "valid": 1},
+                                               {"epoch": 1, "generated": 0, "valid": 0},
+                                               {"epoch": 2, "generated": 12, "valid": 9}])
+    assert finals(tmp_path, "valid_share") == {3: pytest.approx((0.25 + 0.75) / 2)}   # pooled would be 10/16
+    assert finals(tmp_path, "valid_share", epoch=0) == {3: pytest.approx(0.25)}
+    assert finals(tmp_path, "valid_share", epoch=5) == {}
 
 
 def test_eval_curves_keeps_each_runs_evaluations_compactly(tmp_path):
