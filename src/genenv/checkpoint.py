@@ -136,16 +136,14 @@ class CheckpointWriter:
         except BaseException as error:   # handed to the main thread by wait()
             self._error = error
 
-    def wait(self) -> float:
-        """Block until the checkpoint being written (if any) is on disk; the seconds waited."""
-        start = time.perf_counter()
+    def wait(self) -> None:
+        """Block until the checkpoint being written (if any) is on disk (the loop times it as checkpoint_wait)."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        return time.perf_counter() - start
 
 
 def export_final(players: Players, run_dir: Path) -> None:
