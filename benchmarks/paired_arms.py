@@ -33,9 +33,11 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, fl
             continue
         record = load_run(seed_dir)
         if metric == "valid_share":
-            rows = [r for r in record.rows if (epoch is None or r["epoch"] <= epoch) and r.get("generated")]
-            if rows and (record.finished if epoch is None else rows[-1]["epoch"] == epoch):
-                out[record.seed] = sum(r["valid"] / r["generated"] for r in rows) / len(rows)
+            rows = [r for r in record.rows if epoch is None or r["epoch"] <= epoch]
+            reached = record.finished if epoch is None else bool(rows) and rows[-1]["epoch"] == epoch
+            shares = [r["valid"] / r["generated"] for r in rows if r.get("generated")]
+            if reached and shares:
+                out[record.seed] = sum(shares) / len(shares)
             continue
         if epoch is None:
             if record.finished:

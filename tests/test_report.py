@@ -688,6 +688,7 @@ def test_paired_arms_valid_share_is_the_mean_over_epochs_of_valid_over_generated
                                                {"epoch": 2, "generated": 12, "valid": 9}])
     assert finals(tmp_path, "valid_share") == {3: pytest.approx((0.25 + 0.75) / 2)}   # pooled would be 10/16
     assert finals(tmp_path, "valid_share", epoch=0) == {3: pytest.approx(0.25)}
+    assert finals(tmp_path, "valid_share", epoch=1) == {3: pytest.approx(0.25)}   # reached, though it wrote nothing
     assert finals(tmp_path, "valid_share", epoch=5) == {}
 
 
