@@ -26,15 +26,29 @@ bound and its attainable rate too. Measure on an idle machine.
 
     .venv/bin/python benchmarks/roofline.py                       # both thread counts, both dtypes (about 5 min)
     .venv/bin/python benchmarks/roofline.py --threads 2 --quick   # smaller shapes, a quick look
+    python3 benchmarks/roofline.py --device cuda --dtype bfloat16 --model DIR   # a GPU (benchmarks/gpu.sh)
+
+``--device cuda``: the same tables on a GPU, the roofs at ``--roof-tokens`` rows (pass 8192 for a GPU's peak)
+and the phases in ``--dtype`` (bfloat16: prefill and decode with bf16 weights, the training phases in bf16
+autocast over float32 weights and AdamW state, as ``agent.autocast=bfloat16`` trains). ``--model DIR``: a
+Hugging Face folder; one without weights (config and tokenizer only) gets SmolLM2's shapes with random weights
+(seed 0), which time the same arithmetic (a forward's cost does not depend on the weights' values; only where
+sampling stops does, so the rollout row counts the tokens it drew). ``--rollouts B``: a row of genenv's own
+``Policy.generate`` (``B`` prompts x ``--group-size`` responses of up to ``--max-new-tokens``): rollouts and tokens
+per second. ``--side-by-side 1,4,16``: that many processes, each its own model on the same device, sampling
+rollouts for ``--seconds``: the rollouts per second of all of them together (how many runs one device holds).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import platform
+import queue
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -106,13 +120,21 @@ def kv_cache_bytes(shape: Shape, sequences: int, positions: int, element_bytes: 
     return 2 * shape.layers * shape.kv_heads * shape.head_dim * sequences * positions * element_bytes
 
 
+def _no_flops(*args, out_shape=None, **kwargs) -> int:
+    return 0
+
+
 def counted_flops(fn, shape: Shape, tokens: int, logit_positions: int, attention: int) -> tuple[int, float]:
     """A training phase's FLOPs: ``fn()`` run once under ``torch.utils.flop_counter`` (its matrix multiplies,
     forward and backward, however many passes the code makes), plus attention's products where the counter saw none
     (PyTorch's CPU attention kernel has no FLOP formula): one forward's ``attention`` for every forward-equivalent
     pass it counted. Returns the FLOPs and those passes (the counted FLOPs over one forward's multiplies)."""
     from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415
-    with FlopCounterMode(display=False) as counter:
+    # attention's kernels counted as none and added analytically below, on every device: torch's formulas for the
+    # GPU kernels reject grouped-query shapes (9 query heads over 3 KV heads: "shapes are incompatible")
+    ignored = {getattr(torch.ops.aten, name): _no_flops for name in dir(torch.ops.aten)
+               if "scaled_dot_product" in name and name.endswith(("attention", "attention_backward"))}
+    with FlopCounterMode(display=False, custom_mapping=ignored) as counter:
         fn()
     total = counter.get_total_flops()
     passes = total / forward_flops(shape, tokens, logit_positions, 0)
@@ -128,33 +150,42 @@ def training_bytes(shape: Shape, passes: float, element_bytes: int = 4) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- the roofs, measured
+def synchronize() -> None:
+    """Wait for the GPU's queued kernels (a no-op on the CPU), so that a timer reads finished work."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(fn, repeats: int) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` calls after one warm-up call."""
+    """Median seconds of ``fn()`` over ``repeats`` calls after one warm-up call (the GPU synchronised around
+    each)."""
     fn()
     times = []
     for _ in range(repeats):
+        synchronize()
         start = time.perf_counter()
         fn()
+        synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def matmul_rates(shape: Shape, rows: int, dtype: torch.dtype, repeats: int) -> dict[str, float]:
+def matmul_rates(shape: Shape, rows: int, dtype: torch.dtype, repeats: int, device: str = "cpu") -> dict[str, float]:
     """FLOP/s of ``F.linear`` (rows x in) @ (out x in)^T for each of the layer's matrices."""
     rates = {}
     generator = torch.Generator().manual_seed(0)
     for name, (n_in, n_out) in shape.layer_matrices.items():
-        x = torch.randn(rows, n_in, generator=generator).to(dtype)
-        w = torch.randn(n_out, n_in, generator=generator).to(dtype)
+        x = torch.randn(rows, n_in, generator=generator).to(device, dtype)
+        w = torch.randn(n_out, n_in, generator=generator).to(device, dtype)
         with torch.no_grad():
             seconds = timed(lambda x=x, w=w: torch.nn.functional.linear(x, w), repeats)
         rates[name] = 2 * rows * n_in * n_out / seconds
     return rates
 
 
-def bandwidth(megabytes: int, repeats: int) -> dict[str, float]:
+def bandwidth(megabytes: int, repeats: int, device: str = "cpu") -> dict[str, float]:
     """Bytes per second of a copy (read + write) and of a sum (read) of ``megabytes`` of float32."""
-    source = torch.ones(megabytes * 2**20 // 4)
+    source = torch.ones(megabytes * 2**20 // 4, device=device)
     target = torch.empty_like(source)
     nbytes = source.numel() * 4
     return {"copy": 2 * nbytes / timed(lambda: target.copy_(source), repeats),
@@ -162,43 +193,61 @@ def bandwidth(megabytes: int, repeats: int) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------- the phases, measured
-def load_smollm2():
+def load_smollm2(model_dir: str | None = None, device: str = "cpu"):
+    """SmolLM2-135M-Instruct's real weights (``genenv.models.registry``), or the Hugging Face folder ``model_dir``;
+    a folder without weights (its config and tokenizer only) is built with random weights from its config (seed 0):
+    the same shapes and arithmetic where the weights cannot be brought (a GPU machine reached through a 64 MiB
+    copy)."""
     from genenv.models.policy import Policy  # noqa: PLC0415
     from genenv.models.registry import resolve_model  # noqa: PLC0415
-    return Policy.load(resolve_model("smollm2"), use_chat_template=False)
+    path = Path(model_dir) if model_dir else resolve_model("smollm2")
+    if any(path.glob("*.safetensors")) or any(path.glob("*.bin")):
+        return Policy.load(path, device=device, use_chat_template=False), "real weights"
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=torch.float32)
+    return Policy(model, AutoTokenizer.from_pretrained(path), device, use_chat_template=False), "random weights"
 
 
-def phase_prefill(policy, shape: Shape, args) -> tuple[float, int, int]:
-    ids = torch.randint(100, shape.vocab - 100, (1, args.prompt_tokens), generator=torch.Generator().manual_seed(1))
+def random_ids(shape: Shape, size: tuple[int, ...], seed: int, device: str) -> torch.Tensor:
+    return torch.randint(100, shape.vocab - 100, size, generator=torch.Generator().manual_seed(seed)).to(device)
+
+
+def phase_prefill(model, shape: Shape, args, element_bytes: int = 4) -> tuple[float, int, int]:
+    ids = random_ids(shape, (1, args.prompt_tokens), 1, args.device)
 
     def step():
         with torch.no_grad():
-            policy.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            model(input_ids=ids, use_cache=True, logits_to_keep=1)
     seconds = timed(step, args.repeats)
     flops = forward_flops(shape, args.prompt_tokens, 1, attention_flops(shape, args.prompt_tokens, 0, True))
-    nbytes = shape.parameters * 4 + kv_cache_bytes(shape, 1, args.prompt_tokens, 4)
+    nbytes = (shape.parameters + kv_cache_bytes(shape, 1, args.prompt_tokens, 1)) * element_bytes
     return seconds, flops, nbytes
 
 
-def phase_decode(policy, shape: Shape, args) -> tuple[float, int, int]:
+def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int | None = None
+                 ) -> tuple[float, int, int]:
     from transformers import DynamicCache  # noqa: PLC0415
-    batch, context, steps = args.decode_batch, args.context, args.decode_steps
-    ids = torch.randint(100, shape.vocab - 100, (batch, context), generator=torch.Generator().manual_seed(2))
-    nxt = torch.randint(100, shape.vocab - 100, (batch, 1), generator=torch.Generator().manual_seed(3))
+    batch, context, steps = batch or args.decode_batch, args.context, args.decode_steps
+    ids = random_ids(shape, (batch, context), 2, args.device)
+    nxt = random_ids(shape, (batch, 1), 3, args.device)
 
     def decode():
         cache = DynamicCache()
         with torch.no_grad():
-            policy.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            synchronize()
             start = time.perf_counter()
             for _ in range(steps):
-                policy.model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            synchronize()
             return time.perf_counter() - start
     decode()
     seconds = statistics.median(decode() for _ in range(args.repeats))
     flops = sum(forward_flops(shape, batch, batch, attention_flops(shape, batch, context + s, False))
                 for s in range(steps))
-    nbytes = steps * shape.parameters * 4 + sum(kv_cache_bytes(shape, batch, context + s + 1, 4) for s in range(steps))
+    nbytes = (steps * shape.parameters + sum(kv_cache_bytes(shape, batch, context + s + 1, 1)
+                                             for s in range(steps))) * element_bytes
     return seconds, flops, nbytes
 
 
@@ -242,66 +291,191 @@ def phase_rwr(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
     return training_phase(policy, step, shape, args, args.sim_prompt_tokens, args.sim_target_tokens)
 
 
+def rollout_prompts(count: int, seed: int = 0) -> list[str]:
+    """``count`` distinct short task prompts (rollouts of a tool-calling agent start from prompts like these)."""
+    rng = np.random.default_rng(seed)
+    return [f"Task {i}: call the API that adds {a} and {b}, then report the result as JSON."
+            for i, (a, b) in enumerate(rng.integers(10, 10**6, (count, 2)).tolist())]
+
+
+def rollouts_per_second(policy, prompts: int, group_size: int, max_new_tokens: int, repeats: int,
+                        seed: int = 0) -> tuple[float, float, float]:
+    """genenv's ``Policy.generate`` (sampled at temperature 1, keyed) of ``prompts`` x ``group_size`` responses:
+    (rollouts per second, drawn tokens per second, mean tokens per rollout), the median of ``repeats`` calls after
+    a warm-up."""
+    texts = rollout_prompts(prompts, seed)
+    drawn = []
+
+    def sample():
+        out = policy.generate(texts, n=group_size, max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)
+        drawn.append(sum(len(g.token_ids) for group in out for g in group))
+    seconds = timed(sample, repeats)
+    tokens = statistics.median(drawn)
+    return prompts * group_size / seconds, tokens / seconds, tokens / (prompts * group_size)
+
+
+def _side_by_side_worker(args, barrier, results) -> None:
+    """One of ``--side-by-side`` processes: its own model on the device, sampling rollouts for ``args.seconds``
+    once every process is ready."""
+    torch.set_num_threads(1)
+    policy, _ = load_smollm2(args.model, args.device)
+    if args.dtype == "bfloat16":
+        policy.model.to(torch.bfloat16)
+    texts = rollout_prompts(args.rollouts)
+    policy.generate(texts, n=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
+    barrier.wait()
+    synchronize()
+    start, rollouts, calls = time.perf_counter(), 0, 0
+    while time.perf_counter() - start < args.seconds:
+        policy.generate(texts, n=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=calls)
+        rollouts += len(texts) * args.group_size
+        calls += 1
+    synchronize()
+    results.put(rollouts / (time.perf_counter() - start))
+
+
+def side_by_side(args, processes: int) -> tuple[float, float]:
+    """Rollouts per second of ``processes`` models sampling at once on one device: (all together, per process)."""
+    import multiprocessing  # noqa: PLC0415
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(processes), context.Queue()
+    workers = [context.Process(target=_side_by_side_worker, args=(args, barrier, results)) for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    rates, deadline = [], time.monotonic() + args.seconds + 600
+    while len(rates) < processes:   # a worker that dies is an error here, not a wait until the deadline
+        try:
+            rates.append(results.get(timeout=1.0))
+        except queue.Empty:
+            dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for worker in workers:
+                    worker.kill()
+                raise RuntimeError(f"side by side: {len(dead)} of {processes} processes failed (exit codes {dead})"
+                                   if dead else f"side by side: no result in {args.seconds + 600:.0f} s")
+    for worker in workers:
+        worker.join()
+    return sum(rates), sum(rates) / processes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--threads", default="1,2", help="CPU threads (one row each); ignored on a GPU")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="the phases' dtype")
+    parser.add_argument("--model", default=None, help="a Hugging Face folder (default: SmolLM2's real weights); "
+                        "config and tokenizer alone: random weights of its shapes")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--roof-tokens", type=int, default=512, help="rows of the matrix multiplies of the roof")
     parser.add_argument("--bandwidth-mb", type=int, default=512)
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--decode-batch", type=int, default=16)
+    parser.add_argument("--large-batch", type=int, default=0, help="a second decode row at this batch (a GPU's)")
     parser.add_argument("--decode-steps", type=int, default=16)
     parser.add_argument("--response-tokens", type=int, default=48)
     parser.add_argument("--train-seqs", type=int, default=8)
     parser.add_argument("--sim-prompt-tokens", type=int, default=160)
     parser.add_argument("--sim-target-tokens", type=int, default=320)
+    parser.add_argument("--rollouts", type=int, default=0, help="prompts of the rollout row (0: no row)")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--side-by-side", default="", help="process counts, e.g. 1,4,16 (needs --rollouts)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each side-by-side measurement's length")
+    parser.add_argument("--phases", default="prefill,decode,grpo,rwr", help="which phase rows ('' for none)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a look, not a measurement")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.roof_tokens, args.bandwidth_mb = 1, 128, 128
         args.prompt_tokens = args.context = 128
         args.decode_steps, args.train_seqs, args.sim_target_tokens = 4, 2, 64
-    threads = [int(t) for t in args.threads.split(",")]
+    on_gpu = args.device != "cpu"
+    threads = [0] if on_gpu else [int(t) for t in args.threads.split(",")]
+    label = (lambda n: args.device) if on_gpu else (lambda n: str(n))
     shape = Shape()
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"{torch.backends.cpu.get_cpu_capability()} kernels")
+    if on_gpu:
+        print(f"{torch.cuda.get_device_name(args.device)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    else:
+        print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+              f"{torch.backends.cpu.get_cpu_capability()} kernels")
     roofs: dict[tuple[int, str], float] = {}
     bandwidths: dict[int, float] = {}
     print(f"\nMatrix multiplies on SmolLM2's shapes, {args.roof_tokens} rows (GFLOP/s)")
     names = list(shape.layer_matrices)
-    print("| threads | dtype | " + " | ".join(names) + " |")
+    print(("| device" if on_gpu else "| threads") + " | dtype | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for n in threads:
-        torch.set_num_threads(n)
+        if not on_gpu:
+            torch.set_num_threads(n)
         for dtype in (torch.float32, torch.bfloat16):
-            rates = matmul_rates(shape, args.roof_tokens, dtype, args.repeats)
+            rates = matmul_rates(shape, args.roof_tokens, dtype, args.repeats, args.device)
             roofs[(n, str(dtype).removeprefix("torch."))] = max(rates.values())
-            print(f"| {n} | {str(dtype).removeprefix('torch.')} | "
+            print(f"| {label(n)} | {str(dtype).removeprefix('torch.')} | "
                   + " | ".join(f"{rates[k] / 1e9:.1f}" for k in names) + " |", flush=True)
-        measured = bandwidth(args.bandwidth_mb, args.repeats)
+        measured = bandwidth(args.bandwidth_mb, args.repeats, args.device)
         bandwidths[n] = max(measured.values())
-        print(f"memory, {n} thread(s): copy {measured['copy'] / 1e9:.1f} GB/s, sum {measured['sum'] / 1e9:.1f} GB/s",
+        print(f"memory, {label(n)}: copy {measured['copy'] / 1e9:.1f} GB/s, sum {measured['sum'] / 1e9:.1f} GB/s",
               flush=True)
-    policy = load_smollm2()
-    policy.set_gradient_checkpointing(True)
-    reference = policy.frozen_copy()
+    policy, weights = load_smollm2(args.model, args.device)
     shape = Shape.of(policy.model.config)
-    print("\nSmolLM2-135M phases, float32 (compute roof: the best float32 multiply above; bandwidth: the best above)")
-    print("| phase | threads | seconds | GFLOP/s | FLOPs per byte | attainable GFLOP/s | fraction |")
-    print("|---|---|---|---|---|---|---|")
-    for n in threads:
-        torch.set_num_threads(n)
-        phases = {"prefill": lambda: phase_prefill(policy, shape, args),
-                  "decode": lambda: phase_decode(policy, shape, args),
-                  "grpo step": lambda: phase_grpo(policy, reference, shape, args),
-                  "simulator update": lambda: phase_rwr(policy, reference, shape, args)}
-        for name, measure in phases.items():
-            seconds, flops, nbytes = measure()
-            intensity = flops / nbytes
-            roof = attainable(intensity, roofs[(n, "float32")], bandwidths[n])
-            print(f"| {name} | {n} | {seconds:.3f} | {flops / seconds / 1e9:.1f} | {intensity:.1f} | "
-                  f"{roof / 1e9:.1f} | {flops / seconds / roof:.0%} |", flush=True)
+    bf16 = args.dtype == "bfloat16"
+    element_bytes = 2 if bf16 else 4
+    # inference in the dtype itself (bf16 weights); training in bf16 autocast over float32 weights (genenv's option)
+    inference = copy.deepcopy(policy.model).to(torch.bfloat16) if bf16 else policy.model
+    wanted = set(filter(None, args.phases.split(",")))
+    if wanted:
+        policy.set_gradient_checkpointing(True)
+        policy.autocast_bf16 = bf16
+        reference = policy.frozen_copy()
+        reference.autocast_bf16 = bf16
+        print(f"\nSmolLM2-135M phases ({weights}), {args.dtype} (compute roof: the best {args.dtype} multiply above; "
+              "bandwidth: the best above)")
+        print("| phase | " + ("device" if on_gpu else "threads")
+              + " | seconds | GFLOP/s | FLOPs per byte | attainable GFLOP/s | fraction |")
+        print("|---|---|---|---|---|---|---|")
+        for n in threads:
+            if not on_gpu:
+                torch.set_num_threads(n)
+            phases = {"prefill": lambda: phase_prefill(inference, shape, args, element_bytes),
+                      f"decode x{args.decode_batch}": lambda: phase_decode(inference, shape, args, element_bytes)}
+            if args.large_batch:
+                phases[f"decode x{args.large_batch}"] = lambda: phase_decode(inference, shape, args, element_bytes,
+                                                                             args.large_batch)
+            phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args)
+            phases["simulator update"] = lambda: phase_rwr(policy, reference, shape, args)
+            keys = {"prefill": "prefill", "grpo step": "grpo", "simulator update": "rwr"}
+            phases = {name: measure for name, measure in phases.items()
+                      if keys.get(name, "decode") in wanted}
+            for name, measure in phases.items():
+                seconds, flops, nbytes = measure()
+                intensity = flops / nbytes
+                roof = attainable(intensity, roofs[(n, args.dtype)], bandwidths[n])
+                print(f"| {name} | {label(n)} | {seconds:.3f} | {flops / seconds / 1e9:.1f} | {intensity:.1f} | "
+                      f"{roof / 1e9:.1f} | {flops / seconds / roof:.0%} |", flush=True)
+        del reference
+    if args.rollouts:
+        policy.set_gradient_checkpointing(False)
+        policy.model = inference
+        print(f"\ngenenv's Policy.generate, {args.rollouts} prompts x {args.group_size} responses of up to "
+              f"{args.max_new_tokens} tokens, {args.dtype} ({weights})")
+        print("| " + ("device" if on_gpu else "threads") + " | rollouts per second | tokens per second | "
+              "tokens per rollout |")
+        print("|---|---|---|---|")
+        for n in threads:
+            if not on_gpu:
+                torch.set_num_threads(n)
+            rate, tokens, mean = rollouts_per_second(policy, args.rollouts, args.group_size, args.max_new_tokens,
+                                                     args.repeats)
+            print(f"| {label(n)} | {rate:.1f} | {tokens:.0f} | {mean:.1f} |", flush=True)
+    if args.side_by_side:
+        del policy, inference
+        print(f"\nSide by side: processes each with its own model on {args.device}, each sampling {args.rollouts} x "
+              f"{args.group_size} rollouts a call for {args.seconds:.0f} s")
+        print("| processes | rollouts per second, all | per process |")
+        print("|---|---|---|")
+        for count in [int(c) for c in args.side_by_side.split(",")]:
+            total, each = side_by_side(args, count)
+            print(f"| {count} | {total:.1f} | {each:.1f} |", flush=True)
     return 0
 
 
