@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _shapes import synchronize
 
 
 @dataclass(frozen=True)
@@ -150,22 +151,16 @@ def training_bytes(shape: Shape, passes: float, element_bytes: int = 4) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- the roofs, measured
-def synchronize() -> None:
-    """Wait for the GPU's queued kernels (a no-op on the CPU), so that a timer reads finished work."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def timed(fn, repeats: int) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` calls after one warm-up call (the GPU synchronised around
+def timed(fn, repeats: int, device: str = "cpu") -> float:
+    """Median seconds of ``fn()`` over ``repeats`` calls after one warm-up call (a GPU synchronised around
     each)."""
     fn()
     times = []
     for _ in range(repeats):
-        synchronize()
+        synchronize(device)
         start = time.perf_counter()
         fn()
-        synchronize()
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -178,7 +173,7 @@ def matmul_rates(shape: Shape, rows: int, dtype: torch.dtype, repeats: int, devi
         x = torch.randn(rows, n_in, generator=generator).to(device, dtype)
         w = torch.randn(n_out, n_in, generator=generator).to(device, dtype)
         with torch.no_grad():
-            seconds = timed(lambda x=x, w=w: torch.nn.functional.linear(x, w), repeats)
+            seconds = timed(lambda x=x, w=w: torch.nn.functional.linear(x, w), repeats, device)
         rates[name] = 2 * rows * n_in * n_out / seconds
     return rates
 
@@ -188,8 +183,8 @@ def bandwidth(megabytes: int, repeats: int, device: str = "cpu") -> dict[str, fl
     source = torch.ones(megabytes * 2**20 // 4, device=device)
     target = torch.empty_like(source)
     nbytes = source.numel() * 4
-    return {"copy": 2 * nbytes / timed(lambda: target.copy_(source), repeats),
-            "sum": nbytes / timed(lambda: source.sum(), repeats)}
+    return {"copy": 2 * nbytes / timed(lambda: target.copy_(source), repeats, device),
+            "sum": nbytes / timed(lambda: source.sum(), repeats, device)}
 
 
 # ---------------------------------------------------------------------------------------------- the phases, measured
@@ -219,7 +214,7 @@ def phase_prefill(model, shape: Shape, args, element_bytes: int = 4) -> tuple[fl
     def step():
         with torch.no_grad():
             model(input_ids=ids, use_cache=True, logits_to_keep=1)
-    seconds = timed(step, args.repeats)
+    seconds = timed(step, args.repeats, args.device)
     flops = forward_flops(shape, args.prompt_tokens, 1, attention_flops(shape, args.prompt_tokens, 0, True))
     nbytes = (shape.parameters + kv_cache_bytes(shape, 1, args.prompt_tokens, 1)) * element_bytes
     return seconds, flops, nbytes
@@ -236,11 +231,11 @@ def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int |
         cache = DynamicCache()
         with torch.no_grad():
             model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            synchronize()
+            synchronize(args.device)
             start = time.perf_counter()
             for _ in range(steps):
                 model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            synchronize()
+            synchronize(args.device)
             return time.perf_counter() - start
     decode()
     seconds = statistics.median(decode() for _ in range(args.repeats))
@@ -262,7 +257,7 @@ def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_
     tokens = prompt_tokens + target_tokens
     flops, passes = counted_flops(fresh_step, shape, args.train_seqs * tokens, args.train_seqs * (target_tokens + 1),
                                   args.train_seqs * attention_flops(shape, tokens, 0, True))
-    return timed(fresh_step, args.repeats), flops, training_bytes(shape, passes)
+    return timed(fresh_step, args.repeats, args.device), flops, training_bytes(shape, passes)
 
 
 def phase_grpo(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
@@ -309,7 +304,7 @@ def rollouts_per_second(policy, prompts: int, group_size: int, max_new_tokens: i
     def sample():
         out = policy.generate(texts, n=group_size, max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)
         drawn.append(sum(len(g.token_ids) for group in out for g in group))
-    seconds = timed(sample, repeats)
+    seconds = timed(sample, repeats, policy.device)
     tokens = statistics.median(drawn)
     return prompts * group_size / seconds, tokens / seconds, tokens / (prompts * group_size)
 
@@ -324,13 +319,13 @@ def _side_by_side_worker(args, barrier, results) -> None:
     texts = rollout_prompts(args.rollouts)
     policy.generate(texts, n=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
     barrier.wait()
-    synchronize()
+    synchronize(args.device)
     start, rollouts, calls = time.perf_counter(), 0, 0
     while time.perf_counter() - start < args.seconds:
         policy.generate(texts, n=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=calls)
         rollouts += len(texts) * args.group_size
         calls += 1
-    synchronize()
+    synchronize(args.device)
     results.put(rollouts / (time.perf_counter() - start))
 
 
@@ -392,6 +387,7 @@ def main(argv=None) -> int:
     on_gpu = args.device != "cpu"
     threads = [0] if on_gpu else [int(t) for t in args.threads.split(",")]
     label = (lambda n: args.device) if on_gpu else (lambda n: str(n))
+    column = "device" if on_gpu else "threads"
     shape = Shape()
     if on_gpu:
         print(f"{torch.cuda.get_device_name(args.device)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
@@ -402,7 +398,7 @@ def main(argv=None) -> int:
     bandwidths: dict[int, float] = {}
     print(f"\nMatrix multiplies on SmolLM2's shapes, {args.roof_tokens} rows (GFLOP/s)")
     names = list(shape.layer_matrices)
-    print(("| device" if on_gpu else "| threads") + " | dtype | " + " | ".join(names) + " |")
+    print(f"| {column} | dtype | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for n in threads:
         if not on_gpu:
@@ -430,22 +426,22 @@ def main(argv=None) -> int:
         reference.autocast_bf16 = bf16
         print(f"\nSmolLM2-135M phases ({weights}), {args.dtype} (compute roof: the best {args.dtype} multiply above; "
               "bandwidth: the best above)")
-        print("| phase | " + ("device" if on_gpu else "threads")
-              + " | seconds | GFLOP/s | FLOPs per byte | attainable GFLOP/s | fraction |")
+        print(f"| phase | {column} | seconds | GFLOP/s | FLOPs per byte | attainable GFLOP/s | fraction |")
         print("|---|---|---|---|---|---|---|")
         for n in threads:
             if not on_gpu:
                 torch.set_num_threads(n)
-            phases = {"prefill": lambda: phase_prefill(inference, shape, args, element_bytes),
-                      f"decode x{args.decode_batch}": lambda: phase_decode(inference, shape, args, element_bytes)}
-            if args.large_batch:
-                phases[f"decode x{args.large_batch}"] = lambda: phase_decode(inference, shape, args, element_bytes,
-                                                                             args.large_batch)
-            phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args)
-            phases["simulator update"] = lambda: phase_rwr(policy, reference, shape, args)
-            keys = {"prefill": "prefill", "grpo step": "grpo", "simulator update": "rwr"}
-            phases = {name: measure for name, measure in phases.items()
-                      if keys.get(name, "decode") in wanted}
+            phases = {}
+            if "prefill" in wanted:
+                phases["prefill"] = lambda: phase_prefill(inference, shape, args, element_bytes)
+            if "decode" in wanted:
+                for batch in filter(None, (args.decode_batch, args.large_batch)):
+                    phases[f"decode x{batch}"] = (lambda batch=batch: phase_decode(inference, shape, args,
+                                                                                   element_bytes, batch))
+            if "grpo" in wanted:
+                phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args)
+            if "rwr" in wanted:
+                phases["simulator update"] = lambda: phase_rwr(policy, reference, shape, args)
             for name, measure in phases.items():
                 seconds, flops, nbytes = measure()
                 intensity = flops / nbytes
@@ -458,8 +454,7 @@ def main(argv=None) -> int:
         policy.model = inference
         print(f"\ngenenv's Policy.generate, {args.rollouts} prompts x {args.group_size} responses of up to "
               f"{args.max_new_tokens} tokens, {args.dtype} ({weights})")
-        print("| " + ("device" if on_gpu else "threads") + " | rollouts per second | tokens per second | "
-              "tokens per rollout |")
+        print(f"| {column} | rollouts per second | tokens per second | tokens per rollout |")
         print("|---|---|---|---|")
         for n in threads:
             if not on_gpu:
