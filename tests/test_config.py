@@ -177,3 +177,29 @@ def test_the_quick_preset_is_the_default_half_as_long():
     quick, default = to_dict(load_config("quick")), to_dict(load_config("default"))
     assert {k for k in default if quick[k] != default[k]} == {"name", "epochs"}
     assert quick["epochs"] == default["epochs"] // 2
+
+
+def test_a_domain_without_ordered_levels_defaults_to_the_untrained_simulator_and_says_so(tmp_path, capsys):
+    """Issue 55, item 5: on a domain that declares no ordered levels, a run that names no curriculum gets the best
+    level-free arm measured on fresh seeds, the untrained simulator (``random``), with one sentence saying so; any
+    layer naming a curriculum, a domain with ordered levels, and the shipped presets keep theirs."""
+    notes: list[str] = []
+    cfg = load_config("default", ["domain.name=apibank"], notes=notes)
+    assert (cfg.curriculum, cfg.env.pg.gate) == ("random", "none")
+    assert len(notes) == 1 and "untrained simulator" in notes[0] and "curriculum=genenv" in notes[0]
+    assert load_config("default", ["domain.name=apibank", "curriculum=genenv"]).curriculum == "genenv"
+    named = tmp_path / "named.yaml"
+    named.write_text("curriculum: static\ndomain: {name: multihop}\n")
+    assert load_config("default", config_file=named).curriculum == "static"
+    notes.clear()
+    assert load_config("default", ["domain.name=household"], notes=notes).curriculum == "genenv" and not notes
+    assert load_config("default", notes=notes).curriculum == "genenv" and not notes
+    for preset in ("smollm2-apibank", "apibank-smoke", "toolcall-smoke", "travel-smoke"):
+        assert load_config(preset).curriculum == "genenv"       # named in the preset, as its documented runs
+    with pytest.raises(ConfigError, match="unknown domain"):   # no default guessed for a domain that is not there
+        from genenv.domains import make_domain
+        make_domain(load_config("default", ["domain.name=no_such_domain"]).domain.name)
+    (tmp_path / "taken").write_text("")
+    assert main(["run", "--out", str(tmp_path / "taken"), "domain.name=multihop"]) == 2
+    err = capsys.readouterr().err
+    assert "curriculum: random (the untrained simulator" in err and "a file is there" in err

@@ -40,7 +40,10 @@ def _run(args) -> int:
             print(f"{run_dir}: stopped before its first checkpoint; starting it over", file=sys.stderr)
         _print_result(run(cfg, run_dir=run_dir, resume=True))
         return 0
-    cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads
+    notes: list[str] = []
+    cfg = load_config(args.preset, args.overrides, args.config, notes)   # a config error answers before torch loads
+    for note in notes:
+        print(note, file=sys.stderr)
     from genenv.coevolve import run  # noqa: PLC0415
     run_dir = Path(args.out) if args.out else Path(cfg.out_dir) / cfg.name
     if run_dir.exists() and not run_dir.is_dir():

@@ -373,7 +373,11 @@ class RunConfig:
                            "baseline.offline_multiplier x the seed set; learnability: the static set sampled "
                            "by p(1-p), no generation; oracle: the domain's own generator writes each batch at the "
                            "level its frontier rule picks (the upper reference; uses the domain's levels). Every "
-                           "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula)")
+                           "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula). "
+                           "When no preset, config file or override names one and the domain declares no ordered "
+                           "levels: "
+                           "random (LEVEL_FREE_DEFAULT: no level-free way of training the simulator has beaten the "
+                           "untrained one, docs/results.md)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
@@ -745,8 +749,32 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
+# The curriculum of a run whose preset, config file and overrides name none, on a domain that does not declare
+# ordered difficulty levels (Domain.ordered_levels; issue 55, item 5): the best level-free arm on fresh seeds,
+# trained or not. Measured (docs/results.md, the default preset, 16 fresh seeds): no level-free way of training the
+# simulator beats the untrained simulator with an interval excluding 0 (the paper's reward alone +0.009
+# [-0.021, +0.040]); so the default is the untrained simulator writing variations of uniformly drawn seeds, the
+# authors' setup, `curriculum=random`. `curriculum=genenv` trains it on the paper's reward.
+LEVEL_FREE_DEFAULT = {"curriculum": "random"}
+
+
+def level_free_default(data: dict) -> dict | None:
+    """:data:`LEVEL_FREE_DEFAULT` when the merged layers ``data`` name no curriculum and their domain declares no
+    ordered levels; None otherwise (a domain that cannot be found answers with its own error when the run makes it)."""
+    if "curriculum" in data:
+        return None
+    domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
+    import genenv.domains  # noqa: F401, PLC0415  (registers the built-in domains; they import this module)
+    from genenv.domains.base import domain_class  # noqa: PLC0415
+    try:
+        cls = domain_class(str(domain.get("name", DomainConfig.name)))
+    except ConfigError:
+        return None
+    return None if cls.ordered_levels else dict(LEVEL_FREE_DEFAULT)
+
+
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                config_file: str | Path | None = None) -> RunConfig:
+                config_file: str | Path | None = None, notes: list[str] | None = None) -> RunConfig:
     """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
 
     ``domain.options`` merge key by key like every other section (``--preset smollm2-travel
@@ -754,7 +782,8 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     domain: when the config file or an override names another domain, the preset's options are dropped and only
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
     with addition's ``width``). A preset's level gate (``env.pg.gate: levels``) is dropped the same way: it uses
-    the preset domain's levels."""
+    the preset domain's levels. When no layer names a curriculum and the domain declares no ordered levels, the
+    curriculum is :data:`LEVEL_FREE_DEFAULT`'s, and a sentence saying so is appended to ``notes``."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -774,7 +803,16 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
             later_pg = later_env.get("pg") if isinstance(later_env.get("pg"), dict) else {}
             if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg and "pg_gate" not in later_env:
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
-    cfg = from_dict(RunConfig, _deep_merge(data, later))
+    merged = _deep_merge(data, later)
+    default = level_free_default(merged)
+    if default is not None:
+        merged = _deep_merge(merged, default)
+        if notes is not None:
+            notes.append(f"curriculum: {default['curriculum']} (the untrained simulator: it writes variations of "
+                         "uniformly drawn seed tasks and is never trained), the default on a domain without ordered "
+                         "levels, where no level-free way of training the simulator has beaten it (docs/results.md); "
+                         "curriculum=genenv trains it on the paper's reward")
+    cfg = from_dict(RunConfig, merged)
     _check_update_rule(cfg)
     return cfg
 
