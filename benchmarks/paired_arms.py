@@ -4,7 +4,7 @@ these numbers).
 
     .venv/bin/python benchmarks/paired_arms.py --metric dev --reference genenv-predicted \\
         genenv-predicted=runs/dev37b/runs/genenv-predicted random=runs/dev37/runs/random ...
-        [--gain-over random --gain-of oracle] [--epoch 199]
+        [--gain-over random --gain-of oracle] [--epoch 199] [--last 3]
 
 Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders, or several joined by commas (seeds 0-7 from
 one comparison, 8-15 from another: ``random=runs/dev37/runs/random,runs/dev37c/runs/random``; a seed found
@@ -24,9 +24,11 @@ from genenv.analysis import load_run
 from genenv.stats import gain_recovered, paired_differences
 
 
-def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, float]:
+def finals(arm_dir: Path, metric: str, epoch: int | None = None, last: int = 1) -> dict[int, float]:
     """Seed -> the final ``{metric}_success`` of every finished run under ``arm_dir``; with ``epoch``, the one
-    evaluated at that epoch of every run that has reached it (a longer run read at a shorter budget)."""
+    evaluated at that epoch of every run that has reached it (a longer run read at a shorter budget). With
+    ``last`` = K > 1, the mean of the K evaluations ending there (a run with fewer is left out): one evaluation of
+    a greedy agent can flip on a single update (issue 55, section 5d)."""
     out = {}
     for seed_dir in sorted(arm_dir.glob("seed*/")):
         if not (seed_dir / "config.yaml").exists():
@@ -39,13 +41,18 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None) -> dict[int, fl
             if reached and shares:
                 out[record.seed] = sum(shares) / len(shares)
             continue
+        key = f"{metric}_success"
         if epoch is None:
-            if record.finished:
-                out[record.seed] = record.rows[-1][f"{metric}_success"]
-            continue
-        value = next((row.get(f"{metric}_success") for row in record.rows if row["epoch"] == epoch), None)
-        if value is not None:
-            out[record.seed] = value
+            if not record.finished:
+                continue
+            end = len(record.rows) - 1
+        else:
+            end = next((i for i, row in enumerate(record.rows) if row["epoch"] == epoch), None)
+            if end is None or record.rows[end].get(key) is None:
+                continue
+        evaluated = [row[key] for row in record.rows[:end + 1] if row.get(key) is not None][-last:]
+        if len(evaluated) == last:
+            out[record.seed] = sum(evaluated) / last
     return out
 
 
@@ -55,6 +62,8 @@ def main() -> None:
     parser.add_argument("--metric", default="dev", choices=("dev", "heldout", "valid_share"))
     parser.add_argument("--epoch", type=int, default=None, help="read each run at this epoch (it must have been "
                         "evaluated then) instead of its final row: a longer run at a shorter budget")
+    parser.add_argument("--last", type=int, default=1, help="the mean of each run's last K evaluations (ending at "
+                        "--epoch or the final row) instead of one")
     parser.add_argument("--reference", required=True, help="the arm every other is paired against")
     parser.add_argument("--gain-over", default=None, help="baseline arm of the gain share (e.g. random)")
     parser.add_argument("--gain-of", default=None, help="ceiling arm of the gain share (e.g. oracle)")
@@ -64,7 +73,7 @@ def main() -> None:
         label, _, paths = item.partition("=")
         arms[label] = {}
         for path in paths.split(","):
-            found = finals(Path(path), args.metric, args.epoch)
+            found = finals(Path(path), args.metric, args.epoch, args.last)
             twice = sorted(set(found) & set(arms[label]))
             if twice:
                 parser.error(f"{label}: seed(s) {twice} in more than one of its folders")
@@ -72,7 +81,11 @@ def main() -> None:
     if args.reference not in arms:
         parser.error(f"--reference {args.reference!r} is not one of the arms")
     seeds = sorted(set.intersection(*(set(v) for v in arms.values())))
+    if args.last < 1:
+        parser.error("--last: at least 1")
     name = args.metric if args.metric == "valid_share" else f"{args.metric} success"
+    if args.last > 1 and args.metric != "valid_share":
+        name += f", the mean of the last {args.last} evaluations"
     print(f"{name}, seeds finished by every arm: {seeds}")
     width = max(len(label) for label in arms)
     for label, values in arms.items():

@@ -671,6 +671,9 @@ def test_paired_arms_reads_a_longer_run_at_an_earlier_epoch(tmp_path):
     assert finals(tmp_path, "dev", epoch=1) == {0: pytest.approx(0.1), 1: pytest.approx(1.1)}
     assert finals(tmp_path, "dev", epoch=3) == {0: pytest.approx(0.3)}
     assert finals(tmp_path, "dev") == {0: pytest.approx(0.3)}
+    assert finals(tmp_path, "dev", last=2) == {0: pytest.approx((0.1 + 0.3) / 2)}   # --last: the evaluated rows only
+    assert finals(tmp_path, "dev", epoch=3, last=2) == {0: pytest.approx(0.2)}
+    assert finals(tmp_path, "dev", epoch=1, last=2) == {}   # one evaluation by then: too few
 
 
 def test_paired_arms_valid_share_is_the_mean_over_epochs_of_valid_over_generated(tmp_path):
