@@ -8,7 +8,10 @@ these numbers).
 
 Each ``LABEL=ARM_DIR`` names a folder of ``seed<k>/`` run folders, or several joined by commas (seeds 0-7 from
 one comparison, 8-15 from another: ``random=runs/dev37/runs/random,runs/dev37c/runs/random``; a seed found
-twice is an error); only finished runs count, and only seeds every arm finished are paired.
+twice is an error); only finished runs count, and only seeds every arm finished are paired. A folder may also be
+an arm of a committed ``benchmarks/eval_curves.py`` file, ``FILE.json:ARM`` (runs of another session or machine:
+``genenv-levels=docs/results-log/issue55/controls-T600.json:genenv-levels,runs/ctl55b/runs/genenv-levels``); its
+runs count as finished when they ran as many epochs as the file's longest run of that arm.
 ``--metric valid_share``: the mean over a run's epochs (up to ``--epoch``) of ``valid / generated``, the share of
 the simulator's generations the domain accepted (issue 57's rule).
 ``--gain-over B --gain-of C``: the share of C's gain over B that the reference recovers (reference - B) / (C - B),
@@ -18,6 +21,7 @@ with its interval (as ``genenv compare`` prints it for the oracle).
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from genenv.analysis import load_run
@@ -56,6 +60,33 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None, last: int = 1) 
     return out
 
 
+def finals_from_curves(path: Path, arm: str, metric: str, epoch: int | None = None, last: int = 1) -> dict[int, float]:
+    """:func:`finals` over the evaluations ``benchmarks/eval_curves.py`` kept of arm ``arm`` in ``path``."""
+    if metric == "valid_share":
+        raise ValueError(f"{path}: eval_curves files keep dev and held-out success only, not valid_share")
+    data = json.loads(path.read_text())
+    if arm not in data:
+        raise ValueError(f"{path}: no arm {arm!r} (it has {', '.join(data)})")
+    runs = data[arm]
+    longest = max((run["epochs"] for run in runs.values()), default=0)
+    column = 0 if metric == "dev" else 1
+    out = {}
+    for seed, run in runs.items():
+        evaluated = sorted((int(e), values[column]) for e, values in run["evaluations"].items()
+                           if values[column] is not None)
+        if epoch is None:
+            if run["epochs"] != longest:
+                continue
+        else:
+            if epoch not in dict(evaluated):
+                continue
+            evaluated = [(e, v) for e, v in evaluated if e <= epoch]
+        values = [v for _, v in evaluated][-last:]
+        if values and len(values) == last:
+            out[int(seed)] = sum(values) / last
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arms", nargs="+", metavar="LABEL=ARM_DIR")
@@ -73,7 +104,14 @@ def main() -> None:
         label, _, paths = item.partition("=")
         arms[label] = {}
         for path in paths.split(","):
-            found = finals(Path(path), args.metric, args.epoch, args.last)
+            file, colon, arm = path.rpartition(":")
+            if colon and file.endswith(".json"):
+                try:
+                    found = finals_from_curves(Path(file), arm, args.metric, args.epoch, args.last)
+                except (OSError, ValueError) as err:
+                    parser.error(f"{label}: {err}")
+            else:
+                found = finals(Path(path), args.metric, args.epoch, args.last)
             twice = sorted(set(found) & set(arms[label]))
             if twice:
                 parser.error(f"{label}: seed(s) {twice} in more than one of its folders")

@@ -676,6 +676,23 @@ def test_paired_arms_reads_a_longer_run_at_an_earlier_epoch(tmp_path):
     assert finals(tmp_path, "dev", epoch=1, last=2) == {}   # one evaluation by then: too few
 
 
+def test_paired_arms_reads_the_runs_an_eval_curves_file_kept(tmp_path):
+    """``FILE.json:ARM``: a committed eval_curves file stands in for run folders of another machine; a run shorter
+    than the arm's longest counts only when read at an epoch it reached."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from paired_arms import finals_from_curves
+    path = tmp_path / "curves.json"
+    path.write_text(json.dumps({"a": {"0": {"epochs": 4, "evaluations": {"1": [0.2, 0.3], "3": [0.4, 0.5]}},
+                                      "1": {"epochs": 2, "evaluations": {"1": [0.6, 0.7]}}}}))
+    assert finals_from_curves(path, "a", "dev") == {0: pytest.approx(0.4)}
+    assert finals_from_curves(path, "a", "heldout", epoch=1) == {0: pytest.approx(0.3), 1: pytest.approx(0.7)}
+    assert finals_from_curves(path, "a", "dev", last=2) == {0: pytest.approx(0.3)}
+    assert finals_from_curves(path, "a", "dev", epoch=3, last=2) == {0: pytest.approx(0.3)}
+    assert finals_from_curves(path, "a", "dev", epoch=2) == {}   # never evaluated at epoch 2
+    with pytest.raises(ValueError, match="no arm 'b'"):
+        finals_from_curves(path, "b", "dev")
+
+
 def test_paired_arms_valid_share_is_the_mean_over_epochs_of_valid_over_generated(tmp_path):
     """--metric valid_share (issue 57's rule): the mean of the per-epoch shares, not the pooled share; epochs that
     generated nothing are left out; with --epoch, only runs that reached it, read up to it."""
