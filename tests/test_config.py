@@ -183,22 +183,27 @@ def test_a_domain_without_ordered_levels_defaults_to_the_untrained_simulator_and
     """Issue 55, item 5: on a domain that declares no ordered levels, a run that names no curriculum gets the best
     level-free arm measured on fresh seeds, the untrained simulator (``random``), with one sentence saying so; any
     layer naming a curriculum, a domain with ordered levels, and the shipped presets keep theirs."""
+    from genenv.domains import declares_ordered_levels
     notes: list[str] = []
-    cfg = load_config("default", ["domain.name=apibank"], notes=notes)
+    cfg = load_config("default", ["domain.name=apibank"], notes=notes, ordered_levels=declares_ordered_levels)
     assert (cfg.curriculum, cfg.env.pg.gate) == ("random", "none")
     assert len(notes) == 1 and "untrained simulator" in notes[0] and "curriculum=genenv" in notes[0]
-    assert load_config("default", ["domain.name=apibank", "curriculum=genenv"]).curriculum == "genenv"
+    assert load_config("default", ["domain.name=apibank"]).curriculum == "genenv"   # no lookup given: as before
+    assert load_config("default", ["domain.name=apibank", "curriculum=genenv"],
+                       ordered_levels=declares_ordered_levels).curriculum == "genenv"
     named = tmp_path / "named.yaml"
     named.write_text("curriculum: static\ndomain: {name: multihop}\n")
-    assert load_config("default", config_file=named).curriculum == "static"
+    assert load_config("default", config_file=named, ordered_levels=declares_ordered_levels).curriculum == "static"
     notes.clear()
-    assert load_config("default", ["domain.name=household"], notes=notes).curriculum == "genenv" and not notes
-    assert load_config("default", notes=notes).curriculum == "genenv" and not notes
-    for preset in ("smollm2-apibank", "apibank-smoke", "toolcall-smoke", "travel-smoke"):
-        assert load_config(preset).curriculum == "genenv"       # named in the preset, as its documented runs
-    with pytest.raises(ConfigError, match="unknown domain"):   # no default guessed for a domain that is not there
-        from genenv.domains import make_domain
-        make_domain(load_config("default", ["domain.name=no_such_domain"]).domain.name)
+    assert load_config("default", ["domain.name=household"], notes=notes,
+                       ordered_levels=declares_ordered_levels).curriculum == "genenv" and not notes
+    assert load_config("default", notes=notes, ordered_levels=declares_ordered_levels).curriculum == "genenv"
+    assert not notes
+    for preset in ("smollm2-apibank", "apibank-smoke", "toolcall-smoke", "travel-smoke"):   # named in the preset
+        assert load_config(preset, ordered_levels=declares_ordered_levels).curriculum == "genenv"
+    assert declares_ordered_levels("no_such_domain") is None   # no default guessed for a domain that is not there
+    assert load_config("default", ["domain.name=no_such_domain"],
+                       ordered_levels=declares_ordered_levels).curriculum == "genenv"
     (tmp_path / "taken").write_text("")
     assert main(["run", "--out", str(tmp_path / "taken"), "domain.name=multihop"]) == 2
     err = capsys.readouterr().err

@@ -41,7 +41,9 @@ def _run(args) -> int:
         _print_result(run(cfg, run_dir=run_dir, resume=True))
         return 0
     notes: list[str] = []
-    cfg = load_config(args.preset, args.overrides, args.config, notes)   # a config error answers before torch loads
+    from genenv.domains import declares_ordered_levels  # noqa: PLC0415
+    # a config error answers before torch loads
+    cfg = load_config(args.preset, args.overrides, args.config, notes, ordered_levels=declares_ordered_levels)
     for note in notes:
         print(note, file=sys.stderr)
     from genenv.coevolve import run  # noqa: PLC0415
@@ -246,7 +248,8 @@ def _config(args) -> int:
         for name in preset_names():
             print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
         return 0
-    cfg = load_config(args.preset, args.overrides)
+    from genenv.domains import declares_ordered_levels  # noqa: PLC0415
+    cfg = load_config(args.preset, args.overrides, ordered_levels=declares_ordered_levels)
     from genenv.curricula import make_curriculum  # noqa: PLC0415 (the curricula's registry checks the name)
     make_curriculum(cfg.curriculum)
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)

@@ -33,7 +33,7 @@ from genenv.checkpoint import (
 )
 from genenv.config import ConfigError, load_config, resumable
 from genenv.curricula import check_domain_capabilities, curriculum_names, make_curriculum
-from genenv.domains import make_domain
+from genenv.domains import declares_ordered_levels, make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import reference_label, write_report
 from genenv.warmstart import warm_start_agent, warm_start_simulator
@@ -206,7 +206,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     for arm in arms:  # every config error surfaces before anything runs
         for seed in seed_list:
             configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
-                                             config_file)
+                                             config_file, ordered_levels=declares_ordered_levels)
         first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))

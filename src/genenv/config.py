@@ -758,23 +758,19 @@ def read_yaml(path: Path) -> dict:
 LEVEL_FREE_DEFAULT = {"curriculum": "random"}
 
 
-def level_free_default(data: dict) -> dict | None:
-    """:data:`LEVEL_FREE_DEFAULT` when the merged layers ``data`` name no curriculum and their domain declares no
-    ordered levels; None otherwise (a domain that cannot be found answers with its own error when the run makes it)."""
+def level_free_default(data: dict, ordered_levels) -> dict | None:
+    """:data:`LEVEL_FREE_DEFAULT` when the merged layers ``data`` name no curriculum and ``ordered_levels(name)`` (the
+    caller's lookup of a domain's ``Domain.ordered_levels``: this module sits below the domains) says their domain
+    declares none; None otherwise (an unknown domain, None from the lookup, answers with its own error later)."""
     if "curriculum" in data:
         return None
     domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
-    import genenv.domains  # noqa: F401, PLC0415  (registers the built-in domains; they import this module)
-    from genenv.domains.base import domain_class  # noqa: PLC0415
-    try:
-        cls = domain_class(str(domain.get("name", DomainConfig.name)))
-    except ConfigError:
-        return None
-    return None if cls.ordered_levels else dict(LEVEL_FREE_DEFAULT)
+    return dict(LEVEL_FREE_DEFAULT) if ordered_levels(str(domain.get("name", DomainConfig.name))) is False else None
 
 
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                config_file: str | Path | None = None, notes: list[str] | None = None) -> RunConfig:
+                config_file: str | Path | None = None, notes: list[str] | None = None,
+                ordered_levels=None) -> RunConfig:
     """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
 
     ``domain.options`` merge key by key like every other section (``--preset smollm2-travel
@@ -782,8 +778,9 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     domain: when the config file or an override names another domain, the preset's options are dropped and only
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
     with addition's ``width``). A preset's level gate (``env.pg.gate: levels``) is dropped the same way: it uses
-    the preset domain's levels. When no layer names a curriculum and the domain declares no ordered levels, the
-    curriculum is :data:`LEVEL_FREE_DEFAULT`'s, and a sentence saying so is appended to ``notes``."""
+    the preset domain's levels. Given ``ordered_levels`` (``genenv.domains.declares_ordered_levels``: what
+    the commands pass), when no layer names a curriculum and the domain declares no ordered levels, the curriculum
+    is :data:`LEVEL_FREE_DEFAULT`'s, and a sentence saying so is appended to ``notes``."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -804,7 +801,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
             if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg and "pg_gate" not in later_env:
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
     merged = _deep_merge(data, later)
-    default = level_free_default(merged)
+    default = level_free_default(merged, ordered_levels) if ordered_levels is not None else None
     if default is not None:
         merged = _deep_merge(merged, default)
         if notes is not None:

@@ -3,6 +3,7 @@ evaluator, its benchmark driver and its data reader (``genenv.domains.<name>``; 
 
 import importlib
 
+from genenv.config import ConfigError
 from genenv.domains import (
     addition,  # noqa: F401  (registers "addition")
     apibank,  # noqa: F401  (registers "apibank"; needs the API-Bank data when used)
@@ -18,6 +19,7 @@ from genenv.domains.base import (
     StepResult,
     Task,
     TaskShape,
+    domain_class,
     make_domain,
     register,
     registered_domains,
@@ -42,5 +44,14 @@ def benchmark_module(name: str):
     return None
 
 
+def declares_ordered_levels(name: str) -> bool | None:
+    """Whether the domain ``domain.name`` names declares ordered difficulty levels (``Domain.ordered_levels``); None
+    when there is no such domain (its error comes when the run makes it). ``load_config(ordered_levels=...)``."""
+    try:
+        return bool(domain_class(name).ordered_levels)
+    except ConfigError:
+        return None
+
+
 __all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "TaskShape", "benchmark_module",
-           "benchmark_names", "make_domain", "register", "registered_domains"]
+           "benchmark_names", "declares_ordered_levels", "make_domain", "register", "registered_domains"]
