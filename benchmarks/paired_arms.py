@@ -46,18 +46,23 @@ def finals(arm_dir: Path, metric: str, epoch: int | None = None, last: int = 1) 
                 out[record.seed] = sum(shares) / len(shares)
             continue
         key = f"{metric}_success"
-        if epoch is None:
-            if not record.finished:
-                continue
-            end = len(record.rows) - 1
-        else:
-            end = next((i for i, row in enumerate(record.rows) if row["epoch"] == epoch), None)
-            if end is None or record.rows[end].get(key) is None:
-                continue
-        evaluated = [row[key] for row in record.rows[:end + 1] if row.get(key) is not None][-last:]
-        if len(evaluated) == last:
-            out[record.seed] = sum(evaluated) / last
+        evaluations = {row["epoch"]: row[key] for row in record.rows if row.get(key) is not None}
+        value = read_evaluations(evaluations, record.finished, epoch, last)
+        if value is not None:
+            out[record.seed] = value
     return out
+
+
+def read_evaluations(evaluations: dict[int, float], finished: bool, epoch: int | None, last: int) -> float | None:
+    """One run's reading from its evaluations (epoch -> success): the mean of the ``last`` ones ending at its final
+    evaluation (a finished run) or at ``epoch`` (a run evaluated then); None when it has no such reading."""
+    if epoch is None:
+        if not finished:
+            return None
+    elif epoch not in evaluations:
+        return None
+    values = [v for e, v in sorted(evaluations.items()) if epoch is None or e <= epoch][-last:]
+    return sum(values) / last if values and len(values) == last else None
 
 
 def finals_from_curves(path: Path, arm: str, metric: str, epoch: int | None = None, last: int = 1) -> dict[int, float]:
@@ -72,18 +77,11 @@ def finals_from_curves(path: Path, arm: str, metric: str, epoch: int | None = No
     column = 0 if metric == "dev" else 1
     out = {}
     for seed, run in runs.items():
-        evaluated = sorted((int(e), values[column]) for e, values in run["evaluations"].items()
-                           if values[column] is not None)
-        if epoch is None:
-            if run["epochs"] != longest:
-                continue
-        else:
-            if epoch not in dict(evaluated):
-                continue
-            evaluated = [(e, v) for e, v in evaluated if e <= epoch]
-        values = [v for _, v in evaluated][-last:]
-        if values and len(values) == last:
-            out[int(seed)] = sum(values) / last
+        evaluations = {int(e): values[column] for e, values in run["evaluations"].items()
+                       if values[column] is not None}
+        value = read_evaluations(evaluations, run["epochs"] == longest, epoch, last)
+        if value is not None:
+            out[int(seed)] = value
     return out
 
 

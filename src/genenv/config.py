@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -375,9 +375,8 @@ class RunConfig:
                            "level its frontier rule picks (the upper reference; uses the domain's levels). Every "
                            "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula). "
                            "When no preset, config file or override names one and the domain declares no ordered "
-                           "levels: "
-                           "random (LEVEL_FREE_DEFAULT: no level-free way of training the simulator has beaten the "
-                           "untrained one, docs/results.md)")
+                           "levels: random (LEVEL_FREE_DEFAULT: no level-free way of training the simulator has "
+                           "beaten the untrained one, docs/results.md)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
@@ -758,7 +757,7 @@ def read_yaml(path: Path) -> dict:
 LEVEL_FREE_DEFAULT = {"curriculum": "random"}
 
 
-def level_free_default(data: dict, ordered_levels) -> dict | None:
+def level_free_default(data: dict, ordered_levels: Callable[[str], bool | None]) -> dict | None:
     """:data:`LEVEL_FREE_DEFAULT` when the merged layers ``data`` name no curriculum and ``ordered_levels(name)`` (the
     caller's lookup of a domain's ``Domain.ordered_levels``: this module sits below the domains) says their domain
     declares none; None otherwise (an unknown domain, None from the lookup, answers with its own error later)."""
@@ -770,7 +769,7 @@ def level_free_default(data: dict, ordered_levels) -> dict | None:
 
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
                 config_file: str | Path | None = None, notes: list[str] | None = None,
-                ordered_levels=None) -> RunConfig:
+                ordered_levels: Callable[[str], bool | None] | None = None) -> RunConfig:
     """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
 
     ``domain.options`` merge key by key like every other section (``--preset smollm2-travel
