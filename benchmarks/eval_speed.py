@@ -6,6 +6,11 @@ evaluation target).
     .venv/bin/python benchmarks/eval_speed.py --limit 40 --threads 2
     .venv/bin/python benchmarks/eval_speed.py --engines llama.cpp:bf16 --limit 0 --threads 2   # all items
     .venv/bin/python benchmarks/eval_speed.py --benchmark bfcl --engines transformers,llama.cpp --limit 40
+    .venv/bin/python benchmarks/eval_speed.py --engines llama.cpp/whole,llama.cpp --model MODEL_FOLDER --limit 40
+
+An engine ending in ``/whole`` decodes every API-Bank answer to its end (``--whole-answers``); without it an API
+item's answer stops after the first line holding a call (the default), and the comparison says on how many items
+both parse to the same call.
 
 ``--benchmark``: api-bank (level 1's API items, the default), bfcl (its simple_python category: items the model before
 training gets right, so agreeing verdicts say something) or bamboogle (closed-book questions, exact match).
@@ -30,8 +35,11 @@ from pathlib import Path
 
 def run_eval(engine: str, args, out: Path) -> tuple[float, list[dict]]:
     """Seconds of one ``genenv eval`` and its items: ``{"key", "correct", "prediction"}`` each, in item order."""
+    engine, whole = engine.removesuffix("/whole"), engine.endswith("/whole")   # llama.cpp/whole: --whole-answers
     command = [sys.executable, "-m", "genenv.cli", "eval", "--benchmark", args.benchmark, "--model", args.model,
                "--threads", str(args.threads), "--out", str(out), "--sampler", engine.split(":")[0]]
+    if whole:
+        command.append("--whole-answers")
     command += {"api-bank": ["--levels", "1", "--data", args.data or os.environ.get(
                     "GENENV_APIBANK_DATA", "../shared/data/api-bank")],
                 "bfcl": ["--categories", "simple_python"],
@@ -80,7 +88,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for engine in args.engines.split(","):
-            folder = Path(args.out or scratch) / engine.replace(".", "").replace(":", "-")
+            folder = Path(args.out or scratch) / engine.replace(".", "").replace(":", "-").replace("/", "-")
             if (folder / "seconds").exists():
                 seconds, rows = float((folder / "seconds").read_text()), benchmark_items(args.benchmark, folder)
             else:
@@ -98,8 +106,17 @@ def main() -> None:
             raise SystemExit(f"{engine}: its items are not {engines[0]}'s (in the same order)")
         same_verdict = sum(a["correct"] == b["correct"] for a, b in zip(base, fast))
         same_text = sum(a["prediction"] == b["prediction"] for a, b in zip(base, fast))
+        same_call = ""
+        if args.benchmark == "api-bank":   # the call each prediction parses to: all its verdict reads
+            from genenv.domains.apibank.calls import extract_call  # noqa: PLC0415
+            calls = sum(extract_call(a["prediction"] or "") == extract_call(b["prediction"] or "")
+                        for a, b in zip(base, fast))
+            written = sum(extract_call(a["prediction"] or "") is not None for a in base)
+            same_call = f", the same call parsed on {calls} ({written} of {engines[0]}'s hold one)"
+        characters = sum(len(a["prediction"] or "") for a in base), sum(len(b["prediction"] or "") for b in fast)
         print(f"{engine}: ratio {base_s / fast_s:.2f}x; verdicts the same on {same_verdict} of {len(base)}, "
-              f"predictions identical on {same_text}")
+              f"predictions identical on {same_text}{same_call}; {characters[1]:,} characters predicted against "
+              f"{characters[0]:,}")
         for a, b in zip(base, fast):
             if a["correct"] != b["correct"]:
                 print(f"  {a['key']}: {engines[0]} {a['correct']} {a['prediction']!r}\n"

@@ -204,6 +204,54 @@ def test_evaluate_level_scores_calls_and_responses():
     assert [r["correct"] for r in result["items"] if r["kind"] == "api"] == [True, False]
 
 
+def test_api_items_can_be_answered_apart_from_the_response_items():
+    """respond_call (genenv eval's answers that stop after the call line) answers the API items alone."""
+    from genenv.domains.apibank.evaluator import evaluate_level
+
+    asked = []
+
+    def respond_call(prompts):
+        asked.append(len(prompts))
+        return ["API-Request: [QueryStock(stock_code='ZYXW', date='2021-06-01')]"] * len(prompts)
+
+    result = evaluate_level(FIXTURE_DATA, 1, lambda prompts: ["The price of ZYXW was 41.5."] * len(prompts),
+                            respond_call=respond_call)
+    assert asked == [2] and result["correct"] == 1 and result["errors"] == {"API name mismatch": 1}
+    assert result["rouge_l"] > 0
+
+
+def test_an_answer_stopped_after_its_call_line_gets_the_whole_answers_verdict():
+    """genenv eval's stop for API items (StopAfterLine with extract_call), applied character by character: the
+    answer it keeps parses to the call the whole answer parses to, and it is shorter wherever a finished line holds a
+    call and text follows."""
+    from genenv.benchmarking import StopAfterLine
+
+    class Chars:   # one token per character of the texts below
+        tokenizer = [chr(c) for c in range(128)]
+
+        @staticmethod
+        def decode_many(sequences):
+            return ["".join(map(chr, ids)) for ids in sequences]
+
+    stop = StopAfterLine(Chars(), lambda lines: extract_call(lines) is not None)
+    answers = [
+        "API-Request: [QueryStock(stock_code='ZYXW', date='2021-06-01')]\nThe stock price is [Other(x='1')]\n",
+        "Let me check.\nAPI-Request: [QueryBalance(token='a')] and [B(y='2')]\nmore text",
+        "[A(x='1')] (then [B(y='2')] later)]\n[C(z='3')]",     # the line's last ')]' ends the arguments
+        "[A(x='1'\n[B(y='2')]\nmore",                          # a call cut by a newline is none
+        "no call at all\nnor here",
+        "[A(x='1')]",                                          # no finished line: decoded to the end
+        "",
+    ]
+    shorter = 0
+    for answer in answers:
+        ids = [ord(c) for c in answer]
+        kept = next((ids[:n] for n in range(1, len(ids) + 1) if stop(ids[:n])), ids)
+        assert extract_call("".join(map(chr, kept))) == extract_call(answer), answer
+        shorter += len(kept) < len(ids)
+    assert shorter == 4
+
+
 def test_rouge_l_hand_values():
     from genenv.domains.apibank.evaluator import rouge_l
     assert rouge_l("the cat sat", "the cat sat") == 1.0

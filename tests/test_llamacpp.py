@@ -233,6 +233,26 @@ def test_prompts_decoded_side_by_side_answer_as_each_alone(smollm2_on_llama_cpp)
 
 
 @pytest.mark.slow
+def test_a_stop_on_llama_cpp_cuts_each_answer_where_it_says_and_nothing_before(smollm2_on_llama_cpp):
+    """Policy.generate's ``stop`` on the llama.cpp sampler: four answers side by side, each cut at the first token
+    ``stop`` says True for, the tokens before it the ones decoded without it (those still decoding go on when
+    another stops)."""
+    policy, sampler = smollm2_on_llama_cpp
+    ids = policy.encode_prompts(["What is the capital of France?", "What is the capital of Spain?",
+                                 "Call the weather API for Paris tomorrow.", "Say hello."])
+
+    def stop(tokens):   # after 2-8 tokens, how many set by the first
+        return len(tokens) >= 2 + tokens[0] % 7
+
+    whole = [tokens for [(tokens, _)] in sampler.sample(ids, 1, 16, 1.0, None)]
+    stopped = [tokens for [(tokens, _)] in sampler.sample(ids, 1, 16, 1.0, None, stop=stop)]
+    expected = [next((t[:n] for n in range(1, len(t) + 1) if t[n - 1] != policy.eos_token_id and stop(t[:n])), t)
+                for t in whole]
+    assert stopped == expected
+    assert len({len(t) for t in stopped}) > 1 and any(len(s) < len(t) for s, t in zip(stopped, whole))
+
+
+@pytest.mark.slow
 def test_a_constrained_simulator_on_llama_cpp_writes_only_the_shape_as_on_transformers(smollm2_on_llama_cpp):
     """env.constrained on the llama.cpp sampler: the same masks before the same keyed draw, so every response has
     the domain's shape, and the trainer's constrained log-probs score it (its record only: the engine's logits)."""
@@ -269,11 +289,52 @@ def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):
     found = {"llama_cpp": object()}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: found.get(name))
     assert eval_sampler("auto", "smollm2", "cpu") == "llama.cpp"
-    assert eval_sampler("auto", "runs/try/agent", "cpu") == "transformers"
+    assert eval_sampler("auto", "runs/try/agent", "cpu") == "transformers"   # no such folder
     assert eval_sampler("auto", "smollm2", "cuda") == "transformers"
     assert eval_sampler("transformers", "smollm2", "cpu") == "transformers"
     found.clear()
     assert eval_sampler("auto", "smollm2", "cpu") == "transformers"
+
+
+def test_a_model_folder_in_a_packaged_models_image_is_decoded_on_llama_cpp(tmp_path, monkeypatch):
+    """A trained agent's folder (the packaged model's architecture and tokenizer, its own weights) is written in the
+    packaged GGUF's image, so llama.cpp decodes it and --sampler auto picks it; a folder differing in one
+    architecture field or in its vocabulary is refused with the reason, as is one that is not a model folder."""
+    import importlib.util
+    import json
+    import shutil
+
+    from genenv.benchmarking import eval_sampler
+    from genenv.models.registry import KNOWN_MODELS, llamacpp_refusal, packaged_image
+
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    base = tmp_path / "cache" / "models" / KNOWN_MODELS["smollm2"].folder
+    base.mkdir(parents=True)
+    config = {"model_type": "llama", "vocab_size": 5, "hidden_size": 8, "num_hidden_layers": 2,
+              "tie_word_embeddings": True, "eos_token_id": 2, "torch_dtype": "float32"}
+    tokenizer = {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},
+                 "added_tokens": [{"id": 2, "content": "<|im_end|>"}]}
+    (base / "config.json").write_text(json.dumps(config))
+    (base / "tokenizer.json").write_text(json.dumps(tokenizer))
+    trained = tmp_path / "run" / "final" / "agent"
+    shutil.copytree(base, trained)
+    (trained / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16", "_name_or_path": "x"}))
+    assert packaged_image(str(trained)) == "smollm2" and llamacpp_refusal(str(trained)) is None
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "llama_cpp" else None)
+    assert eval_sampler("auto", str(trained), "cpu") == "llama.cpp"
+
+    (trained / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    assert packaged_image(str(trained)) is None
+    assert "a model folder with one's architecture and tokenizer" in llamacpp_refusal(str(trained))
+    assert eval_sampler("auto", str(trained), "cpu") == "transformers"
+    (trained / "config.json").write_text(json.dumps(config))
+    (trained / "tokenizer.json").write_text(json.dumps({**tokenizer, "added_tokens": []}))
+    assert packaged_image(str(trained)) is None
+    (trained / "tokenizer.json").write_text("{not json")
+    assert packaged_image(str(trained)) is None
+    shutil.rmtree(base)   # nothing converted on this machine: nothing to compare with
+    (trained / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert packaged_image(str(trained)) is None
 
 
 CRASH_REPRODUCER = """

@@ -332,3 +332,66 @@ def test_other_tokenizers_are_not_taken_for_char_level():
     bpe = Tokenizer(models.BPE({"a": 0, "b": 1, "ab": 2, "[UNK]": 3}, [("a", "b")], unk_token="[UNK]"))
     bpe.pre_tokenizer = pre_tokenizers.Whitespace()
     assert CharLevelEncoder.of(bpe) is None
+
+
+def _cut_where_stop_says(tokens, stop, eos=None):
+    """The tokens a sequence keeps when ``stop`` is asked after each of them but EOS: up to the first that it says
+    True for."""
+    for length in range(1, len(tokens) + 1):
+        if tokens[length - 1] != eos and stop(tokens[:length]):
+            return tokens[:length]
+    return tokens
+
+
+def test_a_stop_ends_each_sequence_where_it_says_and_changes_nothing_before(tiny_policy):
+    """generate(stop=...): every sequence is the one drawn without it, cut at the first token ``stop`` says True for
+    (unfinished, its log-probs cut with it); the others go on as before. Greedy and keyed draws, in batches of four
+    whose rows stop at different steps."""
+    prompts = ["s1|12+34>", "s5|1+2>", "s9|123+456>"]
+
+    def stop(tokens):   # after 2-5 tokens, how many set by the first
+        return len(tokens) >= 2 + tokens[0] % 4
+
+    for options in ({"greedy": True}, {"n": 3, "seed": 11}):
+        whole = tiny_policy.generate(prompts, max_new_tokens=12, batch_size=4, **options)
+        stopped = tiny_policy.generate(prompts, max_new_tokens=12, batch_size=4, stop=stop, **options)
+        cut_somewhere = 0
+        for whole_group, stopped_group in zip(whole, stopped):
+            for full, short in zip(whole_group, stopped_group):
+                expected = _cut_where_stop_says(full.token_ids, stop, tiny_policy.eos_token_id)
+                assert short.token_ids == expected
+                cut_somewhere += len(expected) < len(full.token_ids)
+                if len(expected) < len(full.token_ids):
+                    assert not short.finished
+                    assert short.text == tiny_policy.decode_many([expected])[0]
+                else:
+                    assert short.finished == full.finished and short.text == full.text
+                if full.logprobs:
+                    assert short.logprobs == full.logprobs[:len(expected)]
+        assert cut_somewhere >= 2
+
+
+def test_stop_after_line_cuts_after_the_first_finished_line_it_accepts():
+    """StopAfterLine asks its line test only at a token holding a newline, with every finished line so far, and a
+    response stops right after the first line that passes; tokens of several characters (one holding '\\n' in
+    its middle) count as one."""
+    from genenv.benchmarking import StopAfterLine
+
+    vocabulary = ["a", "b", "X", "\n", "b\nX", " "]
+
+    class Words:   # a tokenizer over ``vocabulary`` and a policy's decode_many
+        tokenizer = vocabulary
+
+        @staticmethod
+        def decode_many(sequences):
+            return ["".join(vocabulary[t] for t in ids) for ids in sequences]
+
+    stop = StopAfterLine(Words(), lambda lines: "X" in lines.split("\n")[-1])
+    assert stop.newline_tokens == {3, 4}
+    a, b, x, newline, b_newline_x, space = range(6)
+    response = [a, x, b, newline, b, newline, x]
+    assert _cut_where_stop_says(response, stop) == [a, x, b, newline]
+    assert stop.asked == 1
+    assert _cut_where_stop_says([a, b_newline_x, space, newline, a], stop) == [a, b_newline_x, space, newline]
+    assert _cut_where_stop_says([x, a, b], stop) == [x, a, b]       # no finished line: never asked
+    assert _cut_where_stop_says([a, newline, b, newline], stop) == [a, newline, b, newline]   # none passes

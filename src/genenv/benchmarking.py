@@ -6,6 +6,7 @@ prompts in batches, with progress. Below the domains: a domain's benchmark modul
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 from genenv.io import atomic_write_json, atomic_write_jsonl
@@ -21,11 +22,35 @@ def fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+class StopAfterLine:
+    """A ``stop`` for :meth:`Policy.generate`: a response ends once a line it has finished (the text through its
+    last newline) satisfies ``line_done`` (its text -> bool), when the scorer reads nothing after that line.
+    API-Bank's call verdict, for one, reads only the first line holding a call
+    (:func:`genenv.domains.apibank.calls.extract_call`), so an answer can stop there with the same verdict.
+
+    ``line_done`` is asked only when the token just drawn holds a newline (the tokens holding one are found once,
+    by decoding every token of the vocabulary), with the text decoded so far."""
+
+    def __init__(self, policy, line_done: Callable[[str], bool]):
+        self.policy, self.line_done = policy, line_done
+        texts = policy.decode_many([[token] for token in range(len(policy.tokenizer))])
+        self.newline_tokens = frozenset(token for token, text in enumerate(texts) if "\n" in text)
+        self.asked = 0   # how often line_done was asked
+
+    def __call__(self, tokens: list[int]) -> bool:
+        if not tokens or tokens[-1] not in self.newline_tokens:
+            return False
+        self.asked += 1
+        text = self.policy.decode_many([tokens])[0]
+        return self.line_done(text[:text.rfind("\n")])
+
+
 def greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int,
-                      prompt_ids: list[list[int]] | None = None) -> list[str | None]:
+                     prompt_ids: list[list[int]] | None = None, stop=None) -> list[str | None]:
     """Greedy responses, in :func:`answer_order_key`'s order in batches (greedy makes order irrelevant).
 
-    A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``.
+    A prompt that cannot fit the model's context window together with ``max_new_tokens`` gets ``None``. ``stop``:
+    :meth:`Policy.generate`'s (:class:`StopAfterLine`, say).
     """
 
     prompt_ids = policy.encode_prompts(prompts) if prompt_ids is None else prompt_ids
@@ -37,7 +62,8 @@ def greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int
     for first in range(0, len(order), max(1, step)):
         chunk = order[first:first + step]
         gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
-                               batch_size=batch_size, prompt_ids=[prompt_ids[i] for i in chunk])
+                               batch_size=batch_size, prompt_ids=[prompt_ids[i] for i in chunk],
+                               **({"stop": stop} if stop is not None else {}))
         for i, group in zip(chunk, gens):
             responses[i] = group[0].text
     return responses
@@ -51,7 +77,8 @@ def answer_order_key(policy, prompt_ids: list[int]):
     return prompt_ids if policy.fast_sampler is not None else -len(prompt_ids)
 
 
-def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size: int, label: str) -> list:
+def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size: int, label: str,
+                         stop=None) -> list:
     """:func:`greedy_responses` over many prompts, a few batches at a time, with a progress bar. On llama.cpp the
     prompts go in token order over all of them (:func:`answer_order_key`), not slice by slice."""
     prompt_ids, order = None, list(range(len(prompts)))
@@ -63,7 +90,7 @@ def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size:
         for first in range(0, len(order), 8 * batch_size):  # progress in slices of a few batches
             chunk = order[first:first + 8 * batch_size]
             answers = greedy_responses(policy, [prompts[i] for i in chunk], max_new_tokens, batch_size,
-                                        None if prompt_ids is None else [prompt_ids[i] for i in chunk])
+                                       None if prompt_ids is None else [prompt_ids[i] for i in chunk], stop)
             for i, response in zip(chunk, answers):
                 responses[i] = response
             bar.update(len(chunk))

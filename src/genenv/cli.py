@@ -347,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev_p.add_argument("--limit", type=int, default=None,
                       help="first N entries of each category (a multi-turn entry scores all its turns)")
     ev_p.add_argument("--max-new-tokens", type=int, default=128, help="longest response per model step")
+    ev_p.add_argument("--whole-answers", action="store_true",
+                      help="api-bank: decode every answer to its end (default: an API item's answer stops after "
+                      "the first line holding a call, the only line its verdict reads)")
     ev_p.add_argument("--batch-size", type=int, default=8, help="prompts per generate() batch")
     ev_p.add_argument("--max-steps", type=int, default=5,
                       help="bfcl multi-turn: model steps per turn before it ends (BFCL allows 20); bamboogle with "

@@ -135,11 +135,12 @@ class LlamaCppSampler:
 
     # ---------------------------------------------------------------- sampling
     def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float,
-               uniforms: torch.Tensor | None) -> list[list[tuple[list[int], list[float]]]]:
+               uniforms: torch.Tensor | None, stop=None) -> list[list[tuple[list[int], list[float]]]]:
         """For each prompt, ``n`` (tokens, log-probs) pairs, sample j of prompt i drawn with the uniforms of row
         i * n + j of ``uniforms`` ([prompts * n, max_new_tokens]; None: greedy). The tokens end at the EOS token
         when one was drawn; the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record
-        only: the updates recompute them with the trainer (``recompute_old_logprobs``).
+        only: the updates recompute them with the trainer (``recompute_old_logprobs``). ``stop``: ``Policy.generate``'s
+        (a sample it says True for ends there).
 
         The samples decode in windows of up to ``parallel`` sequences, several prompts side by side when they fit
         (:meth:`_windows`), each prompt's cells copied from the cells it shares with the prompt before it."""
@@ -151,7 +152,7 @@ class LlamaCppSampler:
         out: list[list] = [[None] * n for _ in prompt_ids]
         for window in self._windows(prompt_ids, n, max_new_tokens):
             for (i, first, _), pair in zip(window, self._decode_window(prompt_ids, window, n, max_new_tokens,
-                                                                       temperature, uniforms)):
+                                                                       temperature, uniforms, stop)):
                 out[i][first:first + len(pair)] = pair
         return out
 
@@ -179,7 +180,7 @@ class LlamaCppSampler:
             windows.append(window)
         return windows
 
-    def _decode_window(self, prompt_ids, window, n, max_new_tokens, temperature, uniforms) -> list[list]:
+    def _decode_window(self, prompt_ids, window, n, max_new_tokens, temperature, uniforms, stop=None) -> list[list]:
         """Decode one window's jobs side by side: job k's samples in sequences ``base_k`` onwards. Before, sequence
         0 holds the last window's last prompt (``self._prompt``) and no other sequence anything; after, the same
         for this window's last prompt."""
@@ -207,7 +208,7 @@ class LlamaCppSampler:
         rows = None
         if uniforms is not None:
             rows = torch.cat([uniforms[i * n + first:i * n + first + count] for i, first, count in window])
-        drawn = self._decode_together(logits, starts, max_new_tokens, temperature, rows)
+        drawn = self._decode_together(logits, starts, max_new_tokens, temperature, rows, stop)
         for seq in range(base):   # keep only the last prompt's cells, in sequence 0
             if seq != held_seq:
                 self._forget(seq, 0)
@@ -223,7 +224,7 @@ class LlamaCppSampler:
         return out
 
     def _decode_together(self, logits: list[np.ndarray], starts: list[int], max_new_tokens: int, temperature: float,
-                         uniforms: torch.Tensor | None) -> list[tuple[list[int], list[float]]]:
+                         uniforms: torch.Tensor | None, stop=None) -> list[tuple[list[int], list[float]]]:
         """Sample k in sequence k of the cache, which holds its prompt of ``starts[k]`` tokens whose last logits
         are ``logits[k]``; every sample decoded one token per step, each step's tokens drawn together
         (:func:`genenv.models.policy.keyed_draw`, the transformers path's own draw)."""
@@ -251,7 +252,7 @@ class LlamaCppSampler:
                     logprobs[k].append(logprob)
             if constraint is not None:
                 constraint.advance(live, drawn.tolist())
-            alive = [k for k in alive if tokens[k][-1] != eos]
+            alive = [k for k in alive if tokens[k][-1] != eos and not (stop is not None and stop(tokens[k]))]
             if not alive or t == max_new_tokens - 1:
                 break
             for k, row in zip(alive, self._decode([(tokens[k][-1], starts[k] + t, k) for k in alive])):
@@ -262,8 +263,12 @@ class LlamaCppSampler:
 
 
 def packaged_sampler(policy, model: str, **options) -> LlamaCppSampler:
-    """A :class:`LlamaCppSampler` for ``policy``, loaded from the packaged model named ``model`` (smollm2), its
-    weights written in the image of that package's GGUF file; ``options`` as the class takes them."""
-    from genenv.models.registry import KNOWN_MODELS, packaged_file  # noqa: PLC0415
+    """A :class:`LlamaCppSampler` for ``policy``, loaded from the packaged model named ``model`` (smollm2) or the
+    one a model folder ``model`` is in the image of (:func:`~genenv.models.registry.packaged_image`), its weights
+    written in the image of that package's GGUF file; ``options`` as the class takes them."""
+    from genenv.models.registry import KNOWN_MODELS, llamacpp_refusal, packaged_file, packaged_image  # noqa: PLC0415
 
-    return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[model]), **options)
+    name = packaged_image(model)
+    if name is None:
+        raise ValueError(llamacpp_refusal(model))
+    return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[name]), **options)

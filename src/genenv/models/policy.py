@@ -6,6 +6,7 @@ import copy
 import json
 import time
 from array import array
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from itertools import chain
@@ -21,6 +22,8 @@ from transformers import (
     LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
+    StoppingCriteria,
+    StoppingCriteriaList,
 )
 from transformers.utils import logging as hf_logging
 
@@ -97,6 +100,27 @@ def masked_scores(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """``scores`` with every token outside ``allowed`` (boolean, same shape) at the dtype's lowest value: a
     softmax gives them 0 exactly, and a log-softmax, a log-sum-exp or an entropy stay finite (unlike -inf)."""
     return scores.masked_fill(~allowed.to(scores.device), torch.finfo(scores.dtype).min)
+
+
+class _StopWhen(StoppingCriteria):
+    """``generate``'s ``stop`` on the transformers path: asks it about every row not yet ended, with the row's new
+    tokens, and records where each row stopped (``lengths``; None: not stopped). A row that has drawn EOS is
+    never asked (transformers pads it from then on), and a stopped row is not asked again."""
+
+    def __init__(self, stop: Callable[[list[int]], bool], prompt_width: int, rows: int, eos: int):
+        self.stop, self.prompt_width, self.eos = stop, prompt_width, eos
+        self.lengths: list[int | None] = [None] * rows
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
+        new = input_ids[:, self.prompt_width:].tolist()
+        done = torch.zeros(len(new), dtype=torch.bool, device=input_ids.device)
+        for row, tokens in enumerate(new):
+            if self.lengths[row] is not None:
+                done[row] = True
+            elif self.eos not in tokens and self.stop(tokens):
+                self.lengths[row] = len(tokens)
+                done[row] = True
+        return done
 
 
 class _KeyedSampler(LogitsProcessor):
@@ -339,8 +363,14 @@ class Policy:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  greedy: bool = False, seed: int = 0, batch_size: int = 512,
-                 prompt_ids: list[list[int]] | None = None, keys=None) -> list[list[Generation]]:
+                 prompt_ids: list[list[int]] | None = None, keys=None,
+                 stop: Callable[[list[int]], bool] | None = None) -> list[list[Generation]]:
         """Sample ``n`` responses for every prompt. Returns one list of ``n`` generations per prompt.
+
+        ``stop`` (optional) is asked after every drawn token with the sequence's new tokens so far; when it says
+        True the sequence ends there, unfinished (``finished`` False, no EOS), as it would at ``max_new_tokens``:
+        an evaluation that needs only a response's first line, say (:class:`StopAfterLine`). Each sequence's
+        tokens up to that point are the ones it would have drawn without it.
 
         Sampling is from the full distribution at ``temperature`` (no top-k/top-p), so the returned
         log-probs are exactly the policy's, as GRPO's importance ratio needs. Sequence j of prompt i draws its
@@ -363,7 +393,7 @@ class Policy:
                                  f"x n={n}); give one key per sequence")
             uniforms = torch.from_numpy(sequence_uniforms(seed, keys, max_new_tokens))
         if self.fast_sampler is not None:
-            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms)
+            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms, stop)
         # Decoding is generate()'s greedy step either way: a sampled rollout's tokens are drawn by _KeyedSampler,
         # which applies the temperature and keeps each drawn token's log-prob.
         gen_config = GenerationConfig(
@@ -375,24 +405,24 @@ class Policy:
             for start in range(0, len(flat), batch_size):
                 chunk = flat[start:start + batch_size]
                 chunk_uniforms = None if uniforms is None else uniforms[start:start + batch_size]
-                out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature))
+                out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature, stop))
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
     def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature,
-                            uniforms) -> list[list[Generation]]:
+                            uniforms, stop=None) -> list[list[Generation]]:
         """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`) from the same
         per-sequence ``uniforms`` (None: greedy). The log-probs are the engine's: an update recomputes what it
         trains on (``recompute_old_logprobs``)."""
         with self.timed():
             drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature,
-                                                                  uniforms) for pair in samples]
+                                                                  uniforms, stop) for pair in samples]
         eos = self.eos_token_id
         texts = self.decode_many([tokens for tokens, _ in drawn])
         out = [Generation(list(ids), tokens, text, logprobs, eos in tokens)
                for ids, (tokens, logprobs), text in zip(flat, drawn, texts)]
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
-    def _generate_chunk(self, chunk, gen_config, uniforms, temperature) -> list[Generation]:
+    def _generate_chunk(self, chunk, gen_config, uniforms, temperature, stop=None) -> list[Generation]:
         lengths_np = np.fromiter((len(ids) for ids in chunk), dtype=np.int64, count=len(chunk))
         width = int(lengths_np.max())
         left_padded = np.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=np.int64)
@@ -407,12 +437,17 @@ class Policy:
                                     self.constraint, len(chunk))
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = self._prefill_once(chunk, input_ids, attention) if self.prefill_once else None
+        stopper = _StopWhen(stop, width, len(chunk), self.eos_token_id) if stop is not None else None
         sequences = self.model.generate(input_ids=input_ids, attention_mask=attention, past_key_values=cache,
                                         generation_config=gen_config,
-                                        logits_processor=LogitsProcessorList([sampler] if sampler else []))
+                                        logits_processor=LogitsProcessorList([sampler] if sampler else []),
+                                        stopping_criteria=StoppingCriteriaList([stopper] if stopper else []))
         new_tokens = sequences[:, width:].cpu()
         eos = self.eos_token_id
         rows = new_tokens.tolist()
+        if stopper is not None:   # a stopped row is padded after its last token: cut it there
+            rows = [tokens[:length] if length is not None else tokens
+                    for tokens, length in zip(rows, stopper.lengths)]
         all_logprobs = sampler.finish(len(chunk)).cpu().tolist() if uniforms is not None else None
         kept, finished = [], []
         for tokens in rows:

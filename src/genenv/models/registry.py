@@ -11,6 +11,7 @@ downloaded. ``resolve_model`` accepts such a name anywhere a model folder path i
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,13 +40,51 @@ class ModelNotAvailable(RuntimeError):
     """A named model whose package is not installed, or a path that is not a model folder."""
 
 
-def llamacpp_refusal(model: str) -> str | None:
-    """Why llama.cpp cannot decode ``model`` (it decodes a packaged GGUF model, whose file is the template the
-    trained weights are written in), or None when it can. One wording for the run's config check and
-    ``genenv eval --sampler``."""
-    if model in KNOWN_MODELS:
+# what a GGUF file's image must share with a model folder for the folder's weights to be written in it
+ARCHITECTURE_FIELDS = ("model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                       "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "rms_norm_eps",
+                       "rope_theta", "rope_scaling", "tie_word_embeddings", "attention_bias", "mlp_bias",
+                       "bos_token_id", "eos_token_id")
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    return f"llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}), not {model!r}"
+
+
+def packaged_image(model: str) -> str | None:
+    """The packaged model (a name of ``KNOWN_MODELS``) whose GGUF file ``model``'s weights can be written in: the
+    name itself; for a model folder, the packaged model it has the architecture (config.json's
+    ``ARCHITECTURE_FIELDS``) and tokenizer (tokenizer.json's vocabulary, merges and added tokens) of, as a policy
+    trained from it has; None otherwise. A folder is compared with the packaged models converted on this machine
+    (``~/.cache/genenv/models``: training from one converts it)."""
+    if model in KNOWN_MODELS:
+        return model
+    folder = Path(model).expanduser()
+    config, tokenizer = _json(folder / "config.json"), _json(folder / "tokenizer.json")
+    if config is None or tokenizer is None:
+        return None
+    for name in KNOWN_MODELS:
+        base = model_folder(name)
+        base_config, base_tokenizer = _json(base / "config.json"), _json(base / "tokenizer.json")
+        if base_config is None or base_tokenizer is None:
+            continue
+        if (all(config.get(key) == base_config.get(key) for key in ARCHITECTURE_FIELDS)
+                and all(tokenizer.get(key) == base_tokenizer.get(key) for key in ("model", "added_tokens"))):
+            return name
+    return None
+
+
+def llamacpp_refusal(model: str) -> str | None:
+    """Why llama.cpp cannot decode ``model`` (it decodes a packaged GGUF model, or a model folder in one's image,
+    :func:`packaged_image`: that file is the template the weights are written in), or None when it can. One
+    wording for the run's config check and ``genenv eval --sampler``."""
+    if packaged_image(model) is not None:
+        return None
+    return (f"llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}) or a model folder with one's "
+            f"architecture and tokenizer (one trained from it, converted on this machine), not {model!r}")
 
 
 def packaged_file(spec: PackagedModel) -> Path:

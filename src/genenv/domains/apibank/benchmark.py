@@ -9,17 +9,23 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_with_progress, load_eval_policy, save_results
+from genenv.benchmarking import StopAfterLine, greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.apibank import evaluator as apibank
+from genenv.domains.apibank.calls import extract_call
 
 
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
                  max_new_tokens: int = 128, batch_size: int = 8, device: str = "cpu", threads: int = 2,
                  sampler: str = "transformers", sampler_dtype: str = "f16", log=print,
-                 policy=None) -> dict:
+                 policy=None, whole_answers: bool = False) -> dict:
     """API-Bank levels 1-3: per level the API-call accuracy, the response ROUGE-L, the gold ceiling and how many
     items need an API that is unavailable offline (level 3: per step, in one shared state; ``limit`` counts
-    items on levels 1-2 and tasks on level 3); every item's verdict in OUT/results.jsonl."""
+    items on levels 1-2 and tasks on level 3); every item's verdict in OUT/results.jsonl.
+
+    An answer to an API item stops after the first line holding a call (:class:`StopAfterLine` with
+    :func:`extract_call`): the verdict reads that line and nothing after it, so it is the verdict of the whole
+    answer, and the decoding after it is saved. ``whole_answers`` (``--whole-answers``) decodes every answer to its
+    end or ``max_new_tokens``, as before, for predictions to read whole."""
     from genenv.domains.apibank.level3 import evaluate_level3  # noqa: PLC0415 (level3 imports the evaluator)
 
     torch.set_num_threads(threads)
@@ -36,13 +42,19 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
     def respond(prompts):
         return greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank")
 
+    stop = None if whole_answers else StopAfterLine(policy, lambda lines: extract_call(lines) is not None)
+
+    def respond_call(prompts):
+        return greedy_with_progress(policy, prompts, max_new_tokens, batch_size, "api-bank", stop=stop)
+
     out = Path(out)
-    scores = {"model": model, "data": str(folder), "limit": limit, "max_new_tokens": max_new_tokens, "levels": {}}
+    scores = {"model": model, "data": str(folder), "limit": limit, "max_new_tokens": max_new_tokens,
+              "whole_answers": whole_answers, "levels": {}}
     rows = []
     for level in levels:
         start = time.perf_counter()
-        result = (evaluate_level3(folder, respond, limit) if level == 3 else
-                  apibank.evaluate_level(folder, level, respond, limit))
+        result = (evaluate_level3(folder, respond, limit, respond_call=respond_call) if level == 3 else
+                  apibank.evaluate_level(folder, level, respond, limit, respond_call=respond_call))
         rows += [{"level": level, **item} for item in result.pop("items")]
         result["seconds"] = round(time.perf_counter() - start, 1)
         scores["levels"][str(level)] = result
@@ -68,4 +80,4 @@ def from_command_line(args, common: dict) -> dict:
     except ValueError:
         raise ValueError(f"--levels: {args.levels!r} is not a comma-separated list of levels") from None
     return eval_apibank(args.model, args.data, levels, args.out, max_new_tokens=args.max_new_tokens,
-                        batch_size=args.batch_size, **common)
+                        batch_size=args.batch_size, whole_answers=args.whole_answers, **common)

@@ -81,8 +81,10 @@ def rouge_l(prediction: str, reference: str, digits: int | None = 4) -> float:
 
 
 def evaluate_level(folder: Path, level: int, respond: Callable[[list], list[str | None]] | None,
-                   limit: int | None = None) -> dict:
-    """Scores of one level. ``respond``: prompts -> responses (None: only the gold ceiling is computed)."""
+                   limit: int | None = None, respond_call: Callable[[list], list[str | None]] | None = None) -> dict:
+    """Scores of one level. ``respond``: prompts -> responses (None: only the gold ceiling is computed);
+    ``respond_call``: the same for the API items, when they are answered otherwise (default ``respond``), as
+    ``genenv eval`` answers them: stopping after the first line holding a call, all the verdict reads."""
     databases = load_databases(folder / "init_database")
     api_items = load_api_items(folder, level, limit)
     gold = [score_call(item["expected_output"], item["gold"], databases) for item in api_items]
@@ -93,7 +95,7 @@ def evaluate_level(folder: Path, level: int, respond: Callable[[list], list[str 
               "unavailable_offline_items": sum(v.reason == "unavailable offline" for v in gold)}
     if respond is None:
         return result
-    responses = respond([prompt_messages(item) for item in api_items])
+    responses = (respond_call or respond)([prompt_messages(item) for item in api_items])
     verdicts = [score_call(r or "", item["gold"], databases) for r, item in zip(responses, api_items)]
     response_items = load_response_items(folder, level, limit)
     replies = respond([prompt_messages(item) for item in response_items])

@@ -320,10 +320,12 @@ def strip_speakers(text: str) -> str:
 
 
 def evaluate_level3(folder: Path, respond: Callable[[list], list[str | None]] | None,
-                    limit: int | None = None, rouge: Callable[[str, str], float] | None = None) -> dict:
+                    limit: int | None = None, rouge: Callable[[str, str], float] | None = None,
+                    respond_call: Callable[[list], list[str | None]] | None = None) -> dict:
     """Level-3 scores: step accuracy over the steps scorable offline (in file order, one shared state), the
     steps needing ToolSearcher counted apart, the gold ceiling (the gold calls replayed the same way) and the
-    final replies' ROUGE-L F. ``respond``: prompts -> responses (None: only the ceiling)."""
+    final replies' ROUGE-L F. ``respond``: prompts -> responses (None: only the ceiling); ``respond_call``: the
+    same for the call steps when they are answered otherwise (default ``respond``)."""
     from genenv.domains.apibank.evaluator import prompt_messages, rouge_l  # noqa: PLC0415
 
     tasks, items, response_items = load_level3(folder, limit)
@@ -347,7 +349,7 @@ def evaluate_level3(folder: Path, respond: Callable[[list], list[str | None]] | 
                                    for item, v in zip(scorable, gold) if not v.correct))}}
     if respond is None:
         return result
-    predictions = respond([prompt_messages(item) for item in scorable])
+    predictions = (respond_call or respond)([prompt_messages(item) for item in scorable])
     verdicts = score_all(predictions)
     replies = respond([prompt_messages(item) for item in response_items])
     score_reply = rouge or (lambda p, r: rouge_l(p, r, digits=None))
