@@ -180,6 +180,10 @@ def test_a_warm_start_killed_in_its_second_round_resumes_there(tmp_path, monkeyp
     with pytest.warns(RuntimeWarning, match="below agent.warmstart.min_success"):
         straight, straight_info = warm_start_agent(cfg, domain, log=lambda m: None)
     assert straight_info["rounds"] == 2
+    from genenv.models.policy import Policy
+    from genenv.warmstart import agent_cache_folder  # where benchmarks/warm_started_agent.py says it is
+    assert Policy.load(agent_cache_folder(cfg, domain)).model.state_dict()["lm_head.weight"].equal(
+        straight.model.state_dict()["lm_head.weight"])
     monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "killed"))
     with pytest.raises(_Killed):
         warm_start_agent(cfg, domain, progress=_StopAfter(25), log=lambda m: None)

@@ -204,10 +204,15 @@ def _finetune(policy: Policy, examples, ws, rng, progress, journal: WarmStartJou
                                progress=progress, optimizer=optimizer, curve=curve, after_step=after_step)
 
 
+def agent_cache_folder(cfg: RunConfig, domain: Domain) -> Path:
+    """Where :func:`warm_start_agent` caches the run's warm-started agent (a model folder)."""
+    return cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
+
+
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
                      seeds: list[Task] | None = None) -> tuple[Policy, dict]:
     """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`)."""
-    folder = cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
+    folder = agent_cache_folder(cfg, domain)
     if (folder / "config.json").exists():
         return _load_cached(folder, cfg, cfg.agent.dtype)
     policy = base_policy("agent", cfg, cfg.agent, domain)
