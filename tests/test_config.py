@@ -208,3 +208,25 @@ def test_a_domain_without_ordered_levels_defaults_to_the_untrained_simulator_and
     assert main(["run", "--out", str(tmp_path / "taken"), "domain.name=multihop"]) == 2
     err = capsys.readouterr().err
     assert "curriculum: random (the untrained simulator" in err and "a file is there" in err
+
+
+def test_a_long_run_on_a_domain_without_ordered_levels_defaults_to_the_learnt_seed_draw():
+    """Issue 55, item 5 at 600 epochs: there the untrained simulator with the learnt seed draw beat the uniform draw
+    on fresh seeds, so a level-free run of 600+ epochs naming no curriculum gets it (and a sentence saying so), unless
+    it chooses a seed draw of its own; shorter runs, and runs naming a curriculum, keep what they had."""
+    from genenv.domains import declares_ordered_levels
+    notes: list[str] = []
+    cfg = load_config("default", ["domain.name=apibank", "epochs=600"], notes=notes,
+                      ordered_levels=declares_ordered_levels)
+    assert (cfg.curriculum, cfg.experimental.predicted_seeds) == ("random", True)
+    assert len(notes) == 1 and "experimental.predicted_seeds=true" in notes[0] and "600+ epochs" in notes[0]
+    short = load_config("default", ["domain.name=apibank", "epochs=599"], ordered_levels=declares_ordered_levels)
+    assert (short.curriculum, short.experimental.predicted_seeds) == ("random", False)
+    for own_draw in ("experimental.predicted_seeds=false", "env.seed_draw=frontier",
+                     "experimental.learnability_seeds=true"):
+        cfg = load_config("default", ["domain.name=multihop", "epochs=800", own_draw],
+                          ordered_levels=declares_ordered_levels)
+        assert cfg.curriculum == "random" and not cfg.experimental.predicted_seeds, own_draw
+    for named in (["domain.name=apibank", "epochs=600", "curriculum=genenv"], ["epochs=600"]):   # named; levels
+        cfg = load_config("default", named, ordered_levels=declares_ordered_levels)
+        assert (cfg.curriculum, cfg.experimental.predicted_seeds) == ("genenv", False)
