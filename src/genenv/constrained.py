@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from genenv.config import ConfigError
+from genenv.json_unique import START, UniqueStrings, without_unique_items
 
 # JSON as the domains write it (json.dumps: ", " and ": " between items and keys, no other whitespace, non-ASCII
 # characters as backslash-u escapes): llguidance's options, so the simulator spends no tokens on layout
@@ -39,10 +40,11 @@ JSON_AS_WRITTEN = {"item_separator": ", ", "key_separator": ": ", "whitespace_fl
 
 
 def shape_grammar(shape) -> str:
-    """llguidance's grammar of a task shape: its JSON schema laid out as :data:`JSON_AS_WRITTEN`, or its regex."""
+    """llguidance's grammar of a task shape: its JSON schema laid out as :data:`JSON_AS_WRITTEN`, or its regex.
+    (``uniqueItems``, which llguidance does not implement, is checked beside it: :mod:`genenv.json_unique`.)"""
     if shape.json_schema is not None:
-        return llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**shape.json_schema,
-                                                                         "x-guidance": JSON_AS_WRITTEN}))
+        schema = without_unique_items(shape.json_schema)
+        return llguidance.LLMatcher.grammar_from_json_schema(json.dumps({**schema, "x-guidance": JSON_AS_WRITTEN}))
     return llguidance.LLMatcher.grammar_from_regex(shape.regex)
 
 
@@ -90,12 +92,13 @@ def unpack_bitmask(bitmask: np.ndarray, vocab_size: int, fill: bool = False) -> 
 
 
 class Matcher:
-    """One sequence's place in the grammar: llguidance's matcher and whether the sequence has ended."""
+    """One sequence's place in the grammar: llguidance's matcher, whether the sequence has ended, and (a JSON
+    shape) the scan of its strings so far (:class:`genenv.json_unique.UniqueStrings`)."""
 
-    __slots__ = ("matcher", "done")
+    __slots__ = ("matcher", "done", "scan")
 
-    def __init__(self, matcher):
-        self.matcher, self.done = matcher, False
+    def __init__(self, matcher, scan=None):
+        self.matcher, self.done, self.scan = matcher, False, scan
 
 
 class TokenConstraint:
@@ -111,6 +114,12 @@ class TokenConstraint:
             raise ConfigError(f"env.constrained: the task shape domain {domain_name!r} declares does not compile "
                               f"(llguidance): {problem}")
         self._bitmask_words = (self.tokenizer.vocab_size + 31) // 32
+        # JSON: no string may repeat its object's earlier key or its unique array's earlier item. Only a token
+        # holding a quote can finish a string, so those are the tokens tried against each row's scan.
+        self.unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        if self.unique is not None:
+            self._token_bytes = [self.tokenizer.decode_bytes([i]) for i in range(self.tokenizer.vocab_size)]
+            self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
 
     def __getstate__(self) -> dict:
         """Pickled as what built it (llguidance's objects do not pickle): a Ray worker's copy compiles its own."""
@@ -125,13 +134,16 @@ class TokenConstraint:
 
     def start(self, rows: int) -> list:
         """One fresh matcher per sequence (:class:`Matcher`)."""
-        return [Matcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0)) for _ in range(rows)]
+        scan = START if self.unique is not None else None
+        return [Matcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0), scan) for _ in range(rows)]
 
     def bitmask(self, matchers: list) -> np.ndarray:
         """[B, W] int32: each sequence's next allowed tokens as llguidance's bitmask. A text that is complete (the
         grammar allows nothing more) allows only the EOS token; a sequence that has drawn its EOS token, or whose
         matcher failed or allows nothing, allows every token (its output is no longer read, or the domain rejects
-        it as before)."""
+        it as before). A JSON shape's tokens that would finish a repeated key or unique item are not allowed
+        (:meth:`_refuse_repeats`), unless the grammar allows nothing else there (a string that can only end as
+        a repeat: it is written, well-formed, and the domain rejects it with its reason)."""
         bitmask = np.zeros((len(matchers), self._bitmask_words), dtype=np.int32)
         eos_word, eos_bit = divmod(self.eos_token_id, 32)
         for row, m in enumerate(matchers):
@@ -141,9 +153,24 @@ class TokenConstraint:
                 bitmask[row, eos_word] = np.array([1 << eos_bit], dtype=np.uint32).view(np.int32)[0]
             else:
                 llnp.fill_next_token_bitmask(m.matcher, bitmask, row)
+                if self.unique is not None and self.unique.watching(m.scan):
+                    grammar_row = bitmask[row].copy()
+                    self._refuse_repeats(bitmask, row, m.scan)
+                    if not bitmask[row].any():   # only a repeat finishes the string: the domain rejects it
+                        bitmask[row] = grammar_row
                 if not bitmask[row].any():
                     bitmask[row] = -1
         return bitmask
+
+    def _refuse_repeats(self, bitmask: np.ndarray, row: int, scan) -> None:
+        """Clear the bits of the allowed tokens that would finish a string repeating an earlier one (a pure
+        function of the row's scan, so a replay clears the same bits)."""
+        ids = self._quote_ids
+        words = bitmask[row].view(np.uint32)
+        allowed = ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
+        for token in allowed.tolist():
+            if self.unique.feed(scan, self._token_bytes[token])[1] is not None:
+                words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)
 
     def allowed(self, matchers: list) -> torch.Tensor:
         """[B, vocab_size] boolean: the tokens each sequence may take next (:meth:`bitmask`)."""
@@ -158,6 +185,8 @@ class TokenConstraint:
                 m.done = True
             elif not (m.matcher.is_stopped() or m.matcher.is_error()):
                 m.matcher.consume_token(int(token))
+                if m.scan is not None:
+                    m.scan = self.unique.feed(m.scan, self._token_bytes[int(token)])[0]
 
     def replay(self, tokens: list[int]) -> np.ndarray:
         """[len(tokens), W] int32 bitmasks: what the sampler saw before each token of a stored response."""
@@ -226,6 +255,11 @@ def grammar_problem(shape, text: str) -> str | None:
             return f"the constrained sampler cannot write it: refused at character {at} ({near!r})"
     if not (matcher.is_stopped() or matcher.is_accepting()):
         return "the constrained sampler cannot end it there: the shape is not complete"
+    if shape.json_schema is not None:
+        repeated = UniqueStrings(shape.json_schema).first_repeat(text)
+        if repeated is not None:
+            return (f"the constrained sampler cannot write it: {json.dumps(repeated)} repeats an earlier key of its "
+                    "object or an earlier item of an array declared uniqueItems")
     return None
 
 

@@ -197,9 +197,9 @@ class HouseholdDomain(LeveledDomain):
     def task_shape(self):
         """A world as JSON: a goal of a known type naming a portable object type and a receptacle (or lamp) type;
         1-16 receptacles and up to 24 objects named '<known type> <1-99>', each object mapped to a receptacle
-        name; the closed receptacles openable ones; states from clean, hot, cool. Left to ``validate``: names
-        defined before use, no duplicates, the goal's objects present and its appliance in the world, and the
-        planner solving it."""
+        name; the closed receptacles openable ones; states from clean, hot, cool; no receptacle, closed one, object
+        or state word named twice (``uniqueItems`` and JSON's unique keys). Left to ``validate``: names defined
+        before use, the goal's objects present and its appliance in the world, and the planner solving it."""
         number = "[1-9][0-9]?"
         def pattern(types):
             return f"^({'|'.join(sorted(types))}) {number}$"
@@ -218,14 +218,15 @@ class HouseholdDomain(LeveledDomain):
             "properties": {
                 "goal": {"anyOf": goals},
                 "receptacles": {"type": "array", "items": receptacle, "minItems": 1,
-                                "maxItems": engine.MAX_RECEPTACLES},
+                                "maxItems": engine.MAX_RECEPTACLES, "uniqueItems": True},
                 "objects": {"type": "object", "maxProperties": engine.MAX_OBJECTS, "additionalProperties": False,
                             "patternProperties": {pattern(engine.OBJECT_TYPES): receptacle}},
-                "closed": {"type": "array", "items": named(engine.OPENABLE), "maxItems": engine.MAX_RECEPTACLES},
+                "closed": {"type": "array", "items": named(engine.OPENABLE), "maxItems": engine.MAX_RECEPTACLES,
+                           "uniqueItems": True},
                 "states": {"type": "object", "additionalProperties": False, "maxProperties": engine.MAX_OBJECTS,
                            "patternProperties": {pattern(engine.OBJECT_TYPES): {
                                "type": "array", "items": {"enum": list(engine.STATE_WORDS)},
-                               "maxItems": len(engine.STATE_WORDS)}}}}})
+                               "maxItems": len(engine.STATE_WORDS), "uniqueItems": True}}}}})
 
     def parse_task(self, text):
         try:

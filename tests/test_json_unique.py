@@ -1,0 +1,139 @@
+"""uniqueItems and unique keys under constrained sampling (genenv.json_unique): the schema paths and the scanner by
+hand, a sampler that never repeats where the schema says unique (and does without it), the update's log-probs equal
+to the sampler's with those masks, and check-domain's view."""
+
+import pytest
+import torch
+
+from genenv.config import TinyModelConfig
+from genenv.constrained import TokenConstraint, grammar_problem
+from genenv.domains.base import TaskShape
+from genenv.json_unique import ANY_KEY, ITEM, START, UniqueStrings, unique_array_paths, without_unique_items
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["a"], "properties": {
+    "a": {"type": "array", "items": {"type": "string", "pattern": "^[xy]1?$"}, "minItems": 2, "maxItems": 3,
+          "uniqueItems": True},
+    "b": {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 3},
+    "m": {"type": "object", "maxProperties": 3, "additionalProperties": False,
+          "patternProperties": {"^[xyz]$": {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 2,
+                                            "uniqueItems": True}}}}}
+
+
+def test_unique_paths_and_the_schema_llguidance_compiles_by_hand():
+    assert unique_array_paths(SCHEMA) == {("a",), ("m", ANY_KEY)}
+    assert unique_array_paths({"anyOf": [{"type": "array", "uniqueItems": True}], "items": {
+        "type": "array", "uniqueItems": True}}) == {(), (ITEM,)}
+    stripped = without_unique_items(SCHEMA)
+    assert "uniqueItems" not in stripped["properties"]["a"]
+    assert "uniqueItems" not in stripped["properties"]["m"]["patternProperties"]["^[xyz]$"]
+    named = {"type": "object", "properties": {"uniqueItems": {"type": "string"}}}
+    assert without_unique_items(named) == named   # a property of that name stays
+    assert "uniqueItems" in SCHEMA["properties"]["a"]   # not changed in place
+
+
+def test_the_scanner_finds_repeated_keys_and_unique_items_only():
+    unique = UniqueStrings(SCHEMA)
+    assert unique.first_repeat('{"a": ["x", "y"], "b": ["x", "x"]}') is None        # b is not declared unique
+    assert unique.first_repeat('{"a": ["x", "y", "x"]}') == "x"
+    assert unique.first_repeat('{"a": ["x"], "m": {"x": ["y"], "y": ["y"]}}') is None   # each array its own
+    assert unique.first_repeat('{"a": ["x"], "m": {"x": ["y", "y"]}}') == "y"
+    assert unique.first_repeat('{"a": ["x"], "m": {"x": ["y"], "x": []}}') == "x"      # a key twice
+    assert unique.first_repeat('{"a": ["x"], "a": ["y"]}') == "a"
+    assert unique.first_repeat('{"a": ["\\u0078", "x"]}') == "x"                       # escapes decoded
+    assert unique.first_repeat('{"a": ["x\\"", "x"]}') is None                          # an escaped quote
+    assert unique.first_repeat('{"a": ["x\\"", "x\\""]}') == 'x"'
+    assert unique.first_repeat('{"m": {"x": [], "y": ["x"]}, "a": ["y", "x"]}') is None  # values are not keys
+    # a state is a value: trying a token on it changes nothing; one token can finish a string and open the next
+    state, repeated = unique.feed(START, b'{"a": ["x')
+    assert unique.watching(state) and repeated is None
+    assert unique.feed(state, b'", "x')[1] is None and unique.feed(state, b'", "x"')[1] == "x"
+    assert unique.feed(state, b'"')[0] != state and unique.feed(state, b'"')[1] is None
+    assert not unique.watching(unique.feed(START, b'{"b": ["x", ')[0])
+
+
+@pytest.fixture(scope="module")
+def sampler():
+    from genenv.models.tiny import build_tiny_policy
+    alphabet = sorted(set('{}[]":, abmxyz1'))
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
+                                               max_positions=96), alphabet, seed=3)
+    vocab = int(policy.model.get_output_embeddings().weight.shape[0])
+    def constraint(schema):
+        return TokenConstraint(TaskShape(json_schema=schema), policy.tokenizer, vocab, policy.eos_token_id, "test")
+    return policy, constraint
+
+
+def _written(policy, constraint, n=48):
+    policy.constraint = constraint
+    try:
+        return policy.generate(["ab"], n=n, max_new_tokens=80, temperature=1.0, seed=7)[0]
+    finally:
+        policy.constraint = None
+
+
+def test_a_constrained_sampler_repeats_nothing_the_schema_declares_unique(sampler):
+    """Where a repeated string could still go on (a's pattern: "x" can become "x1"), the closing quote that would
+    repeat it is refused; where it cannot ("x1", m's enum items), the repeat is written, well-formed, for the
+    domain to reject. Nothing written is malformed."""
+    import json
+    policy, constraint = sampler
+    unique = UniqueStrings(SCHEMA)
+    with_it = [g for g in _written(policy, constraint(SCHEMA)) if g.finished]
+    without = [g for g in _written(policy, constraint(without_unique_items(SCHEMA))) if g.finished]
+    assert len(with_it) > 30 and len(without) > 30
+    worlds = [json.loads(g.text) for g in with_it]   # every one well-formed
+    def avoidable(world):   # "x" or "y" twice in a: the quote was refused, "x1" was open
+        return sum(world["a"].count(v) > 1 for v in ("x", "y"))
+    assert sum(avoidable(w) for w in worlds) == 0
+    assert sum(avoidable(json.loads(g.text)) for g in without) >= 5
+    repeats = sum(unique.first_repeat(g.text) is not None for g in with_it)
+    assert repeats < sum(unique.first_repeat(g.text) is not None for g in without)
+    # b, which is not declared unique, still repeats under the constraint
+    assert any(len(set(w.get("b", []))) < len(w.get("b", [])) for w in worlds)
+
+
+def test_the_masks_by_hand(sampler):
+    policy, constraint = sampler
+    shape = constraint(SCHEMA)
+    def allowed_after(text):
+        matchers = shape.start(1)
+        for token in policy.tokenizer.encode(text, add_special_tokens=False):
+            assert shape.allowed(matchers)[0, token], text
+            shape.advance(matchers, [token])
+        mask = shape.allowed(matchers)[0]
+        return {policy.tokenizer.decode([t]) for t in mask.nonzero().flatten().tolist()}
+    assert allowed_after('{"a": ["x') == {'"', "1"}
+    assert allowed_after('{"a": ["x", "x') == {"1"}                  # the quote would repeat "x"
+    assert allowed_after('{"a": ["x", "x1", "x') == {"1"}
+    assert allowed_after('{"a": ["x", "x1", "x1') == {'"'}           # only a repeat ends it: written
+    assert allowed_after('{"a": ["x", "y"], "m": {"x": ["y", "y') == {'"'}   # an enum, the same
+    assert allowed_after('{"a": ["x", "y"], "m": {"x": [], "y": [], "x') == {'"'}   # a one-letter key
+
+
+def test_the_updates_log_probs_are_the_samplers_with_the_repeat_masks(sampler):
+    policy, constraint = sampler
+    unique_constraint = constraint(SCHEMA)
+    gens = _written(policy, unique_constraint, n=16)
+    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
+    with torch.no_grad():
+        policy.constraint = unique_constraint
+        try:
+            logp, _ = policy.token_logprobs(batch)
+        finally:
+            policy.constraint = None
+        policy.constraint = constraint(without_unique_items(SCHEMA))
+        try:
+            grammar_only, _ = policy.token_logprobs(batch)
+        finally:
+            policy.constraint = None
+    for row, g in enumerate(gens):
+        assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+    assert (logp > grammar_only + 1e-4).any()   # the repeat masks took part: fewer tokens, more mass each
+
+
+def test_check_domain_names_a_repeat_the_sampler_cannot_write():
+    shape = TaskShape(json_schema=SCHEMA)
+    assert grammar_problem(shape, '{"a": ["x", "y"], "b": ["x", "x"]}') is None
+    assert '"x" repeats an earlier' in grammar_problem(shape, '{"a": ["x", "x"]}')
+    from genenv.domain_check import shape_problem
+    assert "non-unique" in shape_problem(shape, '{"a": ["x", "x"]}')   # jsonschema's own uniqueItems first
