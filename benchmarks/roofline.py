@@ -35,7 +35,9 @@ Hugging Face folder; one without weights (config and tokenizer only) gets SmolLM
 (seed 0), which time the same arithmetic (a forward's cost does not depend on the weights' values; only where
 sampling stops does, so the rollout row counts the tokens it drew). ``--rollouts B``: a row of genenv's own
 ``Policy.generate`` (``B`` prompts x ``--group-size`` responses of up to ``--max-new-tokens``): rollouts and tokens
-per second. ``--side-by-side 1,4,16``: that many processes, each its own model on the same device, sampling
+per second. ``--profile``: after the decode rows, the operators their steps spend their time in (torch.profiler),
+which names what a decode below half its roof does besides multiplying. ``--side-by-side 1,4,16``: that many
+processes, each its own model on the same device, sampling
 rollouts for ``--seconds``: the rollouts per second of all of them together (how many runs one device holds).
 """
 
@@ -205,7 +207,9 @@ def load_smollm2(model_dir: str | None = None, device: str = "cpu"):
 
 
 def random_ids(shape: Shape, size: tuple[int, ...], seed: int, device: str) -> torch.Tensor:
-    return torch.randint(100, shape.vocab - 100, size, generator=torch.Generator().manual_seed(seed)).to(device)
+    """Token ids clear of the vocabulary's first and last 100 (its special tokens; a quarter of a tiny one)."""
+    margin = min(100, shape.vocab // 4)
+    return torch.randint(margin, shape.vocab - margin, size, generator=torch.Generator().manual_seed(seed)).to(device)
 
 
 def phase_prefill(model, shape: Shape, args, element_bytes: int = 4) -> tuple[float, int, int]:
@@ -244,6 +248,27 @@ def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int |
     nbytes = (steps * shape.parameters + sum(kv_cache_bytes(shape, batch, context + s + 1, 1)
                                              for s in range(steps))) * element_bytes
     return seconds, flops, nbytes
+
+
+def decode_profile(model, shape: Shape, args, batch: int, top: int = 8) -> list[tuple[str, float, float]]:
+    """Where a decode phase's time goes (``--profile``): torch's profiler over the ``--decode-steps`` steps after
+    the prefill; the ``top`` operators by their own CPU time, as (name, milliseconds a step, share of the steps'
+    time). What a phase below half its roof spends outside the multiplies is what this names."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+    from transformers import DynamicCache  # noqa: PLC0415
+    ids = random_ids(shape, (batch, args.context), 2, args.device)
+    nxt = random_ids(shape, (batch, 1), 3, args.device)
+    cache = DynamicCache()
+    with torch.no_grad():
+        model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            for _ in range(args.decode_steps):
+                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            wall = time.perf_counter() - start
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    per_step = 1e3 / args.decode_steps
+    return [(e.key, e.self_cpu_time_total / 1e6 * per_step, e.self_cpu_time_total / 1e6 / wall) for e in rows]
 
 
 def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_tokens: int) -> tuple[float, int, int]:
@@ -379,6 +404,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each side-by-side measurement's length")
     parser.add_argument("--phases", default="prefill,decode,grpo,rwr", help="which phase rows ('' for none)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a look, not a measurement")
+    parser.add_argument("--profile", action="store_true", help="after the decode rows: where each one's time goes, "
+                        "the operators by their own CPU time (torch.profiler; CPU only)")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.roof_tokens, args.bandwidth_mb = 1, 128, 128
@@ -419,6 +446,7 @@ def main(argv=None) -> int:
     # inference in the dtype itself (bf16 weights); training in bf16 autocast over float32 weights (genenv's option)
     inference = copy.deepcopy(policy.model).to(torch.bfloat16) if bf16 else policy.model
     wanted = set(filter(None, args.phases.split(",")))
+    profiles = []
     if wanted:
         policy.set_gradient_checkpointing(True)
         policy.autocast_bf16 = bf16
@@ -448,7 +476,17 @@ def main(argv=None) -> int:
                 roof = attainable(intensity, roofs[(n, args.dtype)], bandwidths[n])
                 print(f"| {name} | {label(n)} | {seconds:.3f} | {flops / seconds / 1e9:.1f} | {intensity:.1f} | "
                       f"{roof / 1e9:.1f} | {flops / seconds / roof:.0%} |", flush=True)
+            if args.profile and "decode" in wanted and not on_gpu:
+                for batch in filter(None, (args.decode_batch, args.large_batch)):
+                    rows = decode_profile(inference, shape, args, batch)
+                    profiles.append((label(n), batch, rows))
         del reference
+        for n, batch, rows in profiles:
+            print(f"\nDecode x{batch}, {n} threads: where the time goes (torch.profiler, the operators' own time)")
+            print("| operator | ms a step | share of the steps' time |")
+            print("|---|---|---|")
+            for name, ms, share in rows:
+                print(f"| {name} | {ms:.2f} | {share:.0%} |")
     if args.rollouts:
         policy.set_gradient_checkpointing(False)
         policy.model = inference

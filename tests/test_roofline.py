@@ -72,3 +72,22 @@ def test_a_training_phase_is_counted_with_its_passes():
     assert 4.5 < passes < 5.0
     assert flops == pytest.approx(passes * forward_flops(shape, 64, 28, 0) + passes * 1000, rel=1e-6)
     assert training_bytes(shape, 5.0) == 12 * shape.parameters * 4
+
+
+def test_the_decode_profile_names_operators_and_their_shares():
+    """--profile: the decode steps' operators by their own time, largest first; per-step milliseconds and shares
+    of the steps' wall time (each share in (0, 1], the listed ones together at most about the whole)."""
+    import argparse
+
+    from roofline import decode_profile
+
+    from genenv.config import TinyModelConfig
+    from genenv.models.tiny import build_tiny_policy
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=2, num_heads=2,
+                                               max_positions=64), "abcdefghij", 0)
+    shape = Shape.of(policy.model.config)
+    args = argparse.Namespace(context=8, decode_steps=4, device="cpu")
+    rows = decode_profile(policy.model, shape, args, batch=3, top=5)
+    assert len(rows) == 5 and all(name.startswith("aten::") or "::" in name for name, _, _ in rows)
+    assert [ms for _, ms, _ in rows] == sorted((ms for _, ms, _ in rows), reverse=True)
+    assert all(0 < share <= 1 for _, _, share in rows) and sum(share for _, _, share in rows) < 1.2
