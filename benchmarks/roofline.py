@@ -35,8 +35,8 @@ Hugging Face folder; one without weights (config and tokenizer only) gets SmolLM
 (seed 0), which time the same arithmetic (a forward's cost does not depend on the weights' values; only where
 sampling stops does, so the rollout row counts the tokens it drew). ``--rollouts B``: a row of genenv's own
 ``Policy.generate`` (``B`` prompts x ``--group-size`` responses of up to ``--max-new-tokens``): rollouts and tokens
-per second. ``--profile``: after the decode rows, the operators their steps spend their time in (torch.profiler),
-which names what a decode below half its roof does besides multiplying. ``--side-by-side 1,4,16``: that many
+per second. ``--profile``: after the phase rows, the operators each phase spends its time in (torch.profiler),
+which names what a phase below half its roof does besides multiplying. ``--side-by-side 1,4,16``: that many
 processes, each its own model on the same device, sampling
 rollouts for ``--seconds``: the rollouts per second of all of them together (how many runs one device holds).
 """
@@ -212,13 +212,16 @@ def random_ids(shape: Shape, size: tuple[int, ...], seed: int, device: str) -> t
     return torch.randint(margin, shape.vocab - margin, size, generator=torch.Generator().manual_seed(seed)).to(device)
 
 
-def phase_prefill(model, shape: Shape, args, element_bytes: int = 4) -> tuple[float, int, int]:
+def phase_prefill(model, shape: Shape, args, element_bytes: int = 4, profile: list | None = None
+                  ) -> tuple[float, int, int]:
     ids = random_ids(shape, (1, args.prompt_tokens), 1, args.device)
 
     def step():
         with torch.no_grad():
             model(input_ids=ids, use_cache=True, logits_to_keep=1)
     seconds = timed(step, args.repeats, args.device)
+    if profile is not None:
+        profile[:] = operator_shares(step)
     flops = forward_flops(shape, args.prompt_tokens, 1, attention_flops(shape, args.prompt_tokens, 0, True))
     nbytes = (shape.parameters + kv_cache_bytes(shape, 1, args.prompt_tokens, 1)) * element_bytes
     return seconds, flops, nbytes
@@ -250,65 +253,103 @@ def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int |
     return seconds, flops, nbytes
 
 
-def decode_profile(model, shape: Shape, args, batch: int, top: int = 8) -> list[tuple[str, float, float]]:
-    """Where a decode phase's time goes (``--profile``): torch's profiler over the ``--decode-steps`` steps after
-    the prefill; the ``top`` operators by their own CPU time, as (name, milliseconds a step, share of the steps'
-    time). What a phase below half its roof spends outside the multiplies is what this names."""
+def operator_shares(fn, top: int = 8, calls: int = 1) -> list[tuple[str, float, float]]:
+    """Where ``fn``'s time goes (``--profile``): torch's profiler over one call; the ``top`` operators by their own
+    CPU time, as (name, milliseconds per ``calls``, share of the call's wall time). What a phase below half its
+    roof spends outside the multiplies is what this names."""
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - start
+    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    return [(e.key, e.self_cpu_time_total / 1e3 / calls, e.self_cpu_time_total / 1e6 / wall) for e in rows]
+
+
+def decode_profile(model, shape: Shape, args, batch: int, top: int = 8) -> list[tuple[str, float, float]]:
+    """:func:`operator_shares` of the ``--decode-steps`` steps after a prefill, per step."""
     from transformers import DynamicCache  # noqa: PLC0415
     ids = random_ids(shape, (batch, args.context), 2, args.device)
     nxt = random_ids(shape, (batch, 1), 3, args.device)
     cache = DynamicCache()
+
+    def steps():
+        for _ in range(args.decode_steps):
+            model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
     with torch.no_grad():
         model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            start = time.perf_counter()
-            for _ in range(args.decode_steps):
-                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            wall = time.perf_counter() - start
-    rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
-    per_step = 1e3 / args.decode_steps
-    return [(e.key, e.self_cpu_time_total / 1e6 * per_step, e.self_cpu_time_total / 1e6 / wall) for e in rows]
+        return operator_shares(steps, top, calls=args.decode_steps)
 
 
-def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_tokens: int) -> tuple[float, int, int]:
-    """``step(optimizer)`` on ``--train-seqs`` sequences of prompt + target tokens, from the same weights each time
-    (a fresh AdamW each call): counted once (:func:`counted_flops`), then timed; the weights restored after."""
-    start_state = {k: v.clone() for k, v in policy.model.state_dict().items()}
+def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_tokens: int,
+                   profile: list | None = None) -> tuple[float, int, int]:
+    """``step(optimizer)`` on ``--train-seqs`` sequences of prompt + target tokens, as a run past its first step
+    takes it: one AdamW whose state exists (a first step made before timing), the weights and that state put back
+    before each timed step, outside its seconds (a fresh AdamW would time its state's allocation, a gigabyte of
+    zeros on SmolLM2, which a run pays once). Counted once (:func:`counted_flops`), then timed (median of
+    ``--repeats``); the weights restored after. With ``profile`` (a list), one more step's
+    :func:`operator_shares` is put in it."""
+    start_weights = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-7)
+    step(optimizer)
+    start_optimizer = copy.deepcopy(optimizer.state_dict())
 
-    def fresh_step():
-        step(torch.optim.AdamW(policy.trainable_parameters(), lr=1e-7))
-        policy.model.load_state_dict(start_state)
+    def restore():
+        policy.model.load_state_dict(start_weights)
+        optimizer.load_state_dict(copy.deepcopy(start_optimizer))
+
+    def restored_step():
+        restore()
+        step(optimizer)
     tokens = prompt_tokens + target_tokens
-    flops, passes = counted_flops(fresh_step, shape, args.train_seqs * tokens, args.train_seqs * (target_tokens + 1),
+    flops, passes = counted_flops(restored_step, shape, args.train_seqs * tokens,
+                                  args.train_seqs * (target_tokens + 1),
                                   args.train_seqs * attention_flops(shape, tokens, 0, True))
-    return timed(fresh_step, args.repeats, args.device), flops, training_bytes(shape, passes)
+    times = []
+    for _ in range(args.repeats):
+        restore()
+        synchronize(args.device)
+        began = time.perf_counter()
+        step(optimizer)
+        synchronize(args.device)
+        times.append(time.perf_counter() - began)
+    if profile is not None:
+        restore()
+        profile[:] = operator_shares(lambda: step(optimizer))
+    policy.model.load_state_dict(start_weights)
+    return statistics.median(times), flops, training_bytes(shape, passes)
 
 
-def phase_grpo(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
+def _id_range(shape: Shape) -> tuple[int, int]:
+    """The training phases' token ids: 100 to 40,000 on SmolLM2, inside a tiny vocabulary's middle."""
+    low = min(100, shape.vocab // 4)
+    return low, min(40000, shape.vocab - low)
+
+
+def phase_grpo(policy, reference, shape: Shape, args, profile: list | None = None) -> tuple[float, int, int]:
     from genenv.algos.grpo import PolicySample, grpo_step  # noqa: PLC0415
-    rng = np.random.default_rng(4)
-    samples = [PolicySample(rng.integers(100, 40000, args.prompt_tokens).tolist(),
-                            rng.integers(100, 40000, args.response_tokens).tolist(),
+    rng, low, high = np.random.default_rng(4), *_id_range(shape)
+    samples = [PolicySample(rng.integers(low, high, args.prompt_tokens).tolist(),
+                            rng.integers(low, high, args.response_tokens).tolist(),
                             (rng.normal(size=args.response_tokens) * 0.3 - 3.0).tolist(), float(rng.normal()))
                for _ in range(args.train_seqs)]
 
     def step(optimizer):
         grpo_step(policy, reference, optimizer, samples, kl_coef=0.001, micro_batch=2)
-    return training_phase(policy, step, shape, args, args.prompt_tokens, args.response_tokens)
+    return training_phase(policy, step, shape, args, args.prompt_tokens, args.response_tokens, profile)
 
 
-def phase_rwr(policy, reference, shape: Shape, args) -> tuple[float, int, int]:
+def phase_rwr(policy, reference, shape: Shape, args, profile: list | None = None) -> tuple[float, int, int]:
     from genenv.algos.rwr import WeightedExample, rwr_update  # noqa: PLC0415
-    rng = np.random.default_rng(5)
-    examples = [WeightedExample(rng.integers(100, 40000, args.sim_prompt_tokens).tolist(),
-                                rng.integers(100, 40000, args.sim_target_tokens).tolist(), 1.0)
+    rng, low, high = np.random.default_rng(5), *_id_range(shape)
+    examples = [WeightedExample(rng.integers(low, high, args.sim_prompt_tokens).tolist(),
+                                rng.integers(low, high, args.sim_target_tokens).tolist(), 1.0)
                 for _ in range(args.train_seqs)]
 
     def step(optimizer):
         rwr_update(policy, reference, optimizer, examples, steps=1, batch_size=args.train_seqs, kl_coef=0.05,
                    max_kl=1e9, rng=np.random.default_rng(0))
-    return training_phase(policy, step, shape, args, args.sim_prompt_tokens, args.sim_target_tokens)
+    return training_phase(policy, step, shape, args, args.sim_prompt_tokens, args.sim_target_tokens, profile)
 
 
 def rollout_prompts(count: int, seed: int = 0) -> list[str]:
@@ -404,7 +445,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each side-by-side measurement's length")
     parser.add_argument("--phases", default="prefill,decode,grpo,rwr", help="which phase rows ('' for none)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a look, not a measurement")
-    parser.add_argument("--profile", action="store_true", help="after the decode rows: where each one's time goes, "
+    parser.add_argument("--profile", action="store_true", help="after the phase rows: where each one's time goes, "
                         "the operators by their own CPU time (torch.profiler; CPU only)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -460,33 +501,38 @@ def main(argv=None) -> int:
             if not on_gpu:
                 torch.set_num_threads(n)
             phases = {}
+            profiling = args.profile and not on_gpu
+            kept: dict[str, list] = {}
+            def keep(name):   # the list a phase's profile goes in (--profile), or None
+                return kept.setdefault(name, []) if profiling else None
             if "prefill" in wanted:
-                phases["prefill"] = lambda: phase_prefill(inference, shape, args, element_bytes)
+                phases["prefill"] = lambda: phase_prefill(inference, shape, args, element_bytes, keep("prefill"))
             if "decode" in wanted:
                 for batch in filter(None, (args.decode_batch, args.large_batch)):
                     phases[f"decode x{batch}"] = (lambda batch=batch: phase_decode(inference, shape, args,
                                                                                    element_bytes, batch))
             if "grpo" in wanted:
-                phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args)
+                phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args, keep("grpo step"))
             if "rwr" in wanted:
-                phases["simulator update"] = lambda: phase_rwr(policy, reference, shape, args)
+                phases["simulator update"] = lambda: phase_rwr(policy, reference, shape, args,
+                                                               keep("simulator update"))
             for name, measure in phases.items():
                 seconds, flops, nbytes = measure()
                 intensity = flops / nbytes
                 roof = attainable(intensity, roofs[(n, args.dtype)], bandwidths[n])
                 print(f"| {name} | {label(n)} | {seconds:.3f} | {flops / seconds / 1e9:.1f} | {intensity:.1f} | "
                       f"{roof / 1e9:.1f} | {flops / seconds / roof:.0%} |", flush=True)
-            if args.profile and "decode" in wanted and not on_gpu:
-                for batch in filter(None, (args.decode_batch, args.large_batch)):
-                    rows = decode_profile(inference, shape, args, batch)
-                    profiles.append((label(n), batch, rows))
+                if profiling and name.startswith("decode"):
+                    kept[name] = decode_profile(inference, shape, args, int(name.removeprefix("decode x")))
+            profiles += [(label(n), name, rows) for name, rows in kept.items() if rows]
         del reference
-        for n, batch, rows in profiles:
-            print(f"\nDecode x{batch}, {n} threads: where the time goes (torch.profiler, the operators' own time)")
-            print("| operator | ms a step | share of the steps' time |")
+        for n, name, rows in profiles:
+            step = "a step" if name.startswith("decode") else "a call"
+            print(f"\n{name}, {n} threads: where the time goes (torch.profiler, the operators' own time)")
+            print(f"| operator | ms {step} | share of the time |")
             print("|---|---|---|")
-            for name, ms, share in rows:
-                print(f"| {name} | {ms:.2f} | {share:.0%} |")
+            for op, ms, share in rows:
+                print(f"| {op} | {ms:.2f} | {share:.0%} |")
     if args.rollouts:
         policy.set_gradient_checkpointing(False)
         policy.model = inference

@@ -91,3 +91,37 @@ def test_the_decode_profile_names_operators_and_their_shares():
     assert len(rows) == 5 and all(name.startswith("aten::") or "::" in name for name, _, _ in rows)
     assert [ms for _, ms, _ in rows] == sorted((ms for _, ms, _ in rows), reverse=True)
     assert all(0 < share <= 1 for _, _, share in rows) and sum(share for _, _, share in rows) < 1.2
+
+
+def test_a_training_phase_is_timed_as_a_run_takes_it_and_leaves_the_weights_as_they_were():
+    """training_phase: the step timed with AdamW's state already there (a fresh AdamW fills its state with zeros
+    inside the timed step), the weights the same after as before, and --profile's operators kept."""
+    import argparse
+
+    from roofline import phase_grpo
+
+    from genenv.config import TinyModelConfig
+    from genenv.models.tiny import build_tiny_policy
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=2, num_heads=2,
+                                               max_positions=64), "abcdefghijklmnopqrstuvwxyz", 0)
+    reference = policy.frozen_copy()
+    shape = Shape.of(policy.model.config)
+    before = {k: v.clone() for k, v in policy.model.state_dict().items()}
+    args = argparse.Namespace(prompt_tokens=8, response_tokens=4, train_seqs=2, repeats=2, device="cpu")
+    profile = []
+    seconds, flops, nbytes = phase_grpo(policy, reference, shape, args, profile)
+    assert seconds > 0 and flops > 0 and nbytes > 0
+    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
+    assert "aten::mm" in [op for op, _, _ in profile]
+    # every step after the first finds AdamW's state there (counted, 2 timed, profiled)
+    from roofline import training_phase
+    states = []
+    def step(optimizer):
+        states.append(len(optimizer.state))
+        optimizer.zero_grad()
+        sum(p.sum() for p in policy.trainable_parameters()).backward()
+        optimizer.step()
+    training_phase(policy, step, shape, args, 8, 4, profile=[])
+    parameters = len(list(policy.trainable_parameters()))
+    assert states == [0] + [parameters] * 4
+    assert all(torch.equal(before[k], v) for k, v in policy.model.state_dict().items())
