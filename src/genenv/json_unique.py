@@ -15,7 +15,7 @@ twice, docs/constrained.md). This module is the rest of the check, small enough 
   the domain's ``validate`` still are).
 
 The masks stay a function of the tokens written so far, so replaying them over a stored response gives the
-sampler's masks (the update's log-probs are the sampler's, ``tests/test_constrained.py``).
+sampler's masks (the update's log-probs are the sampler's, ``tests/test_json_unique.py``).
 """
 
 from __future__ import annotations
