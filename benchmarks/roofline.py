@@ -206,9 +206,13 @@ def load_smollm2(model_dir: str | None = None, device: str = "cpu"):
     return Policy(model, AutoTokenizer.from_pretrained(path), device, use_chat_template=False), "random weights"
 
 
+def _id_margin(shape: Shape) -> int:
+    """How far token ids keep from the vocabulary's ends (its special tokens): 100, a quarter of a tiny one."""
+    return min(100, shape.vocab // 4)
+
+
 def random_ids(shape: Shape, size: tuple[int, ...], seed: int, device: str) -> torch.Tensor:
-    """Token ids clear of the vocabulary's first and last 100 (its special tokens; a quarter of a tiny one)."""
-    margin = min(100, shape.vocab // 4)
+    margin = _id_margin(shape)
     return torch.randint(margin, shape.vocab - margin, size, generator=torch.Generator().manual_seed(seed)).to(device)
 
 
@@ -227,8 +231,8 @@ def phase_prefill(model, shape: Shape, args, element_bytes: int = 4, profile: li
     return seconds, flops, nbytes
 
 
-def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int | None = None
-                 ) -> tuple[float, int, int]:
+def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int | None = None,
+                 profile: list | None = None) -> tuple[float, int, int]:
     from transformers import DynamicCache  # noqa: PLC0415
     batch, context, steps = batch or args.decode_batch, args.context, args.decode_steps
     ids = random_ids(shape, (batch, context), 2, args.device)
@@ -246,6 +250,8 @@ def phase_decode(model, shape: Shape, args, element_bytes: int = 4, batch: int |
             return time.perf_counter() - start
     decode()
     seconds = statistics.median(decode() for _ in range(args.repeats))
+    if profile is not None:
+        profile[:] = decode_profile(model, shape, args, batch)
     flops = sum(forward_flops(shape, batch, batch, attention_flops(shape, batch, context + s, False))
                 for s in range(steps))
     nbytes = (steps * shape.parameters + sum(kv_cache_bytes(shape, batch, context + s + 1, 1)
@@ -322,7 +328,7 @@ def training_phase(policy, step, shape: Shape, args, prompt_tokens: int, target_
 
 def _id_range(shape: Shape) -> tuple[int, int]:
     """The training phases' token ids: 100 to 40,000 on SmolLM2, inside a tiny vocabulary's middle."""
-    low = min(100, shape.vocab // 4)
+    low = _id_margin(shape)
     return low, min(40000, shape.vocab - low)
 
 
@@ -509,8 +515,8 @@ def main(argv=None) -> int:
                 phases["prefill"] = lambda: phase_prefill(inference, shape, args, element_bytes, keep("prefill"))
             if "decode" in wanted:
                 for batch in filter(None, (args.decode_batch, args.large_batch)):
-                    phases[f"decode x{batch}"] = (lambda batch=batch: phase_decode(inference, shape, args,
-                                                                                   element_bytes, batch))
+                    phases[f"decode x{batch}"] = (lambda batch=batch: phase_decode(
+                        inference, shape, args, element_bytes, batch, keep(f"decode x{batch}")))
             if "grpo" in wanted:
                 phases["grpo step"] = lambda: phase_grpo(policy, reference, shape, args, keep("grpo step"))
             if "rwr" in wanted:
@@ -522,8 +528,6 @@ def main(argv=None) -> int:
                 roof = attainable(intensity, roofs[(n, args.dtype)], bandwidths[n])
                 print(f"| {name} | {label(n)} | {seconds:.3f} | {flops / seconds / 1e9:.1f} | {intensity:.1f} | "
                       f"{roof / 1e9:.1f} | {flops / seconds / roof:.0%} |", flush=True)
-                if profiling and name.startswith("decode"):
-                    kept[name] = decode_profile(inference, shape, args, int(name.removeprefix("decode x")))
             profiles += [(label(n), name, rows) for name, rows in kept.items() if rows]
         del reference
         for n, name, rows in profiles:
