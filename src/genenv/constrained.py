@@ -243,8 +243,9 @@ def grammar_problem(shape, text: str) -> str | None:
     key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
     if key not in _BYTE_CONSTRAINTS:
         tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
-        _BYTE_CONSTRAINTS[key] = (tokenizer, shape_grammar(shape))
-    tokenizer, grammar = _BYTE_CONSTRAINTS[key]
+        unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        _BYTE_CONSTRAINTS[key] = (tokenizer, shape_grammar(shape), unique)
+    tokenizer, grammar, unique = _BYTE_CONSTRAINTS[key]
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if matcher.is_error():
         return f"the shape does not compile: {matcher.get_error()[:200]}"
@@ -255,8 +256,8 @@ def grammar_problem(shape, text: str) -> str | None:
             return f"the constrained sampler cannot write it: refused at character {at} ({near!r})"
     if not (matcher.is_stopped() or matcher.is_accepting()):
         return "the constrained sampler cannot end it there: the shape is not complete"
-    if shape.json_schema is not None:
-        repeated = UniqueStrings(shape.json_schema).first_repeat(text)
+    if unique is not None:
+        repeated = unique.first_repeat(text)
         if repeated is not None:
             return (f"the constrained sampler cannot write it: {json.dumps(repeated)} repeats an earlier key of its "
                     "object or an earlier item of an array declared uniqueItems")
