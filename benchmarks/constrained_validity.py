@@ -5,7 +5,8 @@ For each preset and seed: the run's warm-started simulator (the cached one a run
 draws, and ``--epochs`` epochs of generation exactly as the loop's phase 1 writes them (``generate_tasks``: the
 epoch's seeds from the pool, the simulator's prompts, ``env.variations`` tasks each), validated as phase 2 does;
 no agent, no updates (so this is the warm start's validity, the first epoch's, not a run's). Reported per arm: the
-valid share, the rejection reasons, simulator tokens and seconds per valid task.
+valid share, the rejection reasons (their kinds, and in full in the JSON lines), simulator tokens and seconds per
+valid task.
 
     .venv/bin/python benchmarks/constrained_validity.py --preset household-smoke --seeds 0,1 --epochs 4
     .venv/bin/python benchmarks/constrained_validity.py --preset household --seeds 32,33
@@ -46,11 +47,12 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
         candidates += validate_tasks(domain, written, split)
     valid = [c for c in candidates if c.valid]
     reasons = Counter(c.parsed.reason.split(":")[0][:60] for c in candidates if not c.valid)
+    details = Counter(c.parsed.reason[:100] for c in candidates if not c.valid)
     tokens = sum(len(c.token_ids) for c in candidates)
     return {"preset": preset, "seed": seed, "constrained": constrained, "written": len(candidates),
             "valid": len(valid), "valid_share": len(valid) / max(1, len(candidates)),
             "tokens_per_valid": tokens / max(1, len(valid)), "seconds_per_valid": seconds / max(1, len(valid)),
-            "reasons": dict(reasons.most_common(6))}
+            "reasons": dict(reasons.most_common(6)), "reasons_in_full": dict(details.most_common(12))}
 
 
 def main(argv=None) -> int:
@@ -59,12 +61,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--arms", default="off,on", help="which arms to write, in this order (off, on)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows = []
     for seed in [int(s) for s in args.seeds.split(",")]:
-        for constrained in (False, True):
+        for constrained in [{"off": False, "on": True}[arm] for arm in args.arms.split(",")]:
             rows.append(measure(args.preset, seed, constrained, args.epochs, [f"threads={args.threads}",
                                                                             *args.overrides]))
             print(json.dumps(rows[-1]), flush=True)

@@ -325,13 +325,15 @@ def test_domain_levels_follow_the_token_flow():
     (_task_json("QueryStock", {"stock_code": "ZYXW"}), "missing required parameter 'date'"),
     (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01", "x": "1"}),
      "QueryStock has no parameter 'x'"),
-    (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2021-06-01"}), "gold call fails on a fresh state"),
+    (_task_json("QueryStock", {"stock_code": "ZZZ", "date": "2021-06-01"}),
+     "gold call fails on a fresh state: Stock ZZZ not found"),
     (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"}, request=" "),
      "request must be a non-empty string"),
     (_task_json("QueryStock", {"stock_code": "ZYXW", "date": "2021-06-01"}, apis=["Calculator"]),
      "the gold call names an API that is not listed"),
     (_task_json("QueryStock", {"stock_code": 7, "date": "2021-06-01"}), "arguments must map names to strings"),
-    (_task_json("Calculator", {"formula": "__import__('os').system('id')"}), "gold call fails on a fresh state"),
+    (_task_json("Calculator", {"formula": "__import__('os').system('id')"}),
+     "gold call fails on a fresh state: invalid character in formula"),
 ])
 def test_domain_rejects_bad_simulator_output_with_a_reason(text, reason):
     result = _domain().parse_and_validate(text)
@@ -588,8 +590,8 @@ def test_the_task_shape_holds_every_task_the_domain_writes_and_excludes_what_a_g
     """API-Bank's schema (issue 57): every seed and simulator-corpus task has it; it excludes the rejections a
     grammar can exclude before a token is sampled (an invented or unoffered API, a parameter the API does not
     declare, a required one missing, a value that is not a string or is past its cap, malformed JSON, a history line
-    without its speaker) and leaves to validate what
-    needs the domain's state."""
+    without its speaker, a value outside its parameter's shape: a stock the database lacks, a date in another
+    format) and leaves to validate what needs the domain's state."""
     import numpy as np
 
     from genenv.domain_check import shape_problem
@@ -599,16 +601,86 @@ def test_the_task_shape_holds_every_task_the_domain_writes_and_excludes_what_a_g
     tasks = domain.seed_tasks(rng, 60) + [task for _, _, task in domain.simulator_corpus(rng, 60)]
     assert [t.text for t in tasks if shape_problem(shape, t.text)] == []
     name = "QueryStock"
-    assert shape_problem(shape, _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})) is None
-    for text in (_task_json("MadeUpAPI", {}), _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01", "x": "1"}),
+    assert shape_problem(shape, _task_json(name, {"stock_code": "ZYXW", "date": "2021-06-01"})) is None
+    for text in (_task_json("MadeUpAPI", {}), _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"}),
+                 _task_json(name, {"stock_code": "ZYXW", "date": "June 1st"}),
+                 _task_json(name, {"stock_code": "ZYXW", "date": "2021-06-01", "x": "1"}),
                  _task_json(name, {"date": "2021-06-01"}), _task_json(name, {"stock_code": 7, "date": "2021-06-01"}),
-                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"})[:-2],
-                 _task_json(name, {"stock_code": "AAPL", "date": "2021-06-01"}, history=["Bob: hi"]),
+                 _task_json(name, {"stock_code": "ZYXW", "date": "2021-06-01"})[:-2],
+                 _task_json(name, {"stock_code": "ZYXW", "date": "2021-06-01"}, history=["Bob: hi"]),
                  _task_json(name, {"stock_code": "A" * 401, "date": "2021-06-01"})):
         assert shape_problem(shape, text), text
         assert isinstance(domain.parse_and_validate(text), type(domain.parse_and_validate("")))   # Invalid too
     offered = set(domain.offered_apis())
     assert name in offered and not any(REGISTRY[n].needs_network for n in offered)
     # what needs the domain's state passes the shape and is left to validate: the call fails on a fresh state
-    failing = _task_json("Calculator", {"formula": "__import__('os').system('id')"})
+    failing = _task_json(name, {"stock_code": "ZYXW", "date": "2021-07-01"})  # a day without a price
     assert shape_problem(shape, failing) is None and domain.parse_and_validate(failing).reason
+
+
+# ============================================================================ value shapes (issue 57)
+
+def _runs(databases, name, arguments) -> bool:
+    return ToolSession(databases).execute(name, arguments)["exception"] is None
+
+
+def _in_shape(shape: dict, value: str) -> bool:
+    import re
+    if "enum" in shape:
+        return value in shape["enum"]
+    return re.search(shape["pattern"], value) is not None
+
+
+def test_value_shapes_offer_what_runs_and_refuse_what_fails(databases):
+    """Each shape against the hand-made databases: the values it offers run, the ones it refuses fail on a fresh
+    state (other spellings aside, which the shapes' comment names)."""
+    from genenv.domains.apibank.tools import value_shape
+    token = value_shape(REGISTRY["AddAgenda"], "token", databases)
+    assert token == {"enum": ["tk1ada0000fixture1", "tk2ben0000fixture2"]}
+    assert value_shape(REGISTRY["QueryBalance"], "token", databases) == {"enum": ["tk1ada0000fixture1"]}
+    assert not _runs(databases, "QueryBalance", {"token": "tk2ben0000fixture2"})  # Ben has no bank account
+    assert value_shape(REGISTRY["QueryStock"], "stock_code", databases) == {"enum": ["ZYXW", "zyxw"]}
+    assert _runs(databases, "QueryStock", {"stock_code": "zyxw", "date": "2021-06-02"})
+    assert not _runs(databases, "QueryStock", {"stock_code": "ZYXV", "date": "2021-06-02"})
+    time = value_shape(REGISTRY["AddAgenda"], "time", databases)
+    agenda = {"token": "tk1ada0000fixture1", "content": "Dentist", "location": "Town"}
+    for value, runs in (("2023-09-12 14:00:00", True), ("2023-09-12", False), ("14:00 on 2023-09-12", False),
+                        ("2023-09-12T14:00:00", False)):
+        assert _in_shape(time, value) == runs == _runs(databases, "AddAgenda", {**agenda, "time": value}), value
+    assert _runs(databases, "AddAgenda", {**agenda, "time": "2023-09-12 14:00:00"})
+    assert not _runs(databases, "AddAgenda", {**agenda, "time": "2023-09-12 14:00:00", "token": "tk3nobody"})
+    # a query checks a time only when one is given: empty is offered
+    assert _in_shape(value_shape(REGISTRY["QueryAgenda"], "time", databases), "")
+    assert not _in_shape(value_shape(REGISTRY["QueryAgenda"], "time", databases), "noon")
+    # a number is digits; a database this folder lacks leaves the value a plain string
+    assert value_shape(REGISTRY["BookHotel"], "room_count", databases) == {"pattern": "^[0-9]+$"}
+    assert value_shape(REGISTRY["Wiki"], "keyword", databases) == {}
+
+
+def test_value_shapes_refuse_no_official_gold_call_that_runs():
+    """Every gold call of the official level-1 test file that runs on a fresh state lies inside its API's value
+    shapes, so the grammar takes nothing from the benchmark's own distribution; a value swapped for an unknown
+    one in a looked-up parameter fails to run."""
+    from genenv.domains.apibank.tools import value_shape
+    items = _official_items(1)
+    databases = load_databases(OFFICIAL / "init_database")
+    checked = swapped = 0
+    for item, _ in items:
+        call = extract_call(item["expected_output"])
+        tool = REGISTRY.get(call.name)
+        if tool is None or tool.needs_network:
+            continue
+        try:
+            if not _runs(databases, call.name, call.arguments):
+                continue
+        except CallError:
+            continue
+        for key, value in call.arguments.items():
+            shape = value_shape(tool, key, databases)
+            if shape:
+                assert _in_shape(shape, value), (call.name, key, value)
+                checked += 1
+            if "enum" in shape:
+                assert not _runs(databases, call.name, {**call.arguments, key: "zz unknown zz"}), (call.name, key)
+                swapped += 1
+    assert checked > 300 and swapped > 100, (checked, swapped)

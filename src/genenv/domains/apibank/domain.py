@@ -35,7 +35,7 @@ import numpy as np
 from genenv.domains.apibank.calls import extract_call, format_call
 from genenv.domains.apibank.evaluator import LEVEL_FOLDERS, data_folder, load_api_items
 from genenv.domains.apibank.scoring import score_call
-from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases
+from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases, value_shape
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 
@@ -112,7 +112,7 @@ class ApiBankDomain(Domain):
         except CallError as error:
             return Invalid(f"gold call cannot run: {error}", "")
         if result["exception"] is not None:
-            return Invalid("gold call fails on a fresh state", "")
+            return Invalid(f"gold call fails on a fresh state: {str(result['exception'])[:120]}", "")
         text = json.dumps({"apis": apis, "history": history, "request": request,
                            "call": {"name": name, "arguments": arguments}})
         if self.max_task_chars and len(text) > self.max_task_chars:
@@ -250,14 +250,17 @@ class ApiBankDomain(Domain):
         """The task object: 1-6 offered API names, at most 12 history lines (each opening with ``User: ``, ``AI: ``
         or ``API-Request: ``) and a request of at most 400 characters, and a gold call to one offered API with
         exactly its declared parameters (the required ones present), every value a string of at most 400
-        characters. Left to ``validate``: the call's API among those listed, no API twice, a value converting to
-        its parameter's type, the call running on a fresh state."""
+        characters in its parameter's value shape (:func:`~genenv.domains.apibank.tools.value_shape`: a token
+        of an account, a time as the API prints it, a key the API looks up, digits for a number). Left to
+        ``validate``: the call's API among those listed, no API twice, what depends on two values at once (a
+        password and its user), the call running on a fresh state."""
         def call(name):
             tool = REGISTRY[name]
             return {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
                     "properties": {"name": {"const": name}, "arguments": {
                         "type": "object", "additionalProperties": False,
-                        "properties": {key: {"type": "string", "maxLength": MAX_TEXT} for key in tool.inputs},
+                        "properties": {key: {"type": "string", "maxLength": MAX_TEXT,
+                                             **value_shape(tool, key, self.databases)} for key in tool.inputs},
                         "required": [key for key in tool.inputs if key not in tool.optional]}}}
         names = self.offered_apis()
         return TaskShape(json_schema={

@@ -78,6 +78,66 @@ def _strip(value) -> str:
     return str(value).strip()
 
 
+# ============================================================================ value shapes (issue 57)
+# What a parameter's value must look like for a call to run on a fresh state, as a JSON-schema fragment: the
+# simulator's grammar (``ApiBankDomain.task_shape``) offers only these values. A shape is the canonical spelling
+# of what the API accepts: every value it excludes either fails on a fresh state or is another spelling (case,
+# surrounding spaces, an unpadded month) of a value it offers. What depends on two values at once (a password and
+# its user, an alarm at a time the user has) stays with the domain's check, which runs the call.
+
+_DAY = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_MOMENT = _DAY + " [0-9]{2}:[0-9]{2}:[0-9]{2}"
+MOMENT = {"pattern": f"^{_MOMENT}$"}                # T_FORMAT, as the APIs print it
+DAY = {"pattern": f"^{_DAY}$"}                      # D_FORMAT
+MOMENT_OR_EMPTY = {"pattern": f"^({_MOMENT})?$"}    # a time the API checks only when one is given
+TYPE_SHAPES = {"int": {"pattern": "^[0-9]+$"},      # what convert() accepts, in ASCII digits
+               "float": {"pattern": r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)$"}}
+
+
+def keys_of(database: str, case: str | None = None) -> Callable[[dict], dict]:
+    """The values a lookup in ``database`` finds: its keys (an enum). ``case``: the API compares keys after
+    ``"lower"``-ing or ``"upper"``-ing the value, so the key's usual casings are offered too ("movie time",
+    "Movie time", "Movie Time"; "AAPL", "aapl")."""
+    def spellings(key: str) -> set[str]:
+        if case == "lower":
+            return {key, key.capitalize(), key.title()}
+        return {key, key.lower()} if case == "upper" else {key}
+
+    def shape(databases: dict) -> dict:
+        return {"enum": sorted(set().union(*(spellings(str(key)) for key in databases[database])))}
+    return shape
+
+
+def tokens(databases: dict) -> dict:
+    """A token ``user_of`` finds: one of the accounts' tokens."""
+    return {"enum": sorted({account["token"] for account in databases["Account"].values()})}
+
+
+def banked_tokens(databases: dict) -> dict:
+    """The token of an account that has a bank account (QueryBalance)."""
+    return {"enum": sorted({account["token"] for name, account in databases["Account"].items()
+                            if name in databases["Bank"]})}
+
+
+def history_days(databases: dict) -> dict:
+    """QueryHistoryToday's date: a day the History database has, as month-day with or without a year."""
+    days = "|".join(re.escape(day) for day in sorted(databases["History"]))
+    return {"pattern": f"^([0-9]{{4}}-)?({days})$"}
+
+
+def value_shape(tool: type["Tool"], key: str, databases: dict) -> dict:
+    """The JSON-schema fragment ``tool``'s parameter ``key`` must satisfy to run on a fresh state of ``databases``
+    (beside being a string): the tool's declared shape, else its type's; {} when nothing more is known or the
+    database the shape reads is absent."""
+    shape = tool.shapes.get(key, TYPE_SHAPES.get(tool.inputs[key], {}))
+    if callable(shape):
+        try:
+            shape = shape(databases)
+        except KeyError:
+            return {}
+    return dict(shape)
+
+
 # ============================================================================ the tool base
 
 class Tool(abc.ABC):
@@ -89,6 +149,7 @@ class Tool(abc.ABC):
     optional: frozenset = frozenset()
     database: str | None = None
     needs_network = False
+    shapes: dict[str, dict | Callable[[dict], dict]] = {}  # parameter -> value shape (see value_shape)
     asserts_api_name = False  # some upstream checks assert equal api_name first (an error: scored wrong)
 
     def __init__(self, session: "ToolSession"):
@@ -255,6 +316,7 @@ def load_databases(folder: str | Path) -> dict[str, Any]:
 @register
 class CheckToken(Tool):
     inputs = {"token": "str"}
+    shapes = {"token": tokens}
     database = "Account"
 
     def run(self, token):
@@ -264,6 +326,7 @@ class CheckToken(Tool):
 @register
 class GetUserToken(Tool):
     inputs = {"username": "str", "password": "str"}
+    shapes = {"username": keys_of("Account")}
     database = "Account"
 
     def run(self, username, password):
@@ -295,6 +358,7 @@ class RegisterUser(Tool):
 @register
 class DeleteAccount(Tool):
     inputs = {"token": "str"}
+    shapes = {"token": tokens}
     database = "Account"
 
     def run(self, token):
@@ -308,6 +372,7 @@ class DeleteAccount(Tool):
 @register
 class ModifyPassword(Tool):
     inputs = {"token": "str", "old_password": "str", "new_password": "str"}
+    shapes = {"token": tokens}
     database = "Account"
 
     def run(self, token, old_password, new_password):
@@ -374,6 +439,7 @@ class OpenBankAccount(Tool):
 @register
 class QueryBalance(Tool):
     inputs = {"token": "str"}
+    shapes = {"token": banked_tokens}
     database = "Bank"
 
     def run(self, token):
@@ -398,6 +464,7 @@ def _first_match(table: dict, username: str, **fields) -> str | None:
 
 class _AgendaTool(Tool):
     inputs = {"token": "str", "content": "str", "time": "str", "location": "str"}
+    shapes = {"token": tokens, "time": MOMENT_OR_EMPTY}
     database = "Agenda"
 
     def check(self, pred, gold):
@@ -420,6 +487,7 @@ class _AgendaTool(Tool):
 
 @register
 class AddAgenda(_AgendaTool):
+    shapes = {"token": tokens, "time": MOMENT}
     asserts_api_name = True
     def run(self, token, content, time, location):
         parse_time(time)
@@ -469,6 +537,7 @@ class QueryAgenda(_AgendaTool):
 
 
 class _AlarmTool(Tool):
+    shapes = {"token": tokens, "time": MOMENT, "from_time": MOMENT, "to_time": MOMENT}
     database = "Alarm"
 
     def _find(self, username, time):
@@ -532,6 +601,7 @@ def _next_numeric_key(table: dict) -> str:
 
 class _ReminderTool(Tool):
     inputs = {"token": "str", "content": "str", "time": "str"}
+    shapes = {"token": tokens, "time": MOMENT}
     database = "Reminder"
 
     def _validate(self, content, time):
@@ -598,6 +668,7 @@ class QueryReminder(_ReminderTool):
 class _MeetingTool(Tool):
     inputs = {"token": "str", "meeting_topic": "str", "start_time": "str", "end_time": "str", "location": "str",
               "attendees": "list(str)"}
+    shapes = {"token": tokens, "start_time": MOMENT_OR_EMPTY, "end_time": MOMENT_OR_EMPTY}
     database = "Meeting"
 
     def _validate_find(self, meeting_topic, start_time, end_time):
@@ -624,6 +695,8 @@ class _MeetingTool(Tool):
 
 @register
 class AddMeeting(_MeetingTool):
+    shapes = {"token": tokens, "start_time": MOMENT, "end_time": MOMENT}
+
     def run(self, token, meeting_topic, start_time, end_time, location, attendees):
         parse_time(start_time), parse_time(end_time)
         if not meeting_topic.strip():
@@ -670,6 +743,7 @@ class QueryMeeting(_MeetingTool):
 class BookHotel(Tool):
     inputs = {"hotel_name": "str", "check_in_time": "str", "check_out_time": "str", "room_count": "int",
               "adult_count": "int", "child_count": "int"}
+    shapes = {"check_in_time": DAY, "check_out_time": DAY}
     database = "Hotel"
 
     def run(self, hotel_name, check_in_time, check_out_time, room_count, adult_count, child_count):
@@ -693,6 +767,7 @@ class BookHotel(Tool):
 @register
 class AppointmentRegistration(Tool):
     inputs = {"patient_name": "str", "date": "str", "doctor_name": "str"}
+    shapes = {"date": DAY}
     database = "Appointments"
 
     def run(self, patient_name, date, doctor_name):
@@ -724,6 +799,7 @@ class AppointmentRegistration(Tool):
 @register
 class CancelRegistration(Tool):
     inputs = {"appointment_id": "str"}
+    shapes = {"appointment_id": keys_of("Appointments")}
     database = "Appointments"
 
     def run(self, appointment_id):
@@ -741,6 +817,7 @@ class CancelRegistration(Tool):
 class ModifyRegistration(Tool):
     inputs = {"appointment_id": "str", "new_appointment_date": "str", "new_appointment_doctor": "str"}
     optional = frozenset({"new_appointment_date", "new_appointment_doctor"})
+    shapes = {"appointment_id": keys_of("Appointments"), "new_appointment_date": DAY}
     database = "Appointments"
 
     def input_record(self, kwargs):
@@ -792,6 +869,7 @@ class ModifyRegistration(Tool):
 @register
 class QueryRegistration(Tool):
     inputs = {"patient_name": "str", "date": "str"}
+    shapes = {"date": DAY}
     database = "Appointments"
 
     def run(self, patient_name, date):
@@ -819,6 +897,7 @@ def _user_id(value) -> str:
 @register
 class RecordHealthData(Tool):
     inputs = {"user_id": "str", "time": "str", "health_data": "list"}
+    shapes = {"time": MOMENT}
     optional = frozenset({"health_data"})
     database = "HealthData"
 
@@ -860,6 +939,7 @@ class RecordHealthData(Tool):
 @register
 class QueryHealthData(Tool):
     inputs = {"user_id": "str", "start_time": "str", "end_time": "str"}
+    shapes = {"user_id": keys_of("HealthData", "upper"), "start_time": MOMENT, "end_time": MOMENT}
     database = "HealthData"
 
     def run(self, user_id, start_time, end_time):
@@ -902,6 +982,7 @@ def _symptom(value) -> str:
 
 class _SymptomTool(Tool):
     inputs = {"symptom": "str"}
+    shapes = {"symptom": keys_of("Symptom", "lower")}
     database = "Symptom"
     fields: tuple[str, str] = ("name", "description")
 
@@ -930,6 +1011,7 @@ class EmergencyKnowledge(_SymptomTool):
 @register
 class QueryStock(Tool):
     inputs = {"stock_code": "str", "date": "str"}
+    shapes = {"stock_code": keys_of("Stock", "upper"), "date": DAY}
     database = "Stock"
 
     def run(self, stock_code, date):
@@ -960,6 +1042,7 @@ def _month_day(value) -> str:
 @register
 class QueryHistoryToday(Tool):
     inputs = {"date": "str"}
+    shapes = {"date": history_days}
     database = "History"
 
     def run(self, date):
@@ -985,6 +1068,7 @@ def _keyword(value) -> str:
 @register
 class Wiki(Tool):
     inputs = {"keyword": "str"}
+    shapes = {"keyword": keys_of("Wiki", "lower")}
     database = "Wiki"
 
     def run(self, keyword):
@@ -1000,6 +1084,7 @@ class Wiki(Tool):
 @register
 class DocumentQA(Tool):
     inputs = {"url": "str", "question": "str"}
+    shapes = {"url": keys_of("QuestionAnswering"), "question": {"pattern": "[^ ]"}}
     database = "QuestionAnswering"
     TOO_HARD = "The question is too difficult to answer."
 
@@ -1020,6 +1105,7 @@ class DocumentQA(Tool):
 @register
 class ImageCaption(Tool):
     inputs = {"url": "str"}
+    shapes = {"url": {"pattern": r"^[^ ]*\.(jpg|jpeg|png)$"}}  # its 12k urls are not listed
     database = "ImageCaptioning"
 
     def run(self, url):
@@ -1035,6 +1121,7 @@ class ImageCaption(Tool):
 @register
 class SpeechRecognition(Tool):
     inputs = {"url": "str"}
+    shapes = {"url": keys_of("SpeechRecognition")}
     database = "SpeechRecognition"
 
     def run(self, url):
@@ -1067,6 +1154,8 @@ _EMAIL = re.compile(r"^[a-z0-9]+[._]?[a-z0-9]+@\w+\.\w{2,3}$")
 @register
 class SendEmail(Tool):
     inputs = {"receiver": "str", "subject": "str", "content": "str"}
+    shapes = {"receiver": {"pattern": "^[a-z0-9]+[._]?[a-z0-9]+@[a-zA-Z0-9_]+\\.[a-zA-Z0-9_]{2,3}$"},
+              "subject": {"pattern": "[^ ]"}, "content": {"pattern": "[^ ]"}}
 
     def run(self, receiver, subject, content):
         receiver, subject, content = receiver.strip(), subject.strip(), content.strip()
@@ -1152,6 +1241,7 @@ def _flat(text: str) -> float:
 @register
 class Calculator(Tool):
     inputs = {"formula": "str"}
+    shapes = {"formula": {"pattern": r"^[0-9+*/() -]*[+*/-][0-9+*/() -]*$"}}
 
     def run(self, formula):
         return calculate(formula)
@@ -1244,6 +1334,7 @@ class AddScene(_SceneTool):
 @register
 class ModifyScene(_SceneTool):
     inputs = {"name": "str", "devices": "list"}
+    shapes = {"name": keys_of("Scenes", "lower")}
 
     def run(self, name, devices):
         self.db[self._existing(name)] = _device_list(devices)
@@ -1256,6 +1347,7 @@ class ModifyScene(_SceneTool):
 @register
 class DeleteScene(_SceneTool):
     inputs = {"name": "str"}
+    shapes = {"name": keys_of("Scenes", "lower")}
 
     def run(self, name):
         del self.db[self._existing(name)]
@@ -1268,6 +1360,7 @@ class DeleteScene(_SceneTool):
 @register
 class QueryScene(_SceneTool):
     inputs = {"name": "str"}
+    shapes = {"name": keys_of("Scenes", "lower")}
 
     def run(self, name):
         return copy.deepcopy(self.db[self._existing(name)])
@@ -1290,6 +1383,7 @@ class _SwitchTool(Tool):
 @register
 class TimedSwitch(_SwitchTool):
     inputs = {"name": "str", "time": "str", "on": "bool"}
+    shapes = {"time": MOMENT}
 
     def run(self, name, time, on):
         key = _scene(name)
@@ -1308,6 +1402,7 @@ class TimedSwitch(_SwitchTool):
 @register
 class CancelTimedSwitch(_SwitchTool):
     inputs = {"name": "str", "time": "str"}
+    shapes = {"name": keys_of("TimeSwitch", "lower"), "time": MOMENT}
 
     def run(self, name, time):
         key = _scene(name)
