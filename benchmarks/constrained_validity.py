@@ -5,8 +5,8 @@ For each preset and seed: the run's warm-started simulator (the cached one a run
 draws, and ``--epochs`` epochs of generation exactly as the loop's phase 1 writes them (``generate_tasks``: the
 epoch's seeds from the pool, the simulator's prompts, ``env.variations`` tasks each), validated as phase 2 does;
 no agent, no updates (so this is the warm start's validity, the first epoch's, not a run's). Reported per arm: the
-valid share, the rejection reasons (their kinds, and in full in the JSON lines), simulator tokens and seconds per
-valid task.
+valid share, how many valid tasks are distinct and their levels, the rejection reasons (their kinds, and in full
+in the JSON lines), simulator tokens and seconds per valid task.
 
     .venv/bin/python benchmarks/constrained_validity.py --preset household-smoke --seeds 0,1 --epochs 4
     .venv/bin/python benchmarks/constrained_validity.py --preset household --seeds 32,33
@@ -46,11 +46,13 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
         seconds += time.perf_counter() - start
         candidates += validate_tasks(domain, written, split)
     valid = [c for c in candidates if c.valid]
+    levels = Counter(c.parsed.level for c in valid)
     reasons = Counter(c.parsed.reason.split(":")[0][:60] for c in candidates if not c.valid)
     details = Counter(c.parsed.reason[:100] for c in candidates if not c.valid)
     tokens = sum(len(c.token_ids) for c in candidates)
     return {"preset": preset, "seed": seed, "constrained": constrained, "written": len(candidates),
             "valid": len(valid), "valid_share": len(valid) / max(1, len(candidates)),
+            "distinct_valid": len({c.parsed.text for c in valid}), "valid_by_level": dict(sorted(levels.items())),
             "tokens_per_valid": tokens / max(1, len(valid)), "seconds_per_valid": seconds / max(1, len(valid)),
             "reasons": dict(reasons.most_common(6)), "reasons_in_full": dict(details.most_common(12))}
 
