@@ -82,8 +82,9 @@ def _strip(value) -> str:
 # What a parameter's value must look like for a call to run on a fresh state, as a JSON-schema fragment: the
 # simulator's grammar (``ApiBankDomain.task_shape``) offers only these values. A shape is the canonical spelling
 # of what the API accepts: every value it excludes either fails on a fresh state or is another spelling (case,
-# surrounding spaces, an unpadded month, a digit or letter outside ASCII) of a value it offers. What depends on two values at once (a password and
-# its user, an alarm at a time the user has) stays with the domain's check, which runs the call.
+# surrounding spaces, an unpadded month, a digit or letter outside ASCII) of a value it offers. What depends on
+# two values at once (a password and its user, an alarm at a time the user has) stays with the domain's check,
+# which runs the call.
 
 _DAY = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _MOMENT = _DAY + " [0-9]{2}:[0-9]{2}:[0-9]{2}"
