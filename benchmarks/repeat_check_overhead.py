@@ -1,7 +1,8 @@
-"""What the repeat check (``uniqueItems`` and unique keys, :mod:`genenv.json_unique`) adds to a constrained
-sampler's mask per token (issue 57): each JSON domain's seed texts replayed through ``TokenConstraint`` on
-SmolLM2's vocabulary, with the check and without it, alternately in one process (the better of two passes each);
-and on how many positions of those texts the masks differ (0: a seed text repeats nothing, so its path is the same).
+"""What the string checks (no repeated key or ``uniqueItems`` string, a member-of string one of the earlier items:
+:mod:`genenv.json_unique`) add to a constrained sampler's mask per token (issue 57): each JSON domain's seed texts
+replayed through ``TokenConstraint`` on SmolLM2's vocabulary, with the checks and without them, alternately in one
+process (the better of two passes each); on how many positions of those texts the checks narrow the mask, and how
+many of the seed texts' own tokens they refuse (0: every seed text stays writable).
 
     .venv/bin/python benchmarks/repeat_check_overhead.py --domains apibank,household --texts 20
 """
@@ -32,8 +33,11 @@ def measure(name: str, tokenizer, texts: int) -> str:
         seconds[with_check].append(time.perf_counter() - start)
     constraint.unique = check
     differ = sum(int((a != b).any(axis=1).sum()) for a, b in zip(masks[True], masks[False]))
+    refused = sum(not (int(mask[i, t >> 5]) >> (t & 31)) & 1
+                  for ids, mask in zip(sequences, masks[True]) for i, t in enumerate(ids))
     with_us, without_us = (min(seconds[k]) / tokens * 1e6 for k in (True, False))
-    return (f"| {name} | {tokens} | {without_us:.1f} | {with_us:.1f} | {with_us - without_us:+.1f} | {differ} |")
+    return (f"| {name} | {tokens} | {without_us:.1f} | {with_us:.1f} | {with_us - without_us:+.1f} | {differ} "
+            f"| {refused} |")
 
 
 def main(argv=None) -> int:
@@ -45,8 +49,9 @@ def main(argv=None) -> int:
 
     from genenv.models.registry import resolve_model
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("smollm2", log=lambda m: None)))
-    print("| domain | tokens | mask, us a token | with the repeat check | added | positions whose mask differs |")
-    print("|---|---|---|---|---|---|")
+    print("| domain | tokens | mask, us a token | with the string checks | added | positions whose mask narrows "
+          "| seed tokens refused |")
+    print("|---|---|---|---|---|---|---|")
     for name in filter(None, args.domains.split(",")):
         print(measure(name, tokenizer, args.texts), flush=True)
     return 0

@@ -8,7 +8,16 @@ import torch
 from genenv.config import TinyModelConfig
 from genenv.constrained import TokenConstraint, grammar_problem
 from genenv.domains.base import TaskShape
-from genenv.json_unique import ANY_KEY, ITEM, START, UniqueStrings, unique_array_paths, without_unique_items
+from genenv.json_unique import (
+    ANY_KEY,
+    ITEM,
+    MEMBER_OF,
+    START,
+    UniqueStrings,
+    member_paths,
+    unique_array_paths,
+    without_unique_items,
+)
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["a"], "properties": {
     "a": {"type": "array", "items": {"type": "string", "pattern": "^[xy]1?$"}, "minItems": 2, "maxItems": 3,
@@ -139,9 +148,10 @@ def test_check_domain_names_a_repeat_the_sampler_cannot_write():
     assert "non-unique" in shape_problem(shape, '{"a": ["x", "x"]}')   # jsonschema's own uniqueItems first
 
 
-def test_the_overhead_benchmark_replays_seed_texts_to_the_same_masks():
+def test_the_overhead_benchmark_replays_seed_texts_without_refusing_one_of_their_tokens():
     """benchmarks/repeat_check_overhead.py on the household's seed texts with the tiny tokenizer: the row names
-    the domain and no position's mask differs (a seed text repeats nothing)."""
+    the domain, the member checks narrow the masks inside each object's receptacle, and no seed token is refused
+    (a seed text repeats nothing and places objects only in its receptacles)."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -152,4 +162,66 @@ def test_the_overhead_benchmark_replays_seed_texts_to_the_same_masks():
     domain = make_domain("household")
     row = measure("household", build_tiny_tokenizer(domain.alphabet, domain.tiny_words), 4)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[0] == "household" and int(cells[1]) > 100 and cells[-1] == "0"
+    assert cells[0] == "household" and int(cells[1]) > 100 and int(cells[-2]) > 0 and cells[-1] == "0"
+
+
+# ======================================================================== x-member-of: one of the earlier items
+
+MEMBER = {"type": "object", "additionalProperties": False, "required": ["b", "m"], "properties": {
+    "b": {"type": "array", "items": {"type": "string", "pattern": "^[xyz]1?$"}, "minItems": 1, "maxItems": 2,
+          "uniqueItems": True},
+    "m": {"type": "object", "maxProperties": 2, "additionalProperties": False,
+          "patternProperties": {"^[xyz]$": {"type": "string", "pattern": "^[xyz]1?$", MEMBER_OF: ["b"]}}}}}
+
+
+def test_member_paths_and_the_scanner_by_hand():
+    assert member_paths(MEMBER) == {("m", ANY_KEY): ("b", ITEM)}
+    assert MEMBER_OF not in without_unique_items(MEMBER)["properties"]["m"]["patternProperties"]["^[xyz]$"]
+    scan = UniqueStrings(MEMBER)
+    assert scan.first_repeat('{"b": ["x", "y1"], "m": {"x": "y1", "y": "x"}}') is None
+    assert scan.first_repeat('{"b": ["x", "y1"], "m": {"x": "y"}}') == "y"       # a start of y1, not y1
+    assert scan.first_repeat('{"b": ["x"], "m": {"x": "x1"}}') == "x1"           # past every member
+    assert scan.first_repeat('{"b": ["x"], "m": {"x": "z"}}') == "z"             # no member starts so
+    assert scan.first_repeat('{"b": ["x"], "m": {}}') is None
+    state = scan.feed(START, b'{"b": ["x", "y1"], "m": {"z": "')[0]
+    assert scan.inside_member(state) and not scan.inside_member(scan.feed(START, b'{"b": ["')[0])
+
+
+def test_the_member_masks_by_hand(sampler):
+    policy, constraint = sampler
+    shape = constraint(MEMBER)
+    def allowed_after(text):
+        matchers = shape.start(1)
+        for token in policy.tokenizer.encode(text, add_special_tokens=False):
+            assert shape.allowed(matchers)[0, token], text
+            shape.advance(matchers, [token])
+        return {policy.tokenizer.decode([t]) for t in shape.allowed(matchers)[0].nonzero().flatten().tolist()}
+    assert allowed_after('{"b": ["x", "y1"], "m": {"z": "') == {"x", "y"}       # the grammar allows x, y, z
+    assert allowed_after('{"b": ["x", "y1"], "m": {"z": "x') == {'"'}          # x1 is not one of b's
+    assert allowed_after('{"b": ["x", "y1"], "m": {"z": "y') == {"1"}          # y is not, y1 is
+    assert allowed_after('{"b": ["z"], "m": {"z": "') == {"z"}
+
+
+def test_a_constrained_sampler_names_only_earlier_items_and_the_update_replays_it(sampler):
+    import json
+    policy, constraint = sampler
+    member_constraint = constraint(MEMBER)
+    with_it = [g for g in _written(policy, member_constraint) if g.finished]
+    without = [g for g in _written(policy, constraint(without_unique_items(MEMBER))) if g.finished]
+    assert len(with_it) > 30 and len(without) > 30
+    def strays(g):
+        world = json.loads(g.text)
+        return sum(value not in world["b"] for value in world["m"].values())
+    assert sum(map(strays, with_it)) == 0 and sum(map(strays, without)) >= 5
+    gens = with_it[:12]
+    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
+    with torch.no_grad():
+        policy.constraint = member_constraint
+        try:
+            logp, _ = policy.token_logprobs(batch)
+        finally:
+            policy.constraint = None
+    for row, g in enumerate(gens):
+        assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+    assert "not (the start of) an item" in grammar_problem(TaskShape(json_schema=MEMBER),
+                                                           '{"b": ["x"], "m": {"x": "z"}}')

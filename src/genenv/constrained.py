@@ -120,6 +120,7 @@ class TokenConstraint:
         if self.unique is not None:
             self._token_bytes = [self.tokenizer.decode_bytes([i]) for i in range(self.tokenizer.vocab_size)]
             self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
+            self._all_ids = np.arange(len(self._token_bytes), dtype=np.int64)
 
     def __getstate__(self) -> dict:
         """Pickled as what built it (llguidance's objects do not pickle): a Ray worker's copy compiles its own."""
@@ -163,9 +164,10 @@ class TokenConstraint:
         return bitmask
 
     def _refuse_repeats(self, bitmask: np.ndarray, row: int, scan) -> None:
-        """Clear the bits of the allowed tokens that would finish a string repeating an earlier one (a pure
-        function of the row's scan, so a replay clears the same bits)."""
-        ids = self._quote_ids
+        """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
+        member-of string off every member (a pure function of the row's scan, so a replay clears the same bits).
+        Outside a member-of string only a token holding a quote can do either; inside one, every token is tried."""
+        ids = self._all_ids if self.unique.inside_member(scan) else self._quote_ids
         words = bitmask[row].view(np.uint32)
         allowed = ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
         for token in allowed.tolist():
@@ -260,7 +262,8 @@ def grammar_problem(shape, text: str) -> str | None:
         repeated = unique.first_repeat(text)
         if repeated is not None:
             return (f"the constrained sampler cannot write it: {json.dumps(repeated)} repeats an earlier key of its "
-                    "object or an earlier item of an array declared uniqueItems")
+                    "object or an earlier item of an array declared uniqueItems, or is not (the start of) an item of "
+                    "the array its x-member-of names")
     return None
 
 

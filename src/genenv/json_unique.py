@@ -7,10 +7,14 @@ twice, docs/constrained.md). This module is the rest of the check, small enough 
 
 - :func:`unique_array_paths`: where the schema declares ``uniqueItems: true`` (as paths of property names, ``*``
   for a key its ``patternProperties`` / ``additionalProperties`` allow, ``[]`` for an array's item);
-- :func:`without_unique_items`: the schema llguidance compiles (the keyword removed);
+- :func:`member_paths`: where a string must equal an item written earlier in another array (the schema keyword
+  :data:`MEMBER_OF`, ours: ``"x-member-of": ["receptacles"]`` on an object's values says each is one of the
+  strings of the root's ``receptacles`` array; the household's objects stand in the world's receptacles);
+- :func:`without_unique_items`: the schema llguidance compiles (both keywords removed);
 - :class:`UniqueStrings`: a JSON scanner over the bytes written so far whose state is an immutable tuple, so a
   candidate token is tried on it without copying (:meth:`UniqueStrings.feed` says whether the token would finish
-  a string that repeats an object's earlier key, or an earlier item of an array declared unique). Only strings
+  a string that repeats an object's earlier key, or an earlier item of an array declared unique, or a byte that
+  takes a member-of string off every member's spelling). Only strings
   are compared (an array of numbers or objects declared unique is not checked here: ``genenv check-domain`` and
   the domain's ``validate`` still are).
 
@@ -24,6 +28,7 @@ import json
 
 ANY_KEY = "*"
 ITEM = "[]"
+MEMBER_OF = "x-member-of"
 _NESTING = ("anyOf", "oneOf", "allOf")
 
 
@@ -45,15 +50,34 @@ def unique_array_paths(schema, path: tuple = ()) -> frozenset:
     return frozenset(found)
 
 
+def member_paths(schema, path: tuple = ()) -> dict:
+    """Where ``schema`` declares :data:`MEMBER_OF`: {the string's path: the path of the items it must equal}."""
+    if not isinstance(schema, dict):
+        return {}
+    found = {}
+    if isinstance(schema.get(MEMBER_OF), list):
+        found[path] = tuple(schema[MEMBER_OF]) + (ITEM,)
+    for key in _NESTING:
+        for branch in schema.get(key, []):
+            found.update(member_paths(branch, path))
+    for name, sub in schema.get("properties", {}).items():
+        found.update(member_paths(sub, path + (name,)))
+    for sub in list(schema.get("patternProperties", {}).values()) + [schema.get("additionalProperties")]:
+        found.update(member_paths(sub, path + (ANY_KEY,)))
+    for sub in [schema.get("items")] + list(schema.get("prefixItems", [])):
+        found.update(member_paths(sub, path + (ITEM,)))
+    return found
+
+
 def without_unique_items(schema):
-    """``schema`` without its ``uniqueItems`` keywords (a property named so is kept)."""
+    """``schema`` without its ``uniqueItems`` and :data:`MEMBER_OF` keywords (a property named so is kept)."""
     if isinstance(schema, list):
         return [without_unique_items(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out = {}
     for key, value in schema.items():
-        if key == "uniqueItems":
+        if key in ("uniqueItems", MEMBER_OF):
             continue
         if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
             out[key] = {name: without_unique_items(sub) for name, sub in value.items()}
@@ -73,11 +97,13 @@ def _string_value(raw: bytes) -> str:
         return raw.decode("utf-8", "replace")
 
 
-# A scan state: (stack, string, escaped). stack: a tuple of frames, innermost last; a frame is
+# A scan state: (stack, string, escaped, written). stack: a tuple of frames, innermost last; a frame is
 # (kind, path, seen, expecting_key, key): kind "o" (object) or "a" (array), seen the frozenset of the keys (object)
 # or items (array) written so far, expecting_key whether the object's next string is a key, key the object's
-# current key. string: None outside a string, else (raw bytes so far, role) with role "key", "item" or "value".
-START = ((), None, False)
+# current key. string: None outside a string, else (raw bytes so far, role, path) with role "key", "item" or
+# "value" and path the string's own. written: the frozenset of (path, raw bytes) of the finished strings that a
+# member-of string may name.
+START = ((), None, False, frozenset())
 
 
 class UniqueStrings:
@@ -85,7 +111,27 @@ class UniqueStrings:
 
     def __init__(self, schema):
         self.patterns = unique_array_paths(schema)
+        self.members = member_paths(schema)
         self._unique: dict[tuple, bool] = {}
+        self._member: dict[tuple, tuple | None] = {}
+        self._named: dict[tuple, bool] = {}
+
+    def member_of(self, path: tuple) -> tuple | None:
+        """The path of the items a string at ``path`` must equal, or None."""
+        if path not in self._member:
+            self._member[path] = next((ref for p, ref in self.members.items() if _matches(p, path)), None)
+        return self._member[path]
+
+    def named(self, path: tuple) -> bool:
+        """Whether a member-of string may name the string at ``path`` (it is recorded)."""
+        if path not in self._named:
+            self._named[path] = any(_matches(ref, path) for ref in self.members.values())
+        return self._named[path]
+
+    def inside_member(self, state) -> bool:
+        """Whether the scan is inside a member-of string (every byte of the next token matters, not only a quote)."""
+        string = state[1]
+        return string is not None and self.member_of(string[2]) is not None
 
     def unique(self, path: tuple) -> bool:
         if path not in self._unique:
@@ -93,37 +139,45 @@ class UniqueStrings:
         return self._unique[path]
 
     def watching(self, state) -> bool:
-        """Whether a token could repeat a string here: the innermost container is an object or a unique array."""
+        """Whether a token could repeat a string, or leave a member-of string, here: the innermost container is an
+        object, a unique array or an array of member-of strings."""
         stack = state[0]
-        return bool(stack) and (stack[-1][0] == "o" or self.unique(stack[-1][1]))
+        return bool(stack) and (stack[-1][0] == "o" or self.unique(stack[-1][1])
+                                or self.member_of(stack[-1][1] + (ITEM,)) is not None)
 
     def feed(self, state, data: bytes):
-        """``(new state, repeated)``: the scan after ``data``, and the first string ``data`` finished that repeats
-        its object's earlier key or its unique array's earlier item (None if none; the scan goes on past a repeat
-        the sampler could not avoid)."""
-        stack, string, escaped = state
+        """``(new state, refused)``: the scan after ``data``, and the first string ``data`` finished that repeats
+        its object's earlier key or its unique array's earlier item, or that a member-of string took off every
+        member (its bytes so far; None if none; the scan goes on past what the sampler could not avoid)."""
+        stack, string, escaped, written = state
         repeated = None
         for byte in data:
             if string is not None:
-                raw, role = string
-                if escaped:
-                    string, escaped = (raw + bytes([byte]), role), False
-                elif byte == 0x5C:        # backslash
-                    string, escaped = (raw + b"\\", role), True
-                elif byte == 0x22:        # the closing quote
-                    string = None
-                    if role == "value":
-                        continue
-                    value = _string_value(raw)
-                    kind, path, seen, expecting, key = stack[-1]
-                    if repeated is None and value in seen:
-                        repeated = value
-                    if role == "key":
-                        stack = stack[:-1] + (("o", path, seen | {value}, False, value),)
-                    else:
-                        stack = stack[:-1] + (("a", path, seen | {value}, False, None),)
+                raw, role, path = string
+                ref = self.member_of(path)
+                if byte != 0x22 or escaped:
+                    escaped = not escaped and byte == 0x5C     # a backslash escapes the next byte
+                    raw = raw + bytes([byte])
+                    string = (raw, role, path)
+                    if ref is not None and repeated is None and not escaped and not any(
+                            p == ref and member.startswith(raw) for p, member in written):
+                        repeated = _string_value(raw)          # off every member's spelling
+                    continue
+                string = None                                   # the closing quote
+                if ref is not None and repeated is None and (ref, raw) not in written:
+                    repeated = _string_value(raw)
+                if self.named(path):
+                    written = written | {(path, raw)}
+                if role == "value":
+                    continue
+                value = _string_value(raw)
+                kind, frame_path, seen, expecting, key = stack[-1]
+                if repeated is None and value in seen:
+                    repeated = value
+                if role == "key":
+                    stack = stack[:-1] + (("o", frame_path, seen | {value}, False, value),)
                 else:
-                    string = (raw + bytes([byte]), role)
+                    stack = stack[:-1] + (("a", frame_path, seen | {value}, False, None),)
                 continue
             if byte == 0x22:              # an opening quote
                 if stack and stack[-1][0] == "o":
@@ -132,7 +186,7 @@ class UniqueStrings:
                     role = "item"
                 else:
                     role = "value"
-                string = (b"", role)
+                string = (b"", role, self._child_path(stack) if role != "key" else ())
             elif byte in (0x7B, 0x5B):    # { or [
                 stack = stack + (("o" if byte == 0x7B else "a", self._child_path(stack), frozenset(),
                                   byte == 0x7B, None),)
@@ -141,7 +195,7 @@ class UniqueStrings:
             elif byte == 0x2C and stack and stack[-1][0] == "o":     # , : the next key
                 kind, path, seen, _, _ = stack[-1]
                 stack = stack[:-1] + ((kind, path, seen, True, None),)
-        return (stack, string, escaped), repeated
+        return (stack, string, escaped, written), repeated
 
     @staticmethod
     def _child_path(stack) -> tuple:
@@ -151,5 +205,6 @@ class UniqueStrings:
         return path + ((key if key is not None else ANY_KEY) if kind == "o" else ITEM,)
 
     def first_repeat(self, text: str) -> str | None:
-        """None when ``text`` repeats no object key and no item of a unique array; else the first repeated string."""
+        """None when ``text`` repeats no object key and no item of a unique array and every member-of string is a
+        member; else the first string that fails (a member-of one: its bytes up to where it left every member)."""
         return self.feed(START, text.encode("utf-8"))[1]

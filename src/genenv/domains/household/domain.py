@@ -30,6 +30,7 @@ import numpy as np
 
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.household import engine
+from genenv.json_unique import MEMBER_OF
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242
@@ -198,14 +199,17 @@ class HouseholdDomain(LeveledDomain):
         """A world as JSON: a goal of a known type naming a portable object type and a receptacle (or lamp) type;
         1-16 receptacles and up to 24 objects named '<known type> <1-99>', each object mapped to a receptacle
         name; the closed receptacles openable ones; states from clean, hot, cool; no receptacle, closed one, object
-        or state word named twice (``uniqueItems`` and JSON's unique keys). Left to ``validate``: names defined
-        before use, the goal's objects present and its appliance in the world, and the planner solving it."""
+        or state word named twice (``uniqueItems`` and JSON's unique keys); each object in, and each closed
+        receptacle, one of the receptacles listed (:data:`~genenv.json_unique.MEMBER_OF`). Left to ``validate``:
+        the goal's receptacle type, objects and appliance in the world (the goal is written first), and the planner
+        solving it."""
         number = "[1-9][0-9]?"
         def pattern(types):
             return f"^({'|'.join(sorted(types))}) {number}$"
         def named(types):
             return {"type": "string", "pattern": pattern(types)}
         receptacle = named(engine.RECEPTACLE_TYPES)
+        in_world = {MEMBER_OF: ["receptacles"]}   # one of the receptacles written before (genenv.json_unique)
         portable = {"enum": sorted(engine.PORTABLE)}
         goals = [{"type": "object", "additionalProperties": False, "required": ["type", "object", "receptacle"],
                   "properties": {"type": {"enum": [t for t in engine.TASK_TYPES if t != "look_at_obj_in_light"]},
@@ -220,8 +224,9 @@ class HouseholdDomain(LeveledDomain):
                 "receptacles": {"type": "array", "items": receptacle, "minItems": 1,
                                 "maxItems": engine.MAX_RECEPTACLES, "uniqueItems": True},
                 "objects": {"type": "object", "maxProperties": engine.MAX_OBJECTS, "additionalProperties": False,
-                            "patternProperties": {pattern(engine.OBJECT_TYPES): receptacle}},
-                "closed": {"type": "array", "items": named(engine.OPENABLE), "maxItems": engine.MAX_RECEPTACLES,
+                            "patternProperties": {pattern(engine.OBJECT_TYPES): {**receptacle, **in_world}}},
+                "closed": {"type": "array", "items": {**named(engine.OPENABLE), **in_world},
+                           "maxItems": engine.MAX_RECEPTACLES,
                            "uniqueItems": True},
                 "states": {"type": "object", "additionalProperties": False, "maxProperties": engine.MAX_OBJECTS,
                            "patternProperties": {pattern(engine.OBJECT_TYPES): {
