@@ -1,4 +1,5 @@
-"""What a JSON schema's ``uniqueItems`` and JSON's unique object keys add to constrained sampling (issue 57).
+"""What a JSON schema's ``uniqueItems``, JSON's unique object keys and our ``x-member-of`` add to constrained
+sampling (issue 57).
 
 llguidance compiles a schema to a grammar, and a grammar cannot say "not a string written earlier": it refuses a
 schema with ``uniqueItems`` ("Unimplemented keys") and lets an object repeat a key its ``patternProperties``
@@ -150,7 +151,7 @@ class UniqueStrings:
         its object's earlier key or its unique array's earlier item, or that a member-of string took off every
         member (its bytes so far; None if none; the scan goes on past what the sampler could not avoid)."""
         stack, string, escaped, written = state
-        repeated = None
+        refused = None
         for byte in data:
             if string is not None:
                 raw, role, path = string
@@ -159,21 +160,21 @@ class UniqueStrings:
                     escaped = not escaped and byte == 0x5C     # a backslash escapes the next byte
                     raw = raw + bytes([byte])
                     string = (raw, role, path)
-                    if ref is not None and repeated is None and not escaped and not any(
+                    if ref is not None and refused is None and not escaped and not any(
                             p == ref and member.startswith(raw) for p, member in written):
-                        repeated = _string_value(raw)          # off every member's spelling
+                        refused = _string_value(raw)          # off every member's spelling
                     continue
                 string = None                                   # the closing quote
-                if ref is not None and repeated is None and (ref, raw) not in written:
-                    repeated = _string_value(raw)
+                if ref is not None and refused is None and (ref, raw) not in written:
+                    refused = _string_value(raw)
                 if self.named(path):
                     written = written | {(path, raw)}
                 if role == "value":
                     continue
                 value = _string_value(raw)
                 kind, frame_path, seen, expecting, key = stack[-1]
-                if repeated is None and value in seen:
-                    repeated = value
+                if refused is None and value in seen:
+                    refused = value
                 if role == "key":
                     stack = stack[:-1] + (("o", frame_path, seen | {value}, False, value),)
                 else:
@@ -195,7 +196,7 @@ class UniqueStrings:
             elif byte == 0x2C and stack and stack[-1][0] == "o":     # , : the next key
                 kind, path, seen, _, _ = stack[-1]
                 stack = stack[:-1] + ((kind, path, seen, True, None),)
-        return (stack, string, escaped, written), repeated
+        return (stack, string, escaped, written), refused
 
     @staticmethod
     def _child_path(stack) -> tuple:
