@@ -101,16 +101,20 @@ def test_a_constrained_sampler_repeats_nothing_the_schema_declares_unique(sample
     assert any(len(set(w.get("b", []))) < len(w.get("b", [])) for w in worlds)
 
 
+def _allowed_after(policy, shape, text: str) -> set[str]:
+    """The characters ``shape`` allows after ``text`` (each of whose own characters it must allow)."""
+    matchers = shape.start(1)
+    for token in policy.tokenizer.encode(text, add_special_tokens=False):
+        assert shape.allowed(matchers)[0, token], text
+        shape.advance(matchers, [token])
+    return {policy.tokenizer.decode([t]) for t in shape.allowed(matchers)[0].nonzero().flatten().tolist()}
+
+
 def test_the_masks_by_hand(sampler):
     policy, constraint = sampler
     shape = constraint(SCHEMA)
     def allowed_after(text):
-        matchers = shape.start(1)
-        for token in policy.tokenizer.encode(text, add_special_tokens=False):
-            assert shape.allowed(matchers)[0, token], text
-            shape.advance(matchers, [token])
-        mask = shape.allowed(matchers)[0]
-        return {policy.tokenizer.decode([t]) for t in mask.nonzero().flatten().tolist()}
+        return _allowed_after(policy, shape, text)
     assert allowed_after('{"a": ["x') == {'"', "1"}
     assert allowed_after('{"a": ["x", "x') == {"1"}                  # the quote would repeat "x"
     assert allowed_after('{"a": ["x", "x1", "x') == {"1"}
@@ -119,22 +123,23 @@ def test_the_masks_by_hand(sampler):
     assert allowed_after('{"a": ["x", "y"], "m": {"x": [], "y": [], "x') == {'"'}   # a one-letter key
 
 
+def _update_logprobs(policy, constraint, gens) -> torch.Tensor:
+    """The log-probs the update computes for ``gens`` under ``constraint`` (its masks replayed)."""
+    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
+    policy.constraint = constraint
+    try:
+        with torch.no_grad():
+            return policy.token_logprobs(batch)[0]
+    finally:
+        policy.constraint = None
+
+
 def test_the_updates_log_probs_are_the_samplers_with_the_repeat_masks(sampler):
     policy, constraint = sampler
     unique_constraint = constraint(SCHEMA)
     gens = _written(policy, unique_constraint, n=16)
-    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
-    with torch.no_grad():
-        policy.constraint = unique_constraint
-        try:
-            logp, _ = policy.token_logprobs(batch)
-        finally:
-            policy.constraint = None
-        policy.constraint = constraint(without_unique_items(SCHEMA))
-        try:
-            grammar_only, _ = policy.token_logprobs(batch)
-        finally:
-            policy.constraint = None
+    logp = _update_logprobs(policy, unique_constraint, gens)
+    grammar_only = _update_logprobs(policy, constraint(without_unique_items(SCHEMA)), gens)
     for row, g in enumerate(gens):
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
     assert (logp > grammar_only + 1e-4).any()   # the repeat masks took part: fewer tokens, more mass each
@@ -191,11 +196,7 @@ def test_the_member_masks_by_hand(sampler):
     policy, constraint = sampler
     shape = constraint(MEMBER)
     def allowed_after(text):
-        matchers = shape.start(1)
-        for token in policy.tokenizer.encode(text, add_special_tokens=False):
-            assert shape.allowed(matchers)[0, token], text
-            shape.advance(matchers, [token])
-        return {policy.tokenizer.decode([t]) for t in shape.allowed(matchers)[0].nonzero().flatten().tolist()}
+        return _allowed_after(policy, shape, text)
     assert allowed_after('{"b": ["x", "y1"], "m": {"z": "') == {"x", "y"}       # the grammar allows x, y, z
     assert allowed_after('{"b": ["x", "y1"], "m": {"z": "x') == {'"'}          # x1 is not one of b's
     assert allowed_after('{"b": ["x", "y1"], "m": {"z": "y') == {"1"}          # y is not, y1 is
@@ -214,13 +215,7 @@ def test_a_constrained_sampler_names_only_earlier_items_and_the_update_replays_i
         return sum(value not in world["b"] for value in world["m"].values())
     assert sum(map(strays, with_it)) == 0 and sum(map(strays, without)) >= 5
     gens = with_it[:12]
-    batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
-    with torch.no_grad():
-        policy.constraint = member_constraint
-        try:
-            logp, _ = policy.token_logprobs(batch)
-        finally:
-            policy.constraint = None
+    logp = _update_logprobs(policy, member_constraint, gens)
     for row, g in enumerate(gens):
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
     assert "not (the start of) an item" in grammar_problem(TaskShape(json_schema=MEMBER),
