@@ -142,9 +142,10 @@ class TokenConstraint:
         """[B, W] int32: each sequence's next allowed tokens as llguidance's bitmask. A text that is complete (the
         grammar allows nothing more) allows only the EOS token; a sequence that has drawn its EOS token, or whose
         matcher failed or allows nothing, allows every token (its output is no longer read, or the domain rejects
-        it as before). A JSON shape's tokens that would finish a repeated key or unique item are not allowed
-        (:meth:`_refuse_repeats`), unless the grammar allows nothing else there (a string that can only end as
-        a repeat: it is written, well-formed, and the domain rejects it with its reason)."""
+        it as before). A JSON shape's tokens that would finish a repeated key or unique item, or take a member-of
+        string off every member, are not allowed (:meth:`_refuse_by_scan`), unless the grammar allows nothing else
+        there (a string that can only end as a repeat or a stray: it is written, well-formed, and the domain
+        rejects it with its reason)."""
         bitmask = np.zeros((len(matchers), self._bitmask_words), dtype=np.int32)
         eos_word, eos_bit = divmod(self.eos_token_id, 32)
         for row, m in enumerate(matchers):
@@ -156,14 +157,14 @@ class TokenConstraint:
                 llnp.fill_next_token_bitmask(m.matcher, bitmask, row)
                 if self.unique is not None and self.unique.watching(m.scan):
                     grammar_row = bitmask[row].copy()
-                    self._refuse_repeats(bitmask, row, m.scan)
+                    self._refuse_by_scan(bitmask, row, m.scan)
                     if not bitmask[row].any():   # only a repeat finishes the string: the domain rejects it
                         bitmask[row] = grammar_row
                 if not bitmask[row].any():
                     bitmask[row] = -1
         return bitmask
 
-    def _refuse_repeats(self, bitmask: np.ndarray, row: int, scan) -> None:
+    def _refuse_by_scan(self, bitmask: np.ndarray, row: int, scan) -> None:
         """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
         member-of string off every member (a pure function of the row's scan, so a replay clears the same bits).
         Outside a member-of string only a token holding a quote can do either; inside one, every token is tried."""
