@@ -33,41 +33,33 @@ MEMBER_OF = "x-member-of"
 _NESTING = ("anyOf", "oneOf", "allOf")
 
 
-def unique_array_paths(schema, path: tuple = ()) -> frozenset:
+def _subschemas(schema, path: tuple = ()):
+    """Every (path, subschema) of ``schema``, itself first: its branches (``anyOf`` ...) at the same path, its
+    properties by name, its pattern or additional properties as :data:`ANY_KEY`, its items as :data:`ITEM`."""
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for key in _NESTING:
+        for branch in schema.get(key, []):
+            yield from _subschemas(branch, path)
+    for name, sub in schema.get("properties", {}).items():
+        yield from _subschemas(sub, path + (name,))
+    for sub in list(schema.get("patternProperties", {}).values()) + [schema.get("additionalProperties")]:
+        yield from _subschemas(sub, path + (ANY_KEY,))
+    for sub in [schema.get("items")] + list(schema.get("prefixItems", [])):
+        yield from _subschemas(sub, path + (ITEM,))
+
+
+def unique_array_paths(schema) -> frozenset:
     """The paths of the arrays ``schema`` declares ``uniqueItems: true`` (each a tuple of property names,
     :data:`ANY_KEY` and :data:`ITEM`)."""
-    if not isinstance(schema, dict):
-        return frozenset()
-    found = {path} if schema.get("uniqueItems") is True else set()
-    for key in _NESTING:
-        for branch in schema.get(key, []):
-            found |= unique_array_paths(branch, path)
-    for name, sub in schema.get("properties", {}).items():
-        found |= unique_array_paths(sub, path + (name,))
-    for sub in list(schema.get("patternProperties", {}).values()) + [schema.get("additionalProperties")]:
-        found |= unique_array_paths(sub, path + (ANY_KEY,))
-    for sub in [schema.get("items")] + list(schema.get("prefixItems", [])):
-        found |= unique_array_paths(sub, path + (ITEM,))
-    return frozenset(found)
+    return frozenset(path for path, sub in _subschemas(schema) if sub.get("uniqueItems") is True)
 
 
-def member_paths(schema, path: tuple = ()) -> dict:
+def member_paths(schema) -> dict:
     """Where ``schema`` declares :data:`MEMBER_OF`: {the string's path: the path of the items it must equal}."""
-    if not isinstance(schema, dict):
-        return {}
-    found = {}
-    if isinstance(schema.get(MEMBER_OF), list):
-        found[path] = tuple(schema[MEMBER_OF]) + (ITEM,)
-    for key in _NESTING:
-        for branch in schema.get(key, []):
-            found.update(member_paths(branch, path))
-    for name, sub in schema.get("properties", {}).items():
-        found.update(member_paths(sub, path + (name,)))
-    for sub in list(schema.get("patternProperties", {}).values()) + [schema.get("additionalProperties")]:
-        found.update(member_paths(sub, path + (ANY_KEY,)))
-    for sub in [schema.get("items")] + list(schema.get("prefixItems", [])):
-        found.update(member_paths(sub, path + (ITEM,)))
-    return found
+    return {path: tuple(sub[MEMBER_OF]) + (ITEM,) for path, sub in _subschemas(schema)
+            if isinstance(sub.get(MEMBER_OF), list)}
 
 
 def without_unique_items(schema):
