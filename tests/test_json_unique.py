@@ -11,8 +11,11 @@ from genenv.domains.base import TaskShape
 from genenv.json_unique import (
     ANY_KEY,
     ITEM,
+    KEY,
     MEMBER_OF,
     START,
+    TYPE_OF,
+    Reference,
     UniqueStrings,
     member_paths,
     unique_array_paths,
@@ -180,7 +183,7 @@ MEMBER = {"type": "object", "additionalProperties": False, "required": ["b", "m"
 
 
 def test_member_paths_and_the_scanner_by_hand():
-    assert member_paths(MEMBER) == {("m", ANY_KEY): ("b", ITEM)}
+    assert member_paths(MEMBER) == {("m", ANY_KEY): Reference(("b", ITEM), False)}
     assert MEMBER_OF not in without_unique_items(MEMBER)["properties"]["m"]["patternProperties"]["^[xyz]$"]
     scan = UniqueStrings(MEMBER)
     assert scan.first_repeat('{"b": ["x", "y1"], "m": {"x": "y1", "y": "x"}}') is None
@@ -220,3 +223,57 @@ def test_a_constrained_sampler_names_only_earlier_items_and_the_update_replays_i
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
     assert "not (the start of) an item" in grammar_problem(TaskShape(json_schema=MEMBER),
                                                            '{"b": ["x"], "m": {"x": "z"}}')
+
+
+# ======================================================================== x-type-of: the type of an earlier key
+
+TYPED = {"type": "object", "additionalProperties": False, "required": ["m", "a"], "properties": {
+    "m": {"type": "object", "minProperties": 1, "maxProperties": 2, "additionalProperties": False,
+          "patternProperties": {"^(x|xy|z) 1$": {"enum": ["a"]}}},
+    "a": {"type": "object", "additionalProperties": False, "required": ["b"], "properties": {
+        "b": {"enum": ["x", "xy", "y", "z"], TYPE_OF: ["m"]}}}}}
+
+
+def test_type_paths_and_the_scanner_by_hand():
+    assert member_paths(TYPED) == {("a", "b"): Reference(("m", KEY), True)}
+    assert member_paths({"type": "object", "properties": {"a": {"type": "array"}, "b": {TYPE_OF: ["a"]}}}) == {
+        ("b",): Reference(("a", ITEM), True)}                              # an array's items
+    assert TYPE_OF not in without_unique_items(TYPED)["properties"]["a"]["properties"]["b"]
+    scan = UniqueStrings(TYPED)
+    assert scan.first_repeat('{"m": {"xy 1": "a"}, "a": {"b": "xy"}}') is None
+    assert scan.first_repeat('{"m": {"xy 1": "a", "z 1": "a"}, "a": {"b": "z"}}') is None
+    assert scan.first_repeat('{"m": {"xy 1": "a"}, "a": {"b": "x"}}') == "x"       # a start of xy, not xy
+    assert scan.first_repeat('{"m": {"x 1": "a"}, "a": {"b": "xy"}}') == "xy"      # past every type
+    assert scan.first_repeat('{"m": {"z 1": "a"}, "a": {"b": "y"}}') == "y"
+    assert scan.first_repeat('{"m": {"z 1": "a"}, "a": {"b": "z 1"}}') == "z "     # a name is not its type
+    # a key names only the object it is a key of: "m"'s values and "a"'s keys are not recorded
+    assert scan.feed(START, b'{"m": {"z 1": "a"}, "a": {')[0][3] == frozenset({(("m", KEY), b"z 1")})
+
+
+def test_the_type_masks_by_hand(sampler):
+    policy, constraint = sampler
+    shape = constraint(TYPED)
+    def allowed_after(text):
+        return _allowed_after(policy, shape, text)
+    assert allowed_after('{"m": {"xy 1": "a", "z 1": "a"}, "a": {"b": "') == {"x", "z"}   # not y
+    assert allowed_after('{"m": {"xy 1": "a", "z 1": "a"}, "a": {"b": "x') == {"y"}      # x is no type here
+    assert allowed_after('{"m": {"x 1": "a", "xy 1": "a"}, "a": {"b": "x') == {"y", '"'}
+
+
+def test_a_constrained_sampler_names_only_earlier_types_and_the_update_replays_it(sampler):
+    import json
+    policy, constraint = sampler
+    typed_constraint = constraint(TYPED)
+    with_it = [g for g in _written(policy, typed_constraint) if g.finished]
+    without = [g for g in _written(policy, constraint(without_unique_items(TYPED))) if g.finished]
+    assert len(with_it) > 30 and len(without) > 30
+    def strays(g):
+        task = json.loads(g.text)
+        return task["a"]["b"] not in {key.rsplit(" ", 1)[0] for key in task["m"]}
+    assert sum(map(strays, with_it)) == 0 and sum(map(strays, without)) >= 5
+    gens = with_it[:12]
+    logp = _update_logprobs(policy, typed_constraint, gens)
+    for row, g in enumerate(gens):
+        assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+    assert "not (the start of) an item" in grammar_problem(TaskShape(json_schema=TYPED),
+                                                           '{"m": {"z 1": "a"}, "a": {"b": "x"}}')

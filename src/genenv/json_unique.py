@@ -8,14 +8,17 @@ twice, docs/constrained.md). This module is the rest of the check, small enough 
 
 - :func:`unique_array_paths`: where the schema declares ``uniqueItems: true`` (as paths of property names, ``*``
   for a key its ``patternProperties`` / ``additionalProperties`` allow, ``[]`` for an array's item);
-- :func:`member_paths`: where a string must equal an item written earlier in another array (the schema keyword
-  :data:`MEMBER_OF`, ours: ``"x-member-of": ["receptacles"]`` on an object's values says each is one of the
-  strings of the root's ``receptacles`` array; the household's objects stand in the world's receptacles);
-- :func:`without_unique_items`: the schema llguidance compiles (both keywords removed);
+- :func:`member_paths`: where a string must equal a string written earlier (the schema keyword :data:`MEMBER_OF`,
+  ours: ``"x-member-of": ["receptacles"]`` on an object's values says each is one of the strings of the root's
+  ``receptacles`` array; the household's objects stand in the world's receptacles), or the type of one
+  (:data:`TYPE_OF`: ``"x-type-of": ["objects"]`` says the string is the type of one of the root ``objects``
+  object's keys, a name's type being what comes before its last space: ``"apple"`` of ``"apple 1"``; the
+  household's goal, written last, names the types of the world's objects and receptacles);
+- :func:`without_unique_items`: the schema llguidance compiles (those keywords removed);
 - :class:`UniqueStrings`: a JSON scanner over the bytes written so far whose state is an immutable tuple, so a
   candidate token is tried on it without copying (:meth:`UniqueStrings.feed` says whether the token would finish
   a string that repeats an object's earlier key, or an earlier item of an array declared unique, or a byte that
-  takes a member-of string off every member's spelling). Only strings
+  takes a member-of (or type-of) string off every member's spelling). Only strings
   are compared (an array of numbers or objects declared unique is not checked here: ``genenv check-domain`` and
   the domain's ``validate`` still are).
 
@@ -26,10 +29,13 @@ sampler's masks (the update's log-probs are the sampler's, ``tests/test_json_uni
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 ANY_KEY = "*"
 ITEM = "[]"
+KEY = "{}"            # an object's key, in the path of a key string (a referenced object's keys)
 MEMBER_OF = "x-member-of"
+TYPE_OF = "x-type-of"
 _NESTING = ("anyOf", "oneOf", "allOf")
 
 
@@ -56,21 +62,39 @@ def unique_array_paths(schema) -> frozenset:
     return frozenset(path for path, sub in _subschemas(schema) if sub.get("uniqueItems") is True)
 
 
+class Reference(NamedTuple):
+    """What a member-of or type-of string must name: the path of the strings written earlier (an array's items,
+    :data:`ITEM`, or an object's keys, :data:`KEY`), and whether it names their type rather than their whole."""
+    strings: tuple
+    type_only: bool
+
+
+def _referenced(schema, names) -> tuple:
+    """The path of the strings a keyword's root names point at: the items of an array, the keys of an object."""
+    sub = schema
+    for name in names:
+        sub = sub.get("properties", {}).get(name, {}) if isinstance(sub, dict) else {}
+    is_object = isinstance(sub, dict) and (sub.get("type") == "object" or "patternProperties" in sub)
+    return tuple(names) + (KEY if is_object else ITEM,)
+
+
 def member_paths(schema) -> dict:
-    """Where ``schema`` declares :data:`MEMBER_OF`: {the string's path: the path of the items it must equal}."""
-    return {path: tuple(sub[MEMBER_OF]) + (ITEM,) for path, sub in _subschemas(schema)
-            if isinstance(sub.get(MEMBER_OF), list)}
+    """Where ``schema`` declares :data:`MEMBER_OF` or :data:`TYPE_OF`: {the string's path: its :class:`Reference`}."""
+    return {path: Reference(_referenced(schema, sub[keyword]), keyword == TYPE_OF)
+            for path, sub in _subschemas(schema) for keyword in (MEMBER_OF, TYPE_OF)
+            if isinstance(sub.get(keyword), list)}
 
 
 def without_unique_items(schema):
-    """``schema`` without its ``uniqueItems`` and :data:`MEMBER_OF` keywords (a property named so is kept)."""
+    """``schema`` without its ``uniqueItems``, :data:`MEMBER_OF` and :data:`TYPE_OF` keywords (a property named so is
+    kept)."""
     if isinstance(schema, list):
         return [without_unique_items(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out = {}
     for key, value in schema.items():
-        if key in ("uniqueItems", MEMBER_OF):
+        if key in ("uniqueItems", MEMBER_OF, TYPE_OF):
             continue
         if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
             out[key] = {name: without_unique_items(sub) for name, sub in value.items()}
@@ -80,7 +104,19 @@ def without_unique_items(schema):
 
 
 def _matches(pattern: tuple, path: tuple) -> bool:
-    return len(pattern) == len(path) and all(p == q or (p == ANY_KEY and q != ITEM) for p, q in zip(pattern, path))
+    return len(pattern) == len(path) and all(p == q or (p == ANY_KEY and q not in (ITEM, KEY))
+                                             for p, q in zip(pattern, path))
+
+
+def type_of(raw: bytes) -> bytes:
+    """A name's type: what comes before its last space (``b"apple"`` of ``b"apple 1"``; a name without one is its
+    own type)."""
+    return raw.rsplit(b" ", 1)[0]
+
+
+def _names(reference: Reference, written) -> set:
+    """The spellings a string under ``reference`` may take: the referenced strings written so far, or their types."""
+    return {type_of(raw) if reference.type_only else raw for path, raw in written if path == reference.strings}
 
 
 def _string_value(raw: bytes) -> str:
@@ -94,8 +130,8 @@ def _string_value(raw: bytes) -> str:
 # (kind, path, seen, expecting_key, key): kind "o" (object) or "a" (array), seen the frozenset of the keys (object)
 # or items (array) written so far, expecting_key whether the object's next string is a key, key the object's
 # current key. string: None outside a string, else (raw bytes so far, role, path) with role "key", "item" or
-# "value" and path the string's own. written: the frozenset of (path, raw bytes) of the finished strings that a
-# member-of string may name.
+# "value" and path the string's own (a key's: its object's path and KEY). written: the frozenset of (path, raw
+# bytes) of the finished strings that a member-of or type-of string may name.
 START = ((), None, False, frozenset())
 
 
@@ -109,8 +145,8 @@ class UniqueStrings:
         self._member: dict[tuple, tuple | None] = {}
         self._named: dict[tuple, bool] = {}
 
-    def member_of(self, path: tuple) -> tuple | None:
-        """The path of the items a string at ``path`` must equal, or None."""
+    def member_of(self, path: tuple) -> Reference | None:
+        """What a string at ``path`` must name (:class:`Reference`), or None."""
         if path not in self._member:
             self._member[path] = next((ref for p, ref in self.members.items() if _matches(p, path)), None)
         return self._member[path]
@@ -118,7 +154,7 @@ class UniqueStrings:
     def named(self, path: tuple) -> bool:
         """Whether a member-of string may name the string at ``path`` (it is recorded)."""
         if path not in self._named:
-            self._named[path] = any(_matches(ref, path) for ref in self.members.values())
+            self._named[path] = any(_matches(ref.strings, path) for ref in self.members.values())
         return self._named[path]
 
     def inside_member(self, state) -> bool:
@@ -153,11 +189,11 @@ class UniqueStrings:
                     raw = raw + bytes([byte])
                     string = (raw, role, path)
                     if ref is not None and refused is None and not escaped and not any(
-                            p == ref and member.startswith(raw) for p, member in written):
+                            name.startswith(raw) for name in _names(ref, written)):
                         refused = _string_value(raw)          # off every member's spelling
                     continue
                 string = None                                   # the closing quote
-                if ref is not None and refused is None and (ref, raw) not in written:
+                if ref is not None and refused is None and raw not in _names(ref, written):
                     refused = _string_value(raw)
                 if self.named(path):
                     written = written | {(path, raw)}
@@ -179,7 +215,7 @@ class UniqueStrings:
                     role = "item"
                 else:
                     role = "value"
-                string = (b"", role, self._child_path(stack) if role != "key" else ())
+                string = (b"", role, self._child_path(stack) if role != "key" else stack[-1][1] + (KEY,))
             elif byte in (0x7B, 0x5B):    # { or [
                 stack = stack + (("o" if byte == 0x7B else "a", self._child_path(stack), frozenset(),
                                   byte == 0x7B, None),)

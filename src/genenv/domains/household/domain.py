@@ -30,7 +30,7 @@ import numpy as np
 
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.household import engine
-from genenv.json_unique import MEMBER_OF
+from genenv.json_unique import MEMBER_OF, TYPE_OF
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242
@@ -86,7 +86,7 @@ class HouseholdDomain(LeveledDomain):
     tiny_words = TINY_WORDS
     ordered_levels = True   # level = the shortest plan's length, in buckets
     multi_turn = True
-    format_version = 2  # 2: the answer is the searching expert (1: the omniscient plan)
+    format_version = 3  # 3: the goal written last; 2: the answer is the searching expert (1: the omniscient plan)
     code_modules = (engine,)  # the engine's rules and texts shape the tasks too (warm-start cache key)
 
     def __init__(self, max_steps: int = 30, seed_levels: list[int] | None = None,
@@ -192,17 +192,17 @@ class HouseholdDomain(LeveledDomain):
     def simulator_prompt(self, seed, stats):
         rate = stats.get("success_rate")
         known = "unknown" if rate is None else f"{rate:.1f}"
-        return (f"Write a household world as JSON (goal, receptacles, objects, closed). The agent solved worlds "
+        return (f"Write a household world as JSON (receptacles, objects, closed, goal). The agent solved worlds "
                 f"like this one at rate {known}; aim for half.\nExample:\n{seed.text}\nNew world:\n")
 
     def task_shape(self):
-        """A world as JSON: a goal of a known type naming a portable object type and a receptacle (or lamp) type;
-        1-16 receptacles and up to 24 objects named '<known type> <1-99>', each object mapped to a receptacle
-        name; the closed receptacles openable ones; states from clean, hot, cool; no receptacle, closed one, object
-        or state word named twice (``uniqueItems`` and JSON's unique keys); each object in, and each closed
-        receptacle, one of the receptacles listed (:data:`~genenv.json_unique.MEMBER_OF`). Left to ``validate``:
-        the goal's receptacle type, objects and appliance in the world (the goal is written first), and the planner
-        solving it."""
+        """A world as JSON, its goal last: 1-16 receptacles and up to 24 objects named '<known type> <1-99>', each
+        object mapped to a receptacle name; the closed receptacles openable ones; states from clean, hot, cool; no
+        receptacle, closed one, object or state word named twice (``uniqueItems`` and JSON's unique keys); each
+        object in, and each closed receptacle, one of the receptacles listed (:data:`~genenv.json_unique.MEMBER_OF`);
+        a goal of a known type naming an object type that type of task can use, and a receptacle (or lamp) type,
+        each the type of a receptacle or object written before it (:data:`~genenv.json_unique.TYPE_OF`). Left to
+        ``validate``: the number of the goal's objects, its appliance, and the planner solving it."""
         number = "[1-9][0-9]?"
         def pattern(types):
             return f"^({'|'.join(sorted(types))}) {number}$"
@@ -210,17 +210,19 @@ class HouseholdDomain(LeveledDomain):
             return {"type": "string", "pattern": pattern(types)}
         receptacle = named(engine.RECEPTACLE_TYPES)
         in_world = {MEMBER_OF: ["receptacles"]}   # one of the receptacles written before (genenv.json_unique)
-        portable = {"enum": sorted(engine.PORTABLE)}
-        goals = [{"type": "object", "additionalProperties": False, "required": ["type", "object", "receptacle"],
-                  "properties": {"type": {"enum": [t for t in engine.TASK_TYPES if t != "look_at_obj_in_light"]},
-                                 "object": portable, "receptacle": {"enum": list(engine.RECEPTACLE_TYPES)}}},
-                 {"type": "object", "additionalProperties": False, "required": ["type", "object", "lamp"],
-                  "properties": {"type": {"const": "look_at_obj_in_light"}, "object": portable,
-                                 "lamp": {"enum": sorted(engine.LAMP_TYPES)}}}]
+        def present(types, where):                # the type of one of the receptacles or objects written before
+            return {"enum": sorted(types), TYPE_OF: [where]}
+        def goal(task_type, target, target_types):
+            able = engine.APPLIANCE[task_type][2] if task_type in engine.APPLIANCE else engine.PORTABLE
+            return {"type": "object", "additionalProperties": False, "required": ["type", "object", target],
+                    "properties": {"type": {"const": task_type}, "object": present(able, "objects"),
+                                   target: target_types}}
+        goals = [goal(t, "receptacle", present(engine.RECEPTACLE_TYPES, "receptacles"))
+                 for t in engine.TASK_TYPES if t != "look_at_obj_in_light"]
+        goals.append(goal("look_at_obj_in_light", "lamp", present(engine.LAMP_TYPES, "objects")))
         return TaskShape(json_schema={
-            "type": "object", "additionalProperties": False, "required": ["goal", "receptacles", "objects"],
+            "type": "object", "additionalProperties": False, "required": ["receptacles", "objects", "goal"],
             "properties": {
-                "goal": {"anyOf": goals},
                 "receptacles": {"type": "array", "items": receptacle, "minItems": 1,
                                 "maxItems": engine.MAX_RECEPTACLES, "uniqueItems": True},
                 "objects": {"type": "object", "maxProperties": engine.MAX_OBJECTS, "additionalProperties": False,
@@ -231,7 +233,8 @@ class HouseholdDomain(LeveledDomain):
                 "states": {"type": "object", "additionalProperties": False, "maxProperties": engine.MAX_OBJECTS,
                            "patternProperties": {pattern(engine.OBJECT_TYPES): {
                                "type": "array", "items": {"enum": list(engine.STATE_WORDS)},
-                               "maxItems": len(engine.STATE_WORDS), "uniqueItems": True}}}}})
+                               "maxItems": len(engine.STATE_WORDS), "uniqueItems": True}}},
+                "goal": {"anyOf": goals}}})
 
     def parse_task(self, text):
         try:

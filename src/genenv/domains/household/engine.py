@@ -87,12 +87,12 @@ class World:
     goal: Goal
 
     def to_json(self) -> dict:
-        data = {"goal": self.goal.to_json(), "receptacles": list(self.receptacles),
-                "objects": dict(zip(self.objects, self.start)),
+        data = {"receptacles": list(self.receptacles), "objects": dict(zip(self.objects, self.start)),
                 "closed": [r for r in self.receptacles if r in self.closed]}
         states = {o: sorted(s) for o, s in zip(self.objects, self.states) if s}
         if states:
             data["states"] = states
+        data["goal"] = self.goal.to_json()   # last: what it names is written before it (the simulator's schema)
         return data
 
     def dumps(self) -> str:
