@@ -264,7 +264,7 @@ def grammar_problem(shape, text: str) -> str | None:
         if repeated is not None:
             return (f"the constrained sampler cannot write it: {json.dumps(repeated)} repeats an earlier key of its "
                     "object or an earlier item of an array declared uniqueItems, or is not (the start of) an item of "
-                    "the array its x-member-of names")
+                    "the array its x-member-of names (or of a type of the strings its x-type-of names)")
     return None
 
 
