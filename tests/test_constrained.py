@@ -4,13 +4,14 @@ and a run that uses it."""
 
 import pickle
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from genenv.config import ConfigError, TinyModelConfig, load_config
-from genenv.constrained import TokenConstraint, unpack_bitmask
+from genenv.constrained import TokenConstraint, grammar_problem, unpack_bitmask
 from genenv.domains import make_domain
 from genenv.seeding import grid_keys
 
@@ -166,7 +167,6 @@ def test_every_built_in_domains_seed_tasks_are_written_under_its_constraint(name
 def test_check_domain_flags_a_text_the_constrained_sampler_cannot_write():
     """grammar_problem (what check-domain's task_shape property adds to the schema check): the JSON laid out as
     json.dumps writes it, keys in the schema's order, non-ASCII as escapes; a regex matched whole, then ended."""
-    from genenv.constrained import grammar_problem
     from genenv.domain_check import shape_problem
     from genenv.domains.base import TaskShape
     schema = TaskShape(json_schema={"type": "object", "required": ["a", "b"],
@@ -221,3 +221,20 @@ def test_the_built_in_json_shapes_cap_every_string_and_list(name):
     assert bool(places) == (name == "toolcall")
     notes = check_domain(domain, examples=10, tasks=4).notes
     assert len(notes) == (name == "toolcall") and all("no length cap" in note for note in notes)
+
+
+def test_the_presets_that_turn_it_on_are_those_the_rule_chose():
+    """docs/constrained.md's rule decides each preset: smollm2-apibank on (its pilot), default off; every preset
+    that turns it on names a domain with a shape the grammar compiles for it (a preset cannot ship a run that
+    stops at start)."""
+    from genenv.config import load_config, preset_names
+    from genenv.domains import make_domain
+    chosen = {name for name in preset_names() if load_config(name).env.constrained}
+    assert "smollm2-apibank" in chosen and "default" not in chosen
+    hand_made = {"data": str(Path(__file__).parent / "data" / "apibank")}   # the preset's data is the user's
+    for name in chosen:
+        cfg = load_config(name)
+        options = {**cfg.domain.options, **(hand_made if cfg.domain.name == "apibank" else {})}
+        shape = make_domain(cfg.domain.name, **options).task_shape()
+        assert shape is not None, name
+        assert "does not compile" not in grammar_problem(shape, ""), name   # compiles; "" is not a whole task
