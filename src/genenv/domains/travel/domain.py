@@ -274,29 +274,30 @@ class TravelDomain(LeveledDomain):
                 f"{seed.text}\nNew query:\n")
 
     def task_shape(self):
-        """A structured query: org a sandbox city, dest a city or a state, days 3, 5 or 7, 1-8 people, a budget of
-        1-100,000, and the four local constraints, each null or one of its values (cuisine 1-4 of them). Left to
-        ``validate``: dest a city for 3 days and a state otherwise, org outside it, cuisines distinct, a plan within
-        the budget (uniqueItems is left out: llguidance does not implement it)."""
+        """A structured query: org a sandbox city; dest a city for 3 days and a state for 5 or 7 (one branch each);
+        1-8 people, a budget of 1-100,000, and the four local constraints, each null or one of its values (cuisine
+        1-4 of them). Left to ``validate``: dest other than org (a city) or not org's state, cuisines distinct, a
+        plan within the budget (uniqueItems is left out: llguidance does not implement it)."""
         cities, states = sorted(self.sandbox.cities), sorted(set(self.sandbox.cities.values()))
         def one_of(values):
             return {"anyOf": [{"enum": list(values)}, {"type": "null"}]}
-        return TaskShape(json_schema={
-            "type": "object", "additionalProperties": False, "required": [*QUERY_KEYS, "local_constraint"],
-            "properties": {
-                "org": {"enum": cities}, "dest": {"enum": sorted(set(cities) | set(states))},
-                "days": {"enum": sorted(solver.CITIES_FOR_DAYS)},
-                "people_number": {"type": "integer", "minimum": 1, "maximum": solver.MAX_PEOPLE},
-                "budget": {"type": "integer", "minimum": 1, "maximum": solver.MAX_BUDGET},
-                "local_constraint": {
-                    "type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
-                    "properties": {   # in the order the domain writes them (a grammar keeps the order)
-                        "house rule": one_of(solver.ROOM_RULES),
-                        "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
-                                               "minItems": 1, "maxItems": 4},
-                                              {"type": "null"}]},
-                        "room type": one_of(solver.ROOM_TYPES),
-                        "transportation": one_of(solver.TRANSPORT_RULES)}}}})
+        def query(dest, days):
+            return {"type": "object", "additionalProperties": False, "required": [*QUERY_KEYS, "local_constraint"],
+                    "properties": {
+                        "org": {"enum": cities}, "dest": {"enum": dest}, "days": {"enum": days},
+                        "people_number": {"type": "integer", "minimum": 1, "maximum": solver.MAX_PEOPLE},
+                        "budget": {"type": "integer", "minimum": 1, "maximum": solver.MAX_BUDGET},
+                        "local_constraint": {
+                            "type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
+                            "properties": {   # in the order the domain writes them (a grammar keeps the order)
+                                "house rule": one_of(solver.ROOM_RULES),
+                                "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
+                                                       "minItems": 1, "maxItems": 4},
+                                                      {"type": "null"}]},
+                                "room type": one_of(solver.ROOM_TYPES),
+                                "transportation": one_of(solver.TRANSPORT_RULES)}}}}
+        longer = sorted(days for days in solver.CITIES_FOR_DAYS if days > 3)
+        return TaskShape(json_schema={"anyOf": [query(cities, [3]), query(states, longer)]})
 
     def parse_task(self, text):
         data = parse_json_object(text, QUERY_KEYS)
