@@ -277,3 +277,51 @@ def test_a_constrained_sampler_names_only_earlier_types_and_the_update_replays_i
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
     assert "not (the start of) an item" in grammar_problem(TaskShape(json_schema=TYPED),
                                                            '{"m": {"z 1": "a"}, "a": {"b": "x"}}')
+
+
+def test_a_reference_into_an_array_of_arrays_names_their_items():
+    """``x-member-of: ["f"]`` where f's items are arrays ([entity, relation, entity]): the strings named are the
+    inner items (the multihop domain's start entity is one of its facts' names)."""
+    facts = {"type": "object", "properties": {
+        "f": {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "string"}, {"enum": ["r"]},
+                                                                           {"type": "string"}], "items": False}},
+        "s": {"type": "string", MEMBER_OF: ["f"]}}}
+    assert member_paths(facts) == {("s",): Reference(("f", ITEM, ITEM), False)}
+    scan = UniqueStrings(facts)
+    assert scan.first_repeat('{"f": [["ab", "r", "c"]], "s": "c"}') is None
+    assert scan.first_repeat('{"f": [["ab", "r", "c"]], "s": "a"}') == "a"
+    assert scan.first_repeat('{"f": [["ab", "r", "c"]], "s": "x"}') == "x"
+
+
+@pytest.mark.parametrize("name", ["household", "multihop"])
+def test_the_member_masks_looked_up_equal_those_the_scan_gives_every_token(name):
+    """Inside a member-of or type-of string the mask keeps a plain token by looking its bytes up in what is left of
+    the members' spellings (not scanning the vocabulary): at every such position of the seed texts, on the tiny
+    word-level tokenizer, that mask equals the grammar's with every token the scan refuses cleared."""
+    import llguidance.numpy as llnp
+    import numpy as np
+
+    from genenv.domains import make_domain
+    from genenv.models.tiny import build_tiny_tokenizer
+    domain = make_domain(name)
+    tokenizer = build_tiny_tokenizer(domain.alphabet, domain.tiny_words)
+    shape = TokenConstraint(domain.task_shape(), tokenizer, len(tokenizer), tokenizer.eos_token_id, name)
+    checked = 0
+    for task in domain.seed_tasks(np.random.default_rng(0), 4):
+        matchers = shape.start(1)
+        for token in tokenizer.encode(task.text, add_special_tokens=False):
+            m = matchers[0]
+            if shape.unique.spellings_left(m.scan) is not None:
+                grammar = np.zeros((1, shape._bitmask_words), dtype=np.int32)
+                llnp.fill_next_token_bitmask(m.matcher, grammar, 0)
+                scanned = grammar[0].view(np.uint32).copy()
+                for t in range(len(shape._token_bytes)):
+                    if (scanned[t >> 5] >> np.uint32(t & 31)) & 1 and shape.unique.feed(
+                            m.scan, shape._token_bytes[t])[1] is not None:
+                        scanned[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+                if not scanned.any():
+                    scanned = grammar[0].view(np.uint32)
+                assert (shape.bitmask(matchers)[0].view(np.uint32) == scanned).all()
+                checked += 1
+            shape.advance(matchers, [token])
+    assert checked > 20

@@ -121,6 +121,15 @@ class TokenConstraint:
             self._token_bytes = [self.tokenizer.decode_bytes([i]) for i in range(self.tokenizer.vocab_size)]
             self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
             self._all_ids = np.arange(len(self._token_bytes), dtype=np.int64)
+            # inside a member-of string: a token with neither a quote nor a backslash is allowed exactly when the
+            # string so far and its bytes start a member's spelling, so those are looked up by their bytes
+            self._escape_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b or b"\\" in b],
+                                        dtype=np.int64)
+            self._plain_ids: dict[bytes, list[int]] = {}
+            for i, b in enumerate(self._token_bytes):
+                if b and b'"' not in b and b"\\" not in b:
+                    self._plain_ids.setdefault(b, []).append(i)
+            self._longest_token = max(map(len, self._token_bytes))
 
     def __getstate__(self) -> dict:
         """Pickled as what built it (llguidance's objects do not pickle): a Ray worker's copy compiles its own."""
@@ -167,13 +176,33 @@ class TokenConstraint:
     def _refuse_by_scan(self, bitmask: np.ndarray, row: int, scan) -> None:
         """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
         member-of string off every member (a pure function of the row's scan, so a replay clears the same bits).
-        Outside a member-of string only a token holding a quote can do either; inside one, every token is tried."""
-        ids = self._all_ids if self.unique.inside_member(scan) else self._quote_ids
+        Outside a member-of string only a token holding a quote can do either; inside one, a token without a quote
+        or backslash is kept exactly when it starts what is left of a member's spelling (looked up, not scanned),
+        and the others are tried on the scan."""
         words = bitmask[row].view(np.uint32)
-        allowed = ids[((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)]
-        for token in allowed.tolist():
+        inside = self.unique.inside_member(scan)
+        spellings = self.unique.spellings_left(scan) if inside else None
+        if spellings is not None:
+            # the plain tokens that start what is left of a member's spelling, and the quoted or escaping ones
+            # the scan accepts; every other token is refused
+            on = [i for rest in spellings for k in range(1, min(len(rest), self._longest_token) + 1)
+                  for i in self._plain_ids.get(rest[:k], ())]
+            tried = self._escape_ids[self._bits(words, self._escape_ids)]
+            on += [t for t in tried.tolist() if self.unique.feed(scan, self._token_bytes[t])[1] is None]
+            ids = np.array(on, dtype=np.int64)
+            keep = np.zeros_like(words)
+            np.bitwise_or.at(keep, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+            words &= keep
+            return
+        ids = self._all_ids if inside else self._quote_ids
+        for token in ids[self._bits(words, ids)].tolist():
             if self.unique.feed(scan, self._token_bytes[token])[1] is not None:
                 words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)
+
+    @staticmethod
+    def _bits(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` a bitmask row (as uint32 words) allows."""
+        return ((words[ids >> 5] >> (ids & 31).astype(np.uint32)) & 1).astype(bool)
 
     def allowed(self, matchers: list) -> torch.Tensor:
         """[B, vocab_size] boolean: the tokens each sequence may take next (:meth:`bitmask`)."""

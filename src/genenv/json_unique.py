@@ -69,13 +69,23 @@ class Reference(NamedTuple):
     type_only: bool
 
 
+def _is_array(sub) -> bool:
+    return isinstance(sub, dict) and (sub.get("type") == "array" or "prefixItems" in sub)
+
+
 def _referenced(schema, names) -> tuple:
-    """The path of the strings a keyword's root names point at: the items of an array, the keys of an object."""
+    """The path of the strings a keyword's root names point at: the keys of an object, the items of an array (of
+    its arrays' items, where its items are arrays: a list of facts ``[entity, relation, entity]``)."""
     sub = schema
     for name in names:
         sub = sub.get("properties", {}).get(name, {}) if isinstance(sub, dict) else {}
-    is_object = isinstance(sub, dict) and (sub.get("type") == "object" or "patternProperties" in sub)
-    return tuple(names) + (KEY if is_object else ITEM,)
+    if isinstance(sub, dict) and (sub.get("type") == "object" or "patternProperties" in sub):
+        return tuple(names) + (KEY,)
+    path = tuple(names) + (ITEM,)
+    while _is_array(items := sub.get("items")) or any(map(_is_array, sub.get("prefixItems", []))):
+        sub = items if _is_array(items) else next(filter(_is_array, sub["prefixItems"]))
+        path += (ITEM,)
+    return path
 
 
 def member_paths(schema) -> dict:
@@ -161,6 +171,17 @@ class UniqueStrings:
         """Whether the scan is inside a member-of string (every byte of the next token matters, not only a quote)."""
         string = state[1]
         return string is not None and self.member_of(string[2]) is not None
+
+    def spellings_left(self, state) -> list | None:
+        """Inside a member-of (or type-of) string, what is left of each member's spelling that the string so far
+        starts (``b""`` for one it spells whole); None elsewhere, and after a backslash (the scan checks the escaped
+        byte with the next one)."""
+        string, escaped = state[1], state[2]
+        ref = self.member_of(string[2]) if string is not None else None
+        if ref is None or escaped:
+            return None
+        raw = string[0]
+        return sorted(name[len(raw):] for name in _names(ref, state[3]) if name.startswith(raw))
 
     def unique(self, path: tuple) -> bool:
         if path not in self._unique:
