@@ -180,8 +180,7 @@ class TokenConstraint:
         or backslash is kept exactly when it starts what is left of a member's spelling (looked up, not scanned),
         and the others are tried on the scan."""
         words = bitmask[row].view(np.uint32)
-        inside = self.unique.inside_member(scan)
-        spellings = self.unique.spellings_left(scan) if inside else None
+        spellings = self.unique.spellings_left(scan)   # None outside a member-of string and after a backslash
         if spellings is not None:
             # the plain tokens that start what is left of a member's spelling, and the quoted or escaping ones
             # the scan accepts; every other token is refused
@@ -194,7 +193,7 @@ class TokenConstraint:
             np.bitwise_or.at(keep, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
             words &= keep
             return
-        ids = self._all_ids if inside else self._quote_ids
+        ids = self._all_ids if self.unique.inside_member(scan) else self._quote_ids
         for token in ids[self._bits(words, ids)].tolist():
             if self.unique.feed(scan, self._token_bytes[token])[1] is not None:
                 words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)

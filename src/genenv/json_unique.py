@@ -29,6 +29,7 @@ sampler's masks (the update's log-probs are the sampler's, ``tests/test_json_uni
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import NamedTuple
 
 ANY_KEY = "*"
@@ -124,9 +125,13 @@ def type_of(raw: bytes) -> bytes:
     return raw.rsplit(b" ", 1)[0]
 
 
-def _names(reference: Reference, written) -> set:
-    """The spellings a string under ``reference`` may take: the referenced strings written so far, or their types."""
-    return {type_of(raw) if reference.type_only else raw for path, raw in written if path == reference.strings}
+@lru_cache(maxsize=1024)
+def _names(reference: Reference, written: frozenset) -> frozenset:
+    """The spellings a string under ``reference`` may take: the referenced strings written so far, or their types
+    (cached: the scan asks for each byte of a member-of string, and for each token tried there, with the same
+    ``written``)."""
+    return frozenset(type_of(raw) if reference.type_only else raw for path, raw in written
+                     if path == reference.strings)
 
 
 def _string_value(raw: bytes) -> str:
@@ -152,7 +157,7 @@ class UniqueStrings:
         self.patterns = unique_array_paths(schema)
         self.members = member_paths(schema)
         self._unique: dict[tuple, bool] = {}
-        self._member: dict[tuple, tuple | None] = {}
+        self._member: dict[tuple, Reference | None] = {}
         self._named: dict[tuple, bool] = {}
 
     def member_of(self, path: tuple) -> Reference | None:

@@ -281,21 +281,21 @@ class TravelDomain(LeveledDomain):
         cities, states = sorted(self.sandbox.cities), sorted(set(self.sandbox.cities.values()))
         def one_of(values):
             return {"anyOf": [{"enum": list(values)}, {"type": "null"}]}
-        def query(dest, days):
+        local = {"type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
+                 "properties": {   # in the order the domain writes them (a grammar keeps the order)
+                     "house rule": one_of(solver.ROOM_RULES),
+                     "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
+                                            "minItems": 1, "maxItems": 4},
+                                           {"type": "null"}]},
+                     "room type": one_of(solver.ROOM_TYPES),
+                     "transportation": one_of(solver.TRANSPORT_RULES)}}
+        def query(dest, days):   # the two branches differ only in dest and days
             return {"type": "object", "additionalProperties": False, "required": [*QUERY_KEYS, "local_constraint"],
                     "properties": {
                         "org": {"enum": cities}, "dest": {"enum": dest}, "days": {"enum": days},
                         "people_number": {"type": "integer", "minimum": 1, "maximum": solver.MAX_PEOPLE},
                         "budget": {"type": "integer", "minimum": 1, "maximum": solver.MAX_BUDGET},
-                        "local_constraint": {
-                            "type": "object", "additionalProperties": False, "required": list(solver.LOCAL_KEYS),
-                            "properties": {   # in the order the domain writes them (a grammar keeps the order)
-                                "house rule": one_of(solver.ROOM_RULES),
-                                "cuisine": {"anyOf": [{"type": "array", "items": {"enum": list(solver.CUISINES)},
-                                                       "minItems": 1, "maxItems": 4},
-                                                      {"type": "null"}]},
-                                "room type": one_of(solver.ROOM_TYPES),
-                                "transportation": one_of(solver.TRANSPORT_RULES)}}}}
+                        "local_constraint": local}}
         longer = sorted(days for days in solver.CITIES_FOR_DAYS if days > 3)
         return TaskShape(json_schema={"anyOf": [query(cities, [3]), query(states, longer)]})
 
