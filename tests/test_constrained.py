@@ -97,6 +97,79 @@ def test_a_sequence_samples_the_same_tokens_in_any_batch_under_the_constraint(ti
     assert alone == whole[3:6]
 
 
+OPEN = {"type": "object", "required": ["a", "b"], "properties": {   # its keys open: a text can run on and on
+    "a": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 9}, "b": {"enum": ["xy", "zz"]}}}
+
+
+@pytest.fixture(scope="module")
+def json_tiny():
+    """An untrained tiny simulator over JSON's characters, and a constraint of a schema for it under a budget."""
+    from genenv.domains.base import TaskShape
+    from genenv.models.tiny import build_tiny_policy
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
+                                               max_positions=96), sorted(set('{}[]":, abmxyz1')), seed=3)
+    vocab = int(policy.model.get_output_embeddings().weight.shape[0])
+    def constraint(budget, schema=OPEN):
+        return TokenConstraint(TaskShape(json_schema=schema), policy.tokenizer, vocab, policy.eos_token_id, "test",
+                               budget=budget)
+    return policy, constraint
+
+
+def _closing(policy, constraint, text):
+    matchers = constraint.start(1)
+    for token in policy.tokenizer.encode(text, add_special_tokens=False):
+        constraint.advance(matchers, [token])
+    return constraint.closing(matchers[0])
+
+
+def test_the_closing_text_by_hand(json_tiny):
+    """The short way a text closes: end its string, its array, the required keys left with their first values
+    (b's enum: "xy"), its object; a key just opened gets the shortest key and value; a finished text needs
+    nothing; a closing longer than the tokens left is None."""
+    policy, constraint = json_tiny
+    shape = constraint(40)
+    assert _closing(policy, shape, '{"a": ["xa') == b'"], "b": "xy"}'
+    assert _closing(policy, shape, '{"a": [') == b'], "b": "xy"}'
+    assert _closing(policy, shape, '{"a": [], "b": "zz"') == b"}"
+    assert _closing(policy, shape, '{"a": [], "b": "zz", "') == b'": ""}'
+    assert _closing(policy, shape, '{"a": [], "b": "zz"}') == b""
+    assert _closing(policy, constraint(12), '{"a": ["xa') is None     # 14 bytes, 2 tokens left
+
+
+def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
+    """Without a budget most texts of an untrained simulator run past max_new_tokens (open keys) and are cut off;
+    with it every one closes, in the grammar, and the update's log-probs (its masks replayed under the same
+    budget) are the sampler's."""
+    import json
+
+    from genenv.domains.base import TaskShape
+    policy, constraint = json_tiny
+    def written(shape):
+        policy.constraint = shape
+        try:
+            return policy.generate(["ab"], n=32, max_new_tokens=30, temperature=1.0, seed=7)[0]
+        finally:
+            policy.constraint = None
+    def closed(text):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            return False
+        return grammar_problem(TaskShape(json_schema=OPEN), text) is None
+    without, under = written(constraint(None)), written(constraint(30))
+    assert sum(map(closed, (g.text for g in without))) < len(without) // 2
+    assert all(closed(g.text) for g in under)
+    batch = policy.build_batch([g.prompt_ids for g in under], [g.token_ids for g in under])
+    policy.constraint = constraint(30)
+    try:
+        with torch.no_grad():
+            logp = policy.token_logprobs(batch)[0]
+    finally:
+        policy.constraint = None
+    for row, g in enumerate(under):
+        assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+
+
 def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(tiny):
     domain, policy, constraint = tiny
     copy = pickle.loads(pickle.dumps(constraint))

@@ -14,6 +14,9 @@ xgrammar declares triton, torch and transformers as requirements where llguidanc
 - :meth:`TokenConstraint.replay`: the masks a sampler saw before each token of a stored response, so an update's
   log-probs (``Policy.token_logprobs``) and its KL terms are the constrained distribution's, the same numbers the
   sampler drew from (``tests/test_constrained.py``).
+- A ``budget`` (the simulator's ``max_new_tokens``): near its end a sequence writes a short way the grammar lets
+  its text close (:meth:`TokenConstraint.closing`), so a text is finished before it is cut off. The grammar
+  bounds each value, not their sum; without this a text the schema allows could run past the budget (malformed).
 
 The grammar constrains the *form* only: a task in the shape that the domain rejects (a gold call that fails, an
 unreachable goal) is still invalid with its reason.
@@ -92,21 +95,35 @@ def unpack_bitmask(bitmask: np.ndarray, vocab_size: int, fill: bool = False) -> 
 
 
 class Matcher:
-    """One sequence's place in the grammar: llguidance's matcher, whether the sequence has ended, and (a JSON
-    shape) the scan of its strings so far (:class:`genenv.json_unique.UniqueStrings`)."""
+    """One sequence's place in the grammar: llguidance's matcher, whether the sequence has ended, (a JSON shape) the
+    scan of its strings so far (:class:`genenv.json_unique.UniqueStrings`) and, under a budget, the tokens drawn
+    and the same grammar's matcher over the text's bytes (what :meth:`TokenConstraint.closing` searches from)."""
 
-    __slots__ = ("matcher", "done", "scan")
+    __slots__ = ("matcher", "done", "scan", "drawn", "bytes")
 
-    def __init__(self, matcher, scan=None):
+    def __init__(self, matcher, scan=None, byte_matcher=None):
         self.matcher, self.done, self.scan = matcher, False, scan
+        self.drawn, self.bytes = 0, byte_matcher
+
+
+# Closing under a budget: the closing text is searched for once this few tokens are left, and written once it
+# needs all but CLOSING_MARGIN of them (one token can lengthen it: an object opened with required keys)
+CLOSING_WINDOW = 128
+CLOSING_MARGIN = 4
+CLOSING_BYTES_A_TOKEN = 6   # the closing search gives up past this many bytes for each token left
+# the bytes the closing search tries first: end an object, an array (inside a string: end the string); then the
+# shortest values
+OPENING_BYTES = b",{["
+CLOSING_ORDER = b'}]"01' + bytes(range(ord("a"), ord("z") + 1)) + bytes(range(ord("A"), ord("Z") + 1)) + b"_"
 
 
 class TokenConstraint:
     """A domain's task shape compiled for one tokenizer; ``vocab_size`` is the model's logits width."""
 
-    def __init__(self, shape, hf_tokenizer, vocab_size: int, eos_token_id: int, domain_name: str = "domain"):
-        self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name)
-        self.eos_token_id, self.vocab_size = eos_token_id, vocab_size
+    def __init__(self, shape, hf_tokenizer, vocab_size: int, eos_token_id: int, domain_name: str = "domain",
+                 budget: int | None = None):
+        self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name, budget)
+        self.eos_token_id, self.vocab_size, self.budget = eos_token_id, vocab_size, budget
         self.tokenizer = llguidance_tokenizer(hf_tokenizer, eos_token_id)
         self.grammar = shape_grammar(shape)
         ok, problem = self.validate()
@@ -117,8 +134,22 @@ class TokenConstraint:
         # JSON: no string may repeat its object's earlier key or its unique array's earlier item. Only a token
         # holding a quote can finish a string, so those are the tokens tried against each row's scan.
         self.unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
-        if self.unique is not None:
+        if self.unique is not None or budget is not None:
             self._token_bytes = [self.tokenizer.decode_bytes([i]) for i in range(self.tokenizer.vocab_size)]
+            self._longest_token = max(map(len, self._token_bytes))
+        if budget is not None:
+            # the closing search runs on the grammar compiled for single bytes, and tries only the bytes that are
+            # tokens of their own (so a closing text can always be written one token a byte)
+            self._byte_tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+            self._byte_ids: dict[int, int] = {}
+            for i, b in enumerate(self._token_bytes):
+                if len(b) == 1:
+                    self._byte_ids.setdefault(b[0], i)
+            order = [b for b in CLOSING_ORDER if b in self._byte_ids]
+            order += [b for b in range(256) if b not in order and b in self._byte_ids]
+            quote = [b for b in order if b == 0x22]
+            self._closing_order = (order, quote + [b for b in order if b != 0x22])   # (outside, inside a string)
+        if self.unique is not None:
             self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
             self._all_ids = np.arange(len(self._token_bytes), dtype=np.int64)
             # inside a member-of string: a token with neither a quote nor a backslash is allowed exactly when the
@@ -129,7 +160,6 @@ class TokenConstraint:
             for i, b in enumerate(self._token_bytes):
                 if b and b'"' not in b and b"\\" not in b:
                     self._plain_ids.setdefault(b, []).append(i)
-            self._longest_token = max(map(len, self._token_bytes))
 
     def __getstate__(self) -> dict:
         """Pickled as what built it (llguidance's objects do not pickle): a Ray worker's copy compiles its own."""
@@ -145,7 +175,10 @@ class TokenConstraint:
     def start(self, rows: int) -> list:
         """One fresh matcher per sequence (:class:`Matcher`)."""
         scan = START if self.unique is not None else None
-        return [Matcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0), scan) for _ in range(rows)]
+        return [Matcher(llguidance.LLMatcher(self.tokenizer, self.grammar, log_level=0), scan,
+                        None if self.budget is None else llguidance.LLMatcher(self._byte_tokenizer, self.grammar,
+                                                                              log_level=0))
+                for _ in range(rows)]
 
     def bitmask(self, matchers: list) -> np.ndarray:
         """[B, W] int32: each sequence's next allowed tokens as llguidance's bitmask. A text that is complete (the
@@ -169,9 +202,100 @@ class TokenConstraint:
                     self._refuse_by_scan(bitmask, row, m.scan)
                     if not bitmask[row].any():   # only a repeat finishes the string: the domain rejects it
                         bitmask[row] = grammar_row
+                if self.budget is not None:
+                    self._close(bitmask, row, m)
                 if not bitmask[row].any():
                     bitmask[row] = -1
         return bitmask
+
+    def closing(self, m: Matcher) -> bytes | None:
+        """The text that closes ``m``'s, a short way (:meth:`_closing_from`), or None when none does within
+        :data:`CLOSING_BYTES_A_TOKEN` bytes a token left. ``b""``: the text may end here. A pure function of the text
+        so far."""
+        if m.bytes is None or m.bytes.is_error():
+            return None
+        return self._closing_from(m.bytes.deep_copy(), m.scan, (self.budget - m.drawn) * CLOSING_BYTES_A_TOKEN)
+
+    def _tokens(self, text: bytes) -> list[int]:
+        """``text`` in tokens, longest first (llguidance's greedy tokenizer; one token a byte where the bytes are
+        not UTF-8): each a token that starts what is left, so a sampler that takes them writes ``text``."""
+        try:
+            return self.tokenizer.greedy_tokenize(text.decode("utf-8"))
+        except UnicodeDecodeError:
+            return [self._byte_ids[byte] for byte in text]
+
+    def _closing_from(self, matcher, scan, limit: int) -> bytes | None:
+        """What closes the text of byte ``matcher`` (consumed as it goes) and ``scan``: at each byte the first of
+        :data:`CLOSING_ORDER` that the grammar and the scan allow (then any other byte that is a token of its own;
+        inside a string, or without a scan, the quote first); None past ``limit`` bytes, or where no byte is
+        allowed."""
+        out = bytearray()
+        mask = np.zeros((1, 9), dtype=np.int32)   # the 256 bytes and the byte vocabulary's EOS
+        while not (matcher.is_stopped() or matcher.is_accepting()):
+            if len(out) >= limit:
+                return None
+            forced = matcher.compute_ff_bytes()   # a key's name, an enum's tail, a separator: no choice to make
+            if forced:
+                for byte in forced:
+                    matcher.consume_token(byte)
+                out += forced
+                if scan is not None:
+                    scan = self.unique.feed(scan, forced)[0]
+                continue
+            mask[:] = 0
+            llnp.fill_next_token_bitmask(matcher, mask, 0)
+            words = mask[0].view(np.uint32)
+            for byte in self._closing_order[scan is None or scan[1] is not None]:
+                if (words[byte >> 5] >> np.uint32(byte & 31)) & 1 and (
+                        scan is None or self.unique.feed(scan, bytes([byte]))[1] is None):
+                    break
+            else:
+                return None
+            matcher.consume_token(byte)
+            out.append(byte)
+            if scan is not None:
+                scan = self.unique.feed(scan, bytes([byte]))[0]
+        return bytes(out)
+
+    def _growth(self, m: Matcher, need: int, left: int) -> int:
+        """How many more tokens the closing text takes after one byte that opens something (``,`` ``{`` ``[``: an
+        item or a key with its value, an object with its required keys), the most of those the grammar allows now
+        (``left`` where one leaves no closing within the tokens left)."""
+        base = m.bytes.deep_copy()
+        mask = np.zeros((1, 9), dtype=np.int32)
+        llnp.fill_next_token_bitmask(base, mask, 0)
+        words = mask[0].view(np.uint32)
+        most = 0
+        for byte in OPENING_BYTES:
+            if not (words[byte >> 5] >> np.uint32(byte & 31)) & 1:
+                continue
+            matcher, scan = base.deep_copy(), m.scan
+            matcher.consume_token(byte)
+            if scan is not None:
+                scan = self.unique.feed(scan, bytes([byte]))[0]
+            after = self._closing_from(matcher, scan, left * CLOSING_BYTES_A_TOKEN)
+            most = max(most, left if after is None else 1 + len(self._tokens(after)) - need)
+        return most
+
+    def _close(self, bitmask: np.ndarray, row: int, m: Matcher) -> None:
+        """Under a budget, once the closing text's tokens, plus what one opening byte would add to them
+        (:meth:`_growth`), leave fewer than :data:`CLOSING_MARGIN` of the tokens left spare: only its first token
+        stays allowed (the EOS token once the text may end)."""
+        left = self.budget - m.drawn
+        if left > CLOSING_WINDOW:
+            return
+        closing = self.closing(m)
+        if closing is None:
+            return
+        tokens = self._tokens(closing)
+        if len(tokens) + CLOSING_MARGIN < left and (
+                len(tokens) + CLOSING_MARGIN + self._growth(m, len(tokens), left) < left):
+            return
+        ids = np.array(tokens[:1] or [self.eos_token_id], dtype=np.int64)
+        words = bitmask[row].view(np.uint32)
+        if self._bits(words, ids).all():
+            words[:] = 0
+            words[ids[0] >> 5] = np.uint32(1) << np.uint32(ids[0] & 31)
 
     def _refuse_by_scan(self, bitmask: np.ndarray, row: int, scan) -> None:
         """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
@@ -212,12 +336,16 @@ class TokenConstraint:
         for m, token in zip(matchers, tokens):
             if m.done:
                 continue
+            m.drawn += 1
             if int(token) == self.eos_token_id:
                 m.done = True
             elif not (m.matcher.is_stopped() or m.matcher.is_error()):
                 m.matcher.consume_token(int(token))
                 if m.scan is not None:
                     m.scan = self.unique.feed(m.scan, self._token_bytes[int(token)])[0]
+                if m.bytes is not None and not m.bytes.is_error():
+                    for byte in self._token_bytes[int(token)]:
+                        m.bytes.consume_token(byte)
 
     def replay(self, tokens: list[int]) -> np.ndarray:
         """[len(tokens), W] int32 bitmasks: what the sampler saw before each token of a stored response."""

@@ -74,16 +74,19 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
 
 def simulator_constraint(cfg: RunConfig, domain, env: Policy):
     """``env.constrained``: the domain's task shape compiled for the simulator's tokenizer
-    (:class:`genenv.constrained.TokenConstraint`), or None. A domain that declares no shape is a ConfigError."""
+    (:class:`genenv.constrained.TokenConstraint`), its budget the longest task the simulator writes (so a text
+    closes before it is cut off), or None. A domain that declares no shape is a ConfigError."""
     if not cfg.env.constrained or isinstance(env, RemoteSimulator):
         return None
     from genenv.constrained import TokenConstraint  # noqa: PLC0415 (llguidance loads only when asked for)
+    from genenv.generation import simulator_sampling  # noqa: PLC0415
     shape = domain.task_shape()
     if shape is None:
         raise ConfigError(f"env.constrained: domain {domain.name!r} declares no task shape (Domain.task_shape); "
                           "declare one (docs/domains.md) or set env.constrained=false")
     vocab_size = int(env.model.get_output_embeddings().weight.shape[0])
-    return TokenConstraint(shape, env.tokenizer, vocab_size, env.eos_token_id, domain.name)
+    budget = simulator_sampling(cfg, domain)["max_new_tokens"]
+    return TokenConstraint(shape, env.tokenizer, vocab_size, env.eos_token_id, domain.name, budget=budget)
 
 
 def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Players:
