@@ -440,7 +440,8 @@ def unbounded_places(schema, path: str = "") -> list[str]:
     array without ``maxItems`` (or closed ``prefixItems``), an object whose keys are open (``additionalProperties``
     not false: llguidance cannot cap a key's length) or that takes ``patternProperties`` without ``maxProperties``,
     a number without ``minimum`` and ``maximum``, a value of any type. The grammar fixes the form, not the length:
-    a text the sampler writes at such a place can run to ``max_new_tokens`` and be cut off (malformed)."""
+    a text the sampler writes at such a place runs on until the budget makes it close
+    (:meth:`TokenConstraint.closing`)."""
     where = path or "the top"
     if schema is True or schema == {}:
         return [f"{where}: any value"]

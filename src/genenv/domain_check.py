@@ -387,7 +387,8 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
         places = shape_unbounded_places(shape)
         if places:
             report.notes.append(f"task_shape: {len(places)} place(s) where a constrained text has no length cap "
-                                f"(it can run to env.max_new_tokens and be cut off): {'; '.join(places[:4])}"
+                                f"(a text there runs on until the budget makes it close, with short values): "
+                                f"{'; '.join(places[:4])}"
                                 + (" ..." if len(places) > 4 else ""))
     real = [t.text for t in seeds] + [t.answer or "" for t in seeds]
     accepted: list[Task] = []   # fuzzed simulator texts the domain accepted: valid tasks too
