@@ -109,9 +109,9 @@ def json_tiny():
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=96), sorted(set('{}[]":, abmxyz1')), seed=3)
     vocab = int(policy.model.get_output_embeddings().weight.shape[0])
-    def constraint(budget, schema=OPEN):
-        return TokenConstraint(TaskShape(json_schema=schema), policy.tokenizer, vocab, policy.eos_token_id, "test",
-                               budget=budget)
+    def constraint(budget, schema=OPEN, max_chars=None):
+        return TokenConstraint(TaskShape(json_schema=schema, max_chars=max_chars), policy.tokenizer, vocab,
+                               policy.eos_token_id, "test", budget=budget)
     return policy, constraint
 
 
@@ -139,7 +139,7 @@ def test_the_closing_text_by_hand(json_tiny):
 def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
     """Without a budget most texts of an untrained simulator run past max_new_tokens (open keys) and are cut off;
     with it every one closes, in the grammar, and the update's log-probs (its masks replayed under the same
-    budget) are the sampler's."""
+    budget) are the sampler's; so under a shape's ``max_chars``."""
     import json
 
     from genenv.domains.base import TaskShape
@@ -168,6 +168,10 @@ def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
         policy.constraint = None
     for row, g in enumerate(under):
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
+    # a shape's max_chars: every text closes within it too, where without it most run past
+    capped = written(constraint(60, max_chars=24))
+    assert sum(len(g.text) <= 24 for g in written(constraint(60))) < len(capped) // 2
+    assert all(closed(g.text) and len(g.text) <= 24 for g in capped)
 
 
 def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(tiny):

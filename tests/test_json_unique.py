@@ -15,6 +15,7 @@ from genenv.json_unique import (
     ITEM,
     KEY,
     MEMBER_OF,
+    MEMBER_OF_SIBLING,
     START,
     TYPE_OF,
     Reference,
@@ -255,9 +256,45 @@ def _type_strays(text: str) -> int:
     return int(task["a"]["b"] not in {key.rsplit(" ", 1)[0] for key in task["m"]})
 
 
+# ================================================= x-member-of-sibling: a string of a property of its own object
+
+SIBLING = {"type": "object", "additionalProperties": False, "required": ["a"], "properties": {
+    "a": {"type": "array", "minItems": 1, "maxItems": 2, "items": {
+        "type": "object", "additionalProperties": False, "required": ["m", "b"], "properties": {
+            "m": {"type": "object", "minProperties": 1, "maxProperties": 2, "additionalProperties": False,
+                  "patternProperties": {"^[xyz]$": {"enum": ["a"]}}},
+            "b": {"type": "array", "maxItems": 2, "items": {"type": "string", "pattern": "^[xyz]$",
+                                                           MEMBER_OF_SIBLING: "m"}}}}}}}
+
+
+def test_sibling_paths_and_the_scanner_by_hand():
+    """Each b item is a key of its own object's m: another item's keys do not count; a path through an array's
+    items names the strings there (a call naming one of the functions written)."""
+    assert member_paths(SIBLING) == {("a", ITEM, "b", ITEM): Reference(("a", ITEM, "m", KEY), False, ("a", ITEM))}
+    assert MEMBER_OF_SIBLING not in without_unique_items(SIBLING)["properties"]["a"]["items"]["properties"]["b"][
+        "items"]
+    scan = UniqueStrings(SIBLING)
+    assert scan.first_repeat('{"a": [{"m": {"x": "a"}, "b": ["x"]}, {"m": {"y": "a", "z": "a"}, "b": ["z"]}]}') is None
+    assert scan.first_repeat('{"a": [{"m": {"x": "a"}, "b": ["x"]}, {"m": {"y": "a"}, "b": ["x"]}]}') == "x"
+    assert scan.first_repeat('{"a": [{"m": {"x": "a"}, "b": ["y"]}]}') == "y"
+    called = {"type": "object", "properties": {
+        "a": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}}},
+        "c": {"type": "string", MEMBER_OF: ["a", ITEM, "n"]}}}
+    assert member_paths(called) == {("c",): Reference(("a", ITEM, "n"), False)}
+    assert UniqueStrings(called).first_repeat('{"a": [{"n": "ab"}, {"n": "m"}], "c": "m"}') is None
+    assert UniqueStrings(called).first_repeat('{"a": [{"n": "ab"}, {"n": "m"}], "c": "a"}') == "a"
+
+
+def _sibling_strays(text: str) -> int:
+    """SIBLING's b items that are not keys of their own m."""
+    return sum(name not in item["m"] for item in json.loads(text)["a"] for name in item["b"])
+
+
 @pytest.mark.parametrize("schema, strays, stray_text", [
     (MEMBER, _member_strays, '{"b": ["x"], "m": {"x": "z"}}'),
-    (TYPED, _type_strays, '{"m": {"z 1": "a"}, "a": {"b": "x"}}')], ids=["x-member-of", "x-type-of"])
+    (TYPED, _type_strays, '{"m": {"z 1": "a"}, "a": {"b": "x"}}'),
+    (SIBLING, _sibling_strays, '{"a": [{"m": {"x": "a"}, "b": ["y"]}]}')],
+    ids=["x-member-of", "x-type-of", "x-member-of-sibling"])
 def test_a_constrained_sampler_names_only_earlier_strings_and_the_update_replays_it(sampler, schema, strays,
                                                                                      stray_text):
     """With the keyword no finished text names a stray; without it (the grammar alone) at least 5 of 48 do; the

@@ -99,11 +99,11 @@ class Matcher:
     scan of its strings so far (:class:`genenv.json_unique.UniqueStrings`) and, under a budget, the tokens drawn
     and the same grammar's matcher over the text's bytes (what :meth:`TokenConstraint.closing` searches from)."""
 
-    __slots__ = ("matcher", "done", "scan", "drawn", "bytes")
+    __slots__ = ("matcher", "done", "scan", "drawn", "written", "bytes")
 
     def __init__(self, matcher, scan=None, byte_matcher=None):
         self.matcher, self.done, self.scan = matcher, False, scan
-        self.drawn, self.bytes = 0, byte_matcher
+        self.drawn, self.written, self.bytes = 0, 0, byte_matcher
 
 
 # Closing under a budget: the closing text is searched for once this few tokens are left, and written once it
@@ -111,6 +111,7 @@ class Matcher:
 CLOSING_WINDOW = 128
 CLOSING_MARGIN = 4
 CLOSING_BYTES_A_TOKEN = 6   # the closing search gives up past this many bytes for each token left
+CLOSING_BYTE_WINDOW = 256   # under max_chars: searched once this few characters are left
 # the bytes the closing search tries first: end an object, an array (inside a string: end the string); then the
 # shortest values
 OPENING_BYTES = b",{["
@@ -124,6 +125,7 @@ class TokenConstraint:
                  budget: int | None = None):
         self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name, budget)
         self.eos_token_id, self.vocab_size, self.budget = eos_token_id, vocab_size, budget
+        self.max_bytes = shape.max_chars if budget is not None else None   # JSON's text is ASCII: a byte a character
         self.tokenizer = llguidance_tokenizer(hf_tokenizer, eos_token_id)
         self.grammar = shape_grammar(shape)
         ok, problem = self.validate()
@@ -210,11 +212,16 @@ class TokenConstraint:
 
     def closing(self, m: Matcher) -> bytes | None:
         """The text that closes ``m``'s, a short way (:meth:`_closing_from`), or None when none does within
-        :data:`CLOSING_BYTES_A_TOKEN` bytes a token left. ``b""``: the text may end here. A pure function of the text
-        so far."""
+        :data:`CLOSING_BYTES_A_TOKEN` bytes a token left (and the characters left, under ``max_chars``). ``b""``: the
+        text may end here. A pure function of the text so far."""
         if m.bytes is None or m.bytes.is_error():
             return None
-        return self._closing_from(m.bytes.deep_copy(), m.scan, (self.budget - m.drawn) * CLOSING_BYTES_A_TOKEN)
+        return self._closing_from(m.bytes.deep_copy(), m.scan, self._limit(m))
+
+    def _limit(self, m: Matcher) -> int:
+        """The longest closing text ``m`` has room for, in bytes."""
+        limit = (self.budget - m.drawn) * CLOSING_BYTES_A_TOKEN
+        return limit if self.max_bytes is None else min(limit, self.max_bytes - m.written)
 
     def _tokens(self, text: bytes) -> list[int]:
         """``text`` in tokens, longest first (llguidance's greedy tokenizer; one token a byte where the bytes are
@@ -257,15 +264,16 @@ class TokenConstraint:
                 scan = self.unique.feed(scan, bytes([byte]))[0]
         return bytes(out)
 
-    def _growth(self, m: Matcher, need: int, left: int) -> int:
-        """How many more tokens the closing text takes after one byte that opens something (``,`` ``{`` ``[``: an
-        item or a key with its value, an object with its required keys), the most of those the grammar allows now
-        (``left`` where one leaves no closing within the tokens left)."""
+    def _growth(self, m: Matcher, closing: bytes, need: int) -> tuple[int, int]:
+        """How much longer the closing text gets, in tokens and in bytes, after one byte that opens something (``,``
+        ``{`` ``[``: an item or a key with its value, an object with its required keys), the most of those the
+        grammar allows now (as much as is left where one leaves no closing in the room left)."""
         base = m.bytes.deep_copy()
         mask = np.zeros((1, 9), dtype=np.int32)
         llnp.fill_next_token_bitmask(base, mask, 0)
         words = mask[0].view(np.uint32)
-        most = 0
+        tokens = extra = 0
+        limit = self._limit(m)
         for byte in OPENING_BYTES:
             if not (words[byte >> 5] >> np.uint32(byte & 31)) & 1:
                 continue
@@ -273,29 +281,54 @@ class TokenConstraint:
             matcher.consume_token(byte)
             if scan is not None:
                 scan = self.unique.feed(scan, bytes([byte]))[0]
-            after = self._closing_from(matcher, scan, left * CLOSING_BYTES_A_TOKEN)
-            most = max(most, left if after is None else 1 + len(self._tokens(after)) - need)
-        return most
+            after = self._closing_from(matcher, scan, limit)
+            if after is None:
+                return self.budget - m.drawn, limit
+            tokens = max(tokens, 1 + len(self._tokens(after)) - need)
+            extra = max(extra, 1 + len(after) - len(closing))
+        return tokens, extra
 
     def _close(self, bitmask: np.ndarray, row: int, m: Matcher) -> None:
-        """Under a budget, once the closing text's tokens, plus what one opening byte would add to them
-        (:meth:`_growth`), leave fewer than :data:`CLOSING_MARGIN` of the tokens left spare: only its first token
-        stays allowed (the EOS token once the text may end)."""
+        """Under a budget: once the closing text's tokens, plus what one opening byte would add to them
+        (:meth:`_growth`), leave fewer than :data:`CLOSING_MARGIN` of the tokens left spare, or its bytes (plus the
+        same) leave no character of ``max_chars`` spare, only its first token stays allowed (the EOS token once the
+        text may end); while fewer characters are spare than the longest token has, only the tokens that fit."""
         left = self.budget - m.drawn
-        if left > CLOSING_WINDOW:
+        room = None if self.max_bytes is None else self.max_bytes - m.written
+        if left > CLOSING_WINDOW and (room is None or room > CLOSING_BYTE_WINDOW):
             return
         closing = self.closing(m)
         if closing is None:
             return
         tokens = self._tokens(closing)
-        if len(tokens) + CLOSING_MARGIN < left and (
-                len(tokens) + CLOSING_MARGIN + self._growth(m, len(tokens), left) < left):
+        spare_tokens = left - len(tokens) - CLOSING_MARGIN
+        spare_bytes = None if room is None else room - len(closing)
+        if spare_tokens > 0 and (spare_bytes is None or spare_bytes > 0):
+            grown_tokens, grown_bytes = self._growth(m, closing, len(tokens))
+            spare_tokens -= grown_tokens
+            spare_bytes = None if spare_bytes is None else spare_bytes - grown_bytes
+        if spare_tokens > 0 and (spare_bytes is None or spare_bytes >= self._longest_token):
             return
-        ids = np.array(tokens[:1] or [self.eos_token_id], dtype=np.int64)
         words = bitmask[row].view(np.uint32)
-        if self._bits(words, ids).all():
+        ids = np.array(tokens[:1] or [self.eos_token_id], dtype=np.int64)
+        first = bool(self._bits(words, ids).all())
+        if spare_tokens > 0 and spare_bytes > 0:
+            words &= self._no_longer_than(spare_bytes)
+            if first:
+                words[ids[0] >> 5] |= np.uint32(1) << np.uint32(ids[0] & 31)
+        elif first:
             words[:] = 0
             words[ids[0] >> 5] = np.uint32(1) << np.uint32(ids[0] & 31)
+
+    def _no_longer_than(self, size: int) -> np.ndarray:
+        """The bitmask words (uint32) of the tokens of at most ``size`` bytes (the EOS token among them)."""
+        cache = self.__dict__.setdefault("_short", {})
+        if size not in cache:
+            ids = np.array([i for i, b in enumerate(self._token_bytes) if len(b) <= size], dtype=np.int64)
+            words = np.zeros(self._bitmask_words, dtype=np.uint32)
+            np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+            cache[size] = words
+        return cache[size]
 
     def _refuse_by_scan(self, bitmask: np.ndarray, row: int, scan) -> None:
         """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
@@ -346,6 +379,7 @@ class TokenConstraint:
                 if m.bytes is not None and not m.bytes.is_error():
                     for byte in self._token_bytes[int(token)]:
                         m.bytes.consume_token(byte)
+                    m.written += len(self._token_bytes[int(token)])
 
     def replay(self, tokens: list[int]) -> np.ndarray:
         """[len(tokens), W] int32 bitmasks: what the sampler saw before each token of a stored response."""

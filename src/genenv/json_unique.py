@@ -13,7 +13,10 @@ twice, docs/constrained.md). This module is the rest of the check, small enough 
   ``receptacles`` array; the household's objects stand in the world's receptacles), or the type of one
   (:data:`TYPE_OF`: ``"x-type-of": ["objects"]`` says the string is the type of one of the root ``objects``
   object's keys, a name's type being what comes before its last space: ``"apple"`` of ``"apple 1"``; the
-  household's goal, written last, names the types of the world's objects and receptacles);
+  household's goal, written last, names the types of the world's objects and receptacles), or one of the strings
+  of a property of its own object (:data:`MEMBER_OF_SIBLING`: ``"x-member-of-sibling": "properties"`` on the
+  items of a function's ``required`` says each is one of the keys of the same ``parameters`` object's
+  ``properties``, as written in that object: the strings of an earlier function's do not count);
 - :func:`without_unique_items`: the schema llguidance compiles (those keywords removed);
 - :class:`UniqueStrings`: a JSON scanner over the bytes written so far whose state is an immutable tuple, so a
   candidate token is tried on it without copying (:meth:`UniqueStrings.feed` says whether the token would finish
@@ -37,6 +40,8 @@ ITEM = "[]"
 KEY = "{}"            # an object's key, in the path of a key string (a referenced object's keys)
 MEMBER_OF = "x-member-of"
 TYPE_OF = "x-type-of"
+MEMBER_OF_SIBLING = "x-member-of-sibling"
+KEYWORDS = ("uniqueItems", MEMBER_OF, TYPE_OF, MEMBER_OF_SIBLING)   # what llguidance does not compile
 _NESTING = ("anyOf", "oneOf", "allOf")
 
 
@@ -65,9 +70,11 @@ def unique_array_paths(schema) -> frozenset:
 
 class Reference(NamedTuple):
     """What a member-of or type-of string must name: the path of the strings written earlier (an array's items,
-    :data:`ITEM`, or an object's keys, :data:`KEY`), and whether it names their type rather than their whole."""
+    :data:`ITEM`, or an object's keys, :data:`KEY`), whether it names their type rather than their whole, and (a
+    sibling's strings, :data:`MEMBER_OF_SIBLING`) the path of the object whose own strings alone count."""
     strings: tuple
     type_only: bool
+    scope: tuple | None = None
 
 
 def _is_array(sub) -> bool:
@@ -79,9 +86,13 @@ def _referenced(schema, names) -> tuple:
     its arrays' items, where its items are arrays: a list of facts ``[entity, relation, entity]``)."""
     sub = schema
     for name in names:
-        sub = sub.get("properties", {}).get(name, {}) if isinstance(sub, dict) else {}
+        if not isinstance(sub, dict):
+            sub = {}
+        sub = sub.get("items", {}) if name == ITEM else sub.get("properties", {}).get(name, {})
     if isinstance(sub, dict) and (sub.get("type") == "object" or "patternProperties" in sub):
         return tuple(names) + (KEY,)
+    if isinstance(sub, dict) and sub.get("type") == "string":
+        return tuple(names)                   # the strings at that path themselves (each function's name)
     path = tuple(names) + (ITEM,)
     while _is_array(items := sub.get("items")) or any(map(_is_array, sub.get("prefixItems", []))):
         sub = items if _is_array(items) else next(filter(_is_array, sub["prefixItems"]))
@@ -89,23 +100,37 @@ def _referenced(schema, names) -> tuple:
     return path
 
 
+def _own_object(path: tuple) -> tuple:
+    """The path of the object a string at ``path`` lies in (past an array's items, then the property's name)."""
+    while path and path[-1] == ITEM:
+        path = path[:-1]
+    return path[:-1]
+
+
 def member_paths(schema) -> dict:
-    """Where ``schema`` declares :data:`MEMBER_OF` or :data:`TYPE_OF`: {the string's path: its :class:`Reference`}."""
-    return {path: Reference(_referenced(schema, sub[keyword]), keyword == TYPE_OF)
-            for path, sub in _subschemas(schema) for keyword in (MEMBER_OF, TYPE_OF)
-            if isinstance(sub.get(keyword), list)}
+    """Where ``schema`` declares :data:`MEMBER_OF`, :data:`TYPE_OF` or :data:`MEMBER_OF_SIBLING`: {the string's path:
+    its :class:`Reference`}."""
+    subs = list(_subschemas(schema))
+    paths = {path: Reference(_referenced(schema, sub[keyword]), keyword == TYPE_OF)
+             for path, sub in subs for keyword in (MEMBER_OF, TYPE_OF) if isinstance(sub.get(keyword), list)}
+    for path, sub in subs:
+        sibling = sub.get(MEMBER_OF_SIBLING)
+        if isinstance(sibling, str):
+            scope = _own_object(path)
+            owner = next((s for p, s in subs if p == scope and sibling in s.get("properties", {})), {})
+            paths[path] = Reference(scope + _referenced(owner, [sibling]), False, scope)
+    return paths
 
 
 def without_unique_items(schema):
-    """``schema`` without its ``uniqueItems``, :data:`MEMBER_OF` and :data:`TYPE_OF` keywords (a property named so is
-    kept)."""
+    """``schema`` without the keywords llguidance does not compile (:data:`KEYWORDS`; a property named so is kept)."""
     if isinstance(schema, list):
         return [without_unique_items(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out = {}
     for key, value in schema.items():
-        if key in ("uniqueItems", MEMBER_OF, TYPE_OF):
+        if key in KEYWORDS:
             continue
         if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
             out[key] = {name: without_unique_items(sub) for name, sub in value.items()}
@@ -159,6 +184,8 @@ class UniqueStrings:
         self._unique: dict[tuple, bool] = {}
         self._member: dict[tuple, Reference | None] = {}
         self._named: dict[tuple, bool] = {}
+        self.scopes = frozenset(ref.scope for ref in self.members.values() if ref.scope is not None)
+        self._scoped: dict[tuple, bool] = {}
 
     def member_of(self, path: tuple) -> Reference | None:
         """What a string at ``path`` must name (:class:`Reference`), or None."""
@@ -187,6 +214,12 @@ class UniqueStrings:
             return None
         raw = string[0]
         return sorted(name[len(raw):] for name in _names(ref, state[3]) if name.startswith(raw))
+
+    def scoped(self, path: tuple) -> bool:
+        """Whether an object at ``path`` is the scope of a sibling's strings (its own strings alone count)."""
+        if path not in self._scoped:
+            self._scoped[path] = any(_matches(scope, path) for scope in self.scopes)
+        return self._scoped[path]
 
     def unique(self, path: tuple) -> bool:
         if path not in self._unique:
@@ -243,8 +276,10 @@ class UniqueStrings:
                     role = "value"
                 string = (b"", role, self._child_path(stack) if role != "key" else stack[-1][1] + (KEY,))
             elif byte in (0x7B, 0x5B):    # { or [
-                stack = stack + (("o" if byte == 0x7B else "a", self._child_path(stack), frozenset(),
-                                  byte == 0x7B, None),)
+                child = self._child_path(stack)
+                stack = stack + (("o" if byte == 0x7B else "a", child, frozenset(), byte == 0x7B, None),)
+                if byte == 0x7B and self.scoped(child):   # a sibling's strings count in their own object only
+                    written = frozenset(entry for entry in written if entry[0][:len(child)] != child)
             elif byte in (0x7D, 0x5D):    # } or ]
                 stack = stack[:-1]
             elif byte == 0x2C and stack and stack[-1][0] == "o":     # , : the next key

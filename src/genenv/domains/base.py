@@ -70,9 +70,11 @@ class TaskShape:
     object it writes (``json_schema``) or a regular expression its whole text matches (``regex``), exactly one.
     It holds what can be said of a text without the domain's state (names, types, required fields, lengths);
     ``validate`` still grounds the task. Constrained generation samples only texts of this shape, and ``genenv
-    check-domain`` checks the domain's own seed tasks have it (:func:`genenv.domain_check.shape_problem`)."""
+    check-domain`` checks the domain's own seed tasks have it (:func:`genenv.domain_check.shape_problem`).
+    ``max_chars``: the longest text the domain accepts, if it has a cap (a constrained text closes within it)."""
     json_schema: dict | None = None
     regex: str | None = None
+    max_chars: int | None = None
 
     def __post_init__(self):
         if (self.json_schema is None) == (self.regex is None):

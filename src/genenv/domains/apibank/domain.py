@@ -271,7 +271,7 @@ class ApiBankDomain(Domain):
                     "type": "string", "maxLength": MAX_TEXT,
                     "pattern": "^(" + "|".join(re.escape(prefix) for prefix in HISTORY_PREFIXES) + ")"}},
                 "request": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
-                "call": {"anyOf": [call(name) for name in names]}}})
+                "call": {"anyOf": [call(name) for name in names]}}}, max_chars=self.max_task_chars)
 
     def parse_task(self, text):
         data = parse_json_object(text, ("apis", "history", "request", "call"))

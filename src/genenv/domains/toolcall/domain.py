@@ -24,6 +24,7 @@ import string
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, register, seed_round_trip_problem
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.toolcall import bfcl
+from genenv.json_unique import ITEM, MEMBER_OF, MEMBER_OF_SIBLING
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),
@@ -83,13 +84,14 @@ def _category_for(functions: list, calls: int) -> str:
     return "multiple" if len(functions) > 1 else "simple"
 
 
-PARAMETERS_ORDER = ("type", "required", "properties")   # the order of most of BFCL's functions
+PARAMETERS_ORDER = ("type", "properties", "required")   # required after what it names (x-member-of-sibling)
 
 
 def in_write_order(functions):
-    """The function schemas with each ``parameters`` object's keys in one order (type, required, properties, then
+    """The function schemas with each ``parameters`` object's keys in one order (type, properties, required, then
     any others as given): BFCL's data writes required and properties either way round, and a grammar (issue 57,
-    ``env.constrained``) accepts the keys in the order its schema lists them. Anything not of that form is kept
+    ``env.constrained``) accepts the keys in the order its schema lists them (required after the properties it
+    names). Anything not of that form is kept
     as it is (``validate`` rejects it)."""
     if not isinstance(functions, list):
         return functions
@@ -217,7 +219,9 @@ class ToolCallDomain(Domain):
         """Function schemas in BFCL's format (a dotted identifier name, an object of parameters each with a known
         type), a non-empty question and a call of a name with an object of arguments; names, texts and lists capped
         (``MAX_NAME``, ``MAX_TEXT``, ``MAX_FUNCTIONS``, ``MAX_PARAMETERS``; a parameter's own fields and the call's
-        arguments stay open, as BFCL writes them). Left to ``validate``: the call naming one of them, its arguments
+        arguments stay open, as BFCL writes them); a function's required parameters are keys of its own properties
+        (:data:`~genenv.json_unique.MEMBER_OF_SIBLING`, so properties come first), each once, and the call names one
+        of the functions written (:data:`~genenv.json_unique.MEMBER_OF`). Left to ``validate``: the call's arguments
         matching that function's schema, BFCL's checker accepting the gold call."""
         parameter = {"type": "object", "required": ["type"], "properties": {"type": {"enum": sorted(PARAM_TYPES)}}}
         function = {"type": "object", "required": ["name", "parameters"], "properties": {
@@ -226,17 +230,18 @@ class ToolCallDomain(Domain):
             "description": {"type": "string", "maxLength": MAX_TEXT},
             "parameters": {"type": "object", "required": ["type", "properties"], "properties": {   # in_write_order's
                 "type": {"enum": ["dict", "object"]},
-                "required": {"type": "array", "items": {"type": "string", "maxLength": MAX_NAME},
-                             "maxItems": MAX_PARAMETERS},
-                "properties": {"type": "object", "additionalProperties": parameter}}}}}
+                "properties": {"type": "object", "additionalProperties": parameter},
+                "required": {"type": "array", "maxItems": MAX_PARAMETERS, "uniqueItems": True, "items": {
+                    "type": "string", "maxLength": MAX_NAME, MEMBER_OF_SIBLING: "properties"}}}}}}
         return TaskShape(json_schema={
             "type": "object", "additionalProperties": False, "required": ["functions", "question", "call"],
             "properties": {
                 "functions": {"type": "array", "items": function, "minItems": 1, "maxItems": MAX_FUNCTIONS},
                 "question": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
                 "call": {"type": "object", "additionalProperties": False, "required": ["name", "arguments"],
-                         "properties": {"name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME},
-                                        "arguments": {"type": "object"}}}}})
+                         "properties": {"name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME,
+                                                 MEMBER_OF: ["functions", ITEM, "name"]},
+                                        "arguments": {"type": "object"}}}}}, max_chars=self.max_task_chars)
 
     def parse_task(self, text):
         data = parse_json_object(text, ("functions", "question", "call"))
