@@ -62,7 +62,9 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
             "valid": len(valid), "valid_share": len(valid) / max(1, len(candidates)),
             "distinct_valid": len({c.parsed.text for c in valid}), "valid_by_level": dict(sorted(levels.items())),
             "tokens_per_valid": tokens / max(1, len(valid)), "seconds_per_valid": seconds / max(1, len(valid)),
-            "reasons": dict(reasons.most_common(8)), "reasons_in_full": dict(details.most_common())}
+            "reasons": dict(reasons.most_common(8)), "reasons_in_full": dict(details.most_common()),
+            "malformed": [{"tokens": len(c.token_ids), "characters": len(c.raw), "end": c.raw[-60:]}
+                          for c in candidates if not c.valid and c.parsed.reason.startswith("malformed")]}
 
 
 def main(argv=None) -> int:

@@ -172,6 +172,8 @@ def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
     capped = written(constraint(60, max_chars=24))
     assert sum(len(g.text) <= 24 for g in written(constraint(60))) < len(capped) // 2
     assert all(closed(g.text) and len(g.text) <= 24 for g in capped)
+    # a cap no text of the shape fits (the shortest is 20 characters): each still closes, too long but well-formed
+    assert all(closed(g.text) for g in written(constraint(30, max_chars=5)))
 
 
 def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(tiny):

@@ -212,16 +212,15 @@ class TokenConstraint:
 
     def closing(self, m: Matcher) -> bytes | None:
         """The text that closes ``m``'s, a short way (:meth:`_closing_from`), or None when none does within
-        :data:`CLOSING_BYTES_A_TOKEN` bytes a token left (and the characters left, under ``max_chars``). ``b""``: the
-        text may end here. A pure function of the text so far."""
+        :data:`CLOSING_BYTES_A_TOKEN` bytes a token left. ``b""``: the text may end here. A pure function of the text
+        so far. (Past ``max_chars`` it still closes the text: too long, but well-formed.)"""
         if m.bytes is None or m.bytes.is_error():
             return None
         return self._closing_from(m.bytes.deep_copy(), m.scan, self._limit(m))
 
     def _limit(self, m: Matcher) -> int:
-        """The longest closing text ``m`` has room for, in bytes."""
-        limit = (self.budget - m.drawn) * CLOSING_BYTES_A_TOKEN
-        return limit if self.max_bytes is None else min(limit, self.max_bytes - m.written)
+        """The longest closing text ``m`` could still write in the tokens left, in bytes."""
+        return (self.budget - m.drawn) * CLOSING_BYTES_A_TOKEN
 
     def _tokens(self, text: bytes) -> list[int]:
         """``text`` in tokens, longest first (llguidance's greedy tokenizer; one token a byte where the bytes are
@@ -310,15 +309,14 @@ class TokenConstraint:
         if spare_tokens > 0 and (spare_bytes is None or spare_bytes >= self._longest_token):
             return
         words = bitmask[row].view(np.uint32)
-        ids = np.array(tokens[:1] or [self.eos_token_id], dtype=np.int64)
-        first = bool(self._bits(words, ids).all())
+        first = tokens[0] if tokens else self.eos_token_id
+        keep = np.zeros_like(words)
+        if self._bits(words, np.array([first], dtype=np.int64))[0]:
+            keep[first >> 5] = np.uint32(1) << np.uint32(first & 31)
         if spare_tokens > 0 and spare_bytes > 0:
-            words &= self._no_longer_than(spare_bytes)
-            if first:
-                words[ids[0] >> 5] |= np.uint32(1) << np.uint32(ids[0] & 31)
-        elif first:
-            words[:] = 0
-            words[ids[0] >> 5] = np.uint32(1) << np.uint32(ids[0] & 31)
+            keep |= words & self._no_longer_than(spare_bytes)
+        if keep.any():      # else (a first token the grammar does not allow here) the grammar's mask stays
+            words[:] = keep
 
     def _no_longer_than(self, size: int) -> np.ndarray:
         """The bitmask words (uint32) of the tokens of at most ``size`` bytes (the EOS token among them)."""
