@@ -185,6 +185,10 @@ def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(ti
     with pytest.raises(ConfigError, match="domain 'broken' declares does not compile"):
         TokenConstraint(TaskShape(regex="[0-9"), policy.tokenizer, constraint.vocab_size, policy.eos_token_id,
                         "broken")
+    for reference in ({"x-member-of": ["b"]}, {"x-member-of-sibling": "b"}):   # a property nobody declares
+        shape = TaskShape(json_schema={"type": "object", "properties": {"a": {"type": "string", **reference}}})
+        with pytest.raises(ConfigError, match="domain 'wrong' declares: .*does not declare|no such property"):
+            TokenConstraint(shape, policy.tokenizer, constraint.vocab_size, policy.eos_token_id, "wrong")
 
 
 def test_a_domain_without_a_shape_cannot_be_constrained(tiny, monkeypatch):

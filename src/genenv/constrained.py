@@ -135,7 +135,10 @@ class TokenConstraint:
         self._bitmask_words = (self.tokenizer.vocab_size + 31) // 32
         # JSON: no string may repeat its object's earlier key or its unique array's earlier item. Only a token
         # holding a quote can finish a string, so those are the tokens tried against each row's scan.
-        self.unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        try:
+            self.unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        except ValueError as error:
+            raise ConfigError(f"env.constrained: the task shape domain {domain_name!r} declares: {error}") from None
         if self.unique is not None or budget is not None:
             self._token_bytes = [self.tokenizer.decode_bytes([i]) for i in range(self.tokenizer.vocab_size)]
             self._longest_token = max(map(len, self._token_bytes))

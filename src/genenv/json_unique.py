@@ -85,10 +85,10 @@ def _referenced(schema, names) -> tuple:
     """The path of the strings a keyword's root names point at: the keys of an object, the items of an array (of
     its arrays' items, where its items are arrays: a list of facts ``[entity, relation, entity]``)."""
     sub = schema
-    for name in names:
+    for at, name in enumerate(names):
+        sub = sub.get("items") if name == ITEM else sub.get("properties", {}).get(name)
         if not isinstance(sub, dict):
-            sub = {}
-        sub = sub.get("items", {}) if name == ITEM else sub.get("properties", {}).get(name, {})
+            raise ValueError(f"a reference names {list(names[:at + 1])}, which the schema does not declare")
     if isinstance(sub, dict) and (sub.get("type") == "object" or "patternProperties" in sub):
         return tuple(names) + (KEY,)
     if isinstance(sub, dict) and sub.get("type") == "string":
@@ -109,7 +109,7 @@ def _own_object(path: tuple) -> tuple:
 
 def member_paths(schema) -> dict:
     """Where ``schema`` declares :data:`MEMBER_OF`, :data:`TYPE_OF` or :data:`MEMBER_OF_SIBLING`: {the string's path:
-    its :class:`Reference`}."""
+    its :class:`Reference`}. ValueError names a reference to a property the schema does not declare."""
     subs = list(_subschemas(schema))
     paths = {path: Reference(_referenced(schema, sub[keyword]), keyword == TYPE_OF)
              for path, sub in subs for keyword in (MEMBER_OF, TYPE_OF) if isinstance(sub.get(keyword), list)}
@@ -117,7 +117,10 @@ def member_paths(schema) -> dict:
         sibling = sub.get(MEMBER_OF_SIBLING)
         if isinstance(sibling, str):
             scope = _own_object(path)
-            owner = next((s for p, s in subs if p == scope and sibling in s.get("properties", {})), {})
+            owner = next((s for p, s in subs if p == scope and sibling in s.get("properties", {})), None)
+            if owner is None:
+                raise ValueError(f"{MEMBER_OF_SIBLING} {sibling!r} at {list(path)}: its object declares no such "
+                                 "property")
             paths[path] = Reference(scope + _referenced(owner, [sibling]), False, scope)
     return paths
 
