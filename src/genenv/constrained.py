@@ -107,7 +107,7 @@ class Matcher:
 
 
 # Closing under a budget: the closing text is searched for once this few tokens are left, and written once it
-# needs all but CLOSING_MARGIN of them (one token can lengthen it: an object opened with required keys)
+# needs all but CLOSING_MARGIN of them (before that, a token that opens what could not close is refused)
 CLOSING_WINDOW = 128
 CLOSING_MARGIN = 4
 CLOSING_BYTES_A_TOKEN = 6   # the closing search gives up past this many bytes for each token left
@@ -125,7 +125,7 @@ class TokenConstraint:
                  budget: int | None = None):
         self._args = (shape, hf_tokenizer, vocab_size, eos_token_id, domain_name, budget)
         self.eos_token_id, self.vocab_size, self.budget = eos_token_id, vocab_size, budget
-        self.max_bytes = shape.max_chars if budget is not None else None   # JSON's text is ASCII: a byte a character
+        self.max_bytes = shape.max_chars if budget is not None else None
         self.tokenizer = llguidance_tokenizer(hf_tokenizer, eos_token_id)
         self.grammar = shape_grammar(shape)
         ok, problem = self.validate()
@@ -146,6 +146,10 @@ class TokenConstraint:
             # the closing search runs on the grammar compiled for single bytes, and tries only the bytes that are
             # tokens of their own (so a closing text can always be written one token a byte)
             self._byte_tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+            # the characters a token's bytes take in the domain's text, as max_chars counts them: a JSON domain
+            # writes its text with json.dumps, where a non-ASCII character is an escape (up to 3 a byte)
+            escape = 3 if shape.json_schema is not None else 1
+            self._widths = [len(b) + (escape - 1) * sum(byte >= 0x80 for byte in b) for b in self._token_bytes]
             self._byte_ids: dict[int, int] = {}
             for i, b in enumerate(self._token_bytes):
                 if len(b) == 1:
@@ -153,7 +157,8 @@ class TokenConstraint:
             order = [b for b in CLOSING_ORDER if b in self._byte_ids]
             order += [b for b in range(256) if b not in order and b in self._byte_ids]
             quote = [b for b in order if b == 0x22]
-            self._closing_order = (order, quote + [b for b in order if b != 0x22])   # (outside, inside a string)
+            self._closing_order = (np.array(order), np.array(quote + [b for b in order if b != 0x22]))
+            # (outside a string, inside one)
         if self.unique is not None:
             self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
             self._all_ids = np.arange(len(self._token_bytes), dtype=np.int64)
@@ -253,12 +258,8 @@ class TokenConstraint:
                 continue
             mask[:] = 0
             llnp.fill_next_token_bitmask(matcher, mask, 0)
-            words = mask[0].view(np.uint32)
-            for byte in self._closing_order[scan is None or scan[1] is not None]:
-                if (words[byte >> 5] >> np.uint32(byte & 31)) & 1 and (
-                        scan is None or self.unique.feed(scan, bytes([byte]))[1] is None):
-                    break
-            else:
+            byte = self._closing_byte(mask[0].view(np.uint32), scan)
+            if byte is None:
                 return None
             matcher.consume_token(byte)
             out.append(byte)
@@ -266,35 +267,53 @@ class TokenConstraint:
                 scan = self.unique.feed(scan, bytes([byte]))[0]
         return bytes(out)
 
-    def _growth(self, m: Matcher, closing: bytes, need: int) -> tuple[int, int]:
-        """How much longer the closing text gets, in tokens and in bytes, after one byte that opens something (``,``
-        ``{`` ``[``: an item or a key with its value, an object with its required keys), the most of those the
-        grammar allows now (as much as is left where one leaves no closing in the room left)."""
+    def _closing_byte(self, words: np.ndarray, scan) -> int | None:
+        """The next byte of a closing text, of those ``words`` (the byte grammar's mask) allow: inside a member-of
+        string the next byte of the shortest member it can still spell (the quote once it spells one whole), else
+        the first of the closing order the scan accepts (none accepted: the first the grammar allows, as the
+        sampler keeps the grammar's mask where the scan leaves nothing)."""
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+        spellings = None if scan is None else self.unique.spellings_left(scan)
+        if spellings:
+            rest = min(spellings, key=lambda r: (len(r), r))
+            byte = rest[0] if rest else 0x22
+            if bits[byte]:
+                return byte
+        order = self._closing_order[scan is None or scan[1] is not None]
+        grammar = order[bits[order].astype(bool)].tolist()
+        if scan is None or spellings == []:
+            return grammar[0] if grammar else None
+        return next((byte for byte in grammar if self.unique.feed(scan, bytes([byte]))[1] is None),
+                    grammar[0] if grammar else None)
+
+    def _growths(self, m: Matcher, closing: bytes, need: int) -> dict[int, tuple[int, int]]:
+        """For each byte that opens something (``,`` ``{`` ``[``: an item or a key with its value, an object with its
+        required keys) the grammar allows now: how much longer the closing text gets after it, in tokens and in
+        bytes (as much as is left, where none closes it within the tokens left)."""
         base = m.bytes.deep_copy()
         mask = np.zeros((1, 9), dtype=np.int32)
         llnp.fill_next_token_bitmask(base, mask, 0)
-        words = mask[0].view(np.uint32)
-        tokens = extra = 0
+        bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")
         limit = self._limit(m)
+        growths = {}
         for byte in OPENING_BYTES:
-            if not (words[byte >> 5] >> np.uint32(byte & 31)) & 1:
+            if not bits[byte]:
                 continue
             matcher, scan = base.deep_copy(), m.scan
             matcher.consume_token(byte)
             if scan is not None:
                 scan = self.unique.feed(scan, bytes([byte]))[0]
             after = self._closing_from(matcher, scan, limit)
-            if after is None:
-                return self.budget - m.drawn, limit
-            tokens = max(tokens, 1 + len(self._tokens(after)) - need)
-            extra = max(extra, 1 + len(after) - len(closing))
-        return tokens, extra
+            growths[byte] = ((self.budget - m.drawn, limit) if after is None else
+                             (1 + len(self._tokens(after)) - need, 1 + len(after) - len(closing)))
+        return growths
 
     def _close(self, bitmask: np.ndarray, row: int, m: Matcher) -> None:
-        """Under a budget: once the closing text's tokens, plus what one opening byte would add to them
-        (:meth:`_growth`), leave fewer than :data:`CLOSING_MARGIN` of the tokens left spare, or its bytes (plus the
-        same) leave no character of ``max_chars`` spare, only its first token stays allowed (the EOS token once the
-        text may end); while fewer characters are spare than the longest token has, only the tokens that fit."""
+        """Under a budget, near its end (:data:`CLOSING_WINDOW` tokens, or :data:`CLOSING_BYTE_WINDOW` characters of
+        ``max_chars``): once the closing text's tokens leave fewer than :data:`CLOSING_MARGIN` of the tokens left
+        spare, or its bytes no character of ``max_chars``, only its first token stays allowed (the EOS token once the
+        text may end). Before that, a token that opens something whose closing would not fit (:meth:`_growths`) is
+        refused, and, while fewer characters are spare than the longest token has, one longer than those."""
         left = self.budget - m.drawn
         room = None if self.max_bytes is None else self.max_bytes - m.written
         if left > CLOSING_WINDOW and (room is None or room > CLOSING_BYTE_WINDOW):
@@ -305,21 +324,38 @@ class TokenConstraint:
         tokens = self._tokens(closing)
         spare_tokens = left - len(tokens) - CLOSING_MARGIN
         spare_bytes = None if room is None else room - len(closing)
-        if spare_tokens > 0 and (spare_bytes is None or spare_bytes > 0):
-            grown_tokens, grown_bytes = self._growth(m, closing, len(tokens))
-            spare_tokens -= grown_tokens
-            spare_bytes = None if spare_bytes is None else spare_bytes - grown_bytes
-        if spare_tokens > 0 and (spare_bytes is None or spare_bytes >= self._longest_token):
-            return
         words = bitmask[row].view(np.uint32)
-        first = tokens[0] if tokens else self.eos_token_id
-        keep = np.zeros_like(words)
-        if self._bits(words, np.array([first], dtype=np.int64))[0]:
-            keep[first >> 5] = np.uint32(1) << np.uint32(first & 31)
-        if spare_tokens > 0 and spare_bytes > 0:
-            keep |= words & self._no_longer_than(spare_bytes)
-        if keep.any():      # else (a first token the grammar does not allow here) the grammar's mask stays
+        first = np.zeros_like(words)
+        token = tokens[0] if tokens else self.eos_token_id
+        if self._bits(words, np.array([token], dtype=np.int64))[0]:
+            first[token >> 5] = np.uint32(1) << np.uint32(token & 31)
+        if spare_tokens <= 0 or (spare_bytes is not None and spare_bytes <= 0):
+            if first.any():      # else (a first token the grammar does not allow here) the grammar's mask stays
+                words[:] = first
+            return
+        keep = words.copy()
+        if m.scan is not None:   # JSON: what a token can open
+            for byte, (more_tokens, more_bytes) in self._growths(m, closing, len(tokens)).items():
+                if more_tokens >= spare_tokens or (spare_bytes is not None and more_bytes >= spare_bytes):
+                    keep &= ~self._opening(byte, inside_string=m.scan[1] is not None)
+        if spare_bytes is not None and spare_bytes < self._longest_token:
+            keep &= self._no_longer_than(spare_bytes)
+        keep |= first
+        if keep.any():
             words[:] = keep
+
+    def _opening(self, byte: int, inside_string: bool) -> np.ndarray:
+        """The bitmask words (uint32) of the tokens that would write ``byte`` outside a string: inside one, those
+        where it follows a quote; outside, every token holding it."""
+        cache = self.__dict__.setdefault("_openers", {})
+        if (byte, inside_string) not in cache:
+            mark = bytes([byte])
+            ids = np.array([i for i, b in enumerate(self._token_bytes) if mark in b and (
+                not inside_string or (b'"' in b and b.rindex(mark) > b.index(b'"')))], dtype=np.int64)
+            words = np.zeros(self._bitmask_words, dtype=np.uint32)
+            np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+            cache[(byte, inside_string)] = words
+        return cache[(byte, inside_string)]
 
     def _no_longer_than(self, size: int) -> np.ndarray:
         """The bitmask words (uint32) of the tokens of at most ``size`` bytes (the EOS token among them)."""
@@ -380,7 +416,7 @@ class TokenConstraint:
                 if m.bytes is not None and not m.bytes.is_error():
                     for byte in self._token_bytes[int(token)]:
                         m.bytes.consume_token(byte)
-                    m.written += len(self._token_bytes[int(token)])
+                    m.written += self._widths[int(token)]
 
     def replay(self, tokens: list[int]) -> np.ndarray:
         """[len(tokens), W] int32 bitmasks: what the sampler saw before each token of a stored response."""
