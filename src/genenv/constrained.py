@@ -325,10 +325,8 @@ class TokenConstraint:
         spare_tokens = left - len(tokens) - CLOSING_MARGIN
         spare_bytes = None if room is None else room - len(closing)
         words = bitmask[row].view(np.uint32)
-        first = np.zeros_like(words)
         token = tokens[0] if tokens else self.eos_token_id
-        if self._bits(words, np.array([token], dtype=np.int64))[0]:
-            first[token >> 5] = np.uint32(1) << np.uint32(token & 31)
+        first = self._words([token] if self._bits(words, np.array([token], dtype=np.int64))[0] else [])
         if spare_tokens <= 0 or (spare_bytes is not None and spare_bytes <= 0):
             if first.any():      # else (a first token the grammar does not allow here) the grammar's mask stays
                 words[:] = first
@@ -350,21 +348,15 @@ class TokenConstraint:
         cache = self.__dict__.setdefault("_openers", {})
         if (byte, inside_string) not in cache:
             mark = bytes([byte])
-            ids = np.array([i for i, b in enumerate(self._token_bytes) if mark in b and (
-                not inside_string or (b'"' in b and b.rindex(mark) > b.index(b'"')))], dtype=np.int64)
-            words = np.zeros(self._bitmask_words, dtype=np.uint32)
-            np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-            cache[(byte, inside_string)] = words
+            cache[(byte, inside_string)] = self._words([i for i, b in enumerate(self._token_bytes) if mark in b and (
+                not inside_string or (b'"' in b and b.rindex(mark) > b.index(b'"')))])
         return cache[(byte, inside_string)]
 
     def _no_longer_than(self, size: int) -> np.ndarray:
         """The bitmask words (uint32) of the tokens of at most ``size`` bytes (the EOS token among them)."""
         cache = self.__dict__.setdefault("_short", {})
         if size not in cache:
-            ids = np.array([i for i, b in enumerate(self._token_bytes) if len(b) <= size], dtype=np.int64)
-            words = np.zeros(self._bitmask_words, dtype=np.uint32)
-            np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-            cache[size] = words
+            cache[size] = self._words([i for i, b in enumerate(self._token_bytes) if len(b) <= size])
         return cache[size]
 
     def _refuse_by_scan(self, bitmask: np.ndarray, row: int, scan) -> None:
@@ -382,15 +374,19 @@ class TokenConstraint:
                   for i in self._plain_ids.get(rest[:k], ())]
             tried = self._escape_ids[self._bits(words, self._escape_ids)]
             on += [t for t in tried.tolist() if self.unique.feed(scan, self._token_bytes[t])[1] is None]
-            ids = np.array(on, dtype=np.int64)
-            keep = np.zeros_like(words)
-            np.bitwise_or.at(keep, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
-            words &= keep
+            words &= self._words(on)
             return
         ids = self._all_ids if self.unique.inside_member(scan) else self._quote_ids
         for token in ids[self._bits(words, ids)].tolist():
             if self.unique.feed(scan, self._token_bytes[token])[1] is not None:
                 words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)
+
+    def _words(self, ids) -> np.ndarray:
+        """The bitmask words (uint32) that allow exactly the tokens ``ids``."""
+        ids = np.asarray(ids, dtype=np.int64)
+        words = np.zeros(self._bitmask_words, dtype=np.uint32)
+        np.bitwise_or.at(words, ids >> 5, np.left_shift(np.uint32(1), (ids & 31).astype(np.uint32)))
+        return words
 
     @staticmethod
     def _bits(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
