@@ -195,7 +195,8 @@ def test_a_domain_without_a_shape_cannot_be_constrained(tiny, monkeypatch):
     from genenv.players import simulator_constraint
     domain, policy, _ = tiny
     cfg = load_config("smoke", ["env.constrained=true"])
-    assert simulator_constraint(cfg, domain, policy) is not None
+    built = simulator_constraint(cfg, domain, policy)   # its budget: the longest task the simulator writes
+    assert built.budget == min(cfg.env.max_new_tokens, domain.env_max_new_tokens) and built.budget is not None
     assert simulator_constraint(load_config("smoke"), domain, policy) is None
     monkeypatch.setattr(type(domain), "task_shape", lambda self: None)
     with pytest.raises(ConfigError, match="env.constrained: domain 'addition' declares no task shape"):
