@@ -311,9 +311,10 @@ class TokenConstraint:
     def _close(self, bitmask: np.ndarray, row: int, m: Matcher) -> None:
         """Under a budget, near its end (:data:`CLOSING_WINDOW` tokens, or :data:`CLOSING_BYTE_WINDOW` characters of
         ``max_chars``): once the closing text's tokens leave fewer than :data:`CLOSING_MARGIN` of the tokens left
-        spare, or its bytes no character of ``max_chars``, only its first token stays allowed (the EOS token once the
-        text may end). Before that, a token that opens something whose closing would not fit (:meth:`_growths`) is
-        refused, and, while fewer characters are spare than the longest token has, one longer than those."""
+        spare, or its bytes fewer than as many characters of ``max_chars`` (a token can add a byte to it: the quote
+        of a string it opens), only its first token stays allowed (the EOS token once the text may end). Before that,
+        a token that opens something whose closing would not fit (:meth:`_growths`) is refused, and, while fewer
+        characters are spare than the longest token has, one longer than those."""
         left = self.budget - m.drawn
         room = None if self.max_bytes is None else self.max_bytes - m.written
         if left > CLOSING_WINDOW and (room is None or room > CLOSING_BYTE_WINDOW):
@@ -323,7 +324,7 @@ class TokenConstraint:
             return
         tokens = self._tokens(closing)
         spare_tokens = left - len(tokens) - CLOSING_MARGIN
-        spare_bytes = None if room is None else room - len(closing)
+        spare_bytes = None if room is None else room - len(closing) - CLOSING_MARGIN   # a quote opened: one more
         words = bitmask[row].view(np.uint32)
         token = tokens[0] if tokens else self.eos_token_id
         first = self._words([token] if self._bits(words, np.array([token], dtype=np.int64))[0] else [])
