@@ -64,7 +64,8 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
             "tokens_per_valid": tokens / max(1, len(valid)), "seconds_per_valid": seconds / max(1, len(valid)),
             "reasons": dict(reasons.most_common(8)), "reasons_in_full": dict(details.most_common()),
             "malformed": [{"tokens": len(c.token_ids), "characters": len(c.raw), "end": c.raw[-60:]}
-                          for c in candidates if not c.valid and c.parsed.reason.startswith("malformed")]}
+                          for c in candidates if not c.valid and c.parsed.reason.startswith("malformed")],
+            "too_long_as_written": [len(c.raw) for c in candidates if not c.valid and "characters" in c.parsed.reason]}
 
 
 def main(argv=None) -> int:
