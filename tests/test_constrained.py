@@ -189,6 +189,7 @@ def test_a_constraint_pickles_for_a_worker_and_a_bad_shape_is_one_clear_error(ti
         shape = TaskShape(json_schema={"type": "object", "properties": {"a": {"type": "string", **reference}}})
         with pytest.raises(ConfigError, match="domain 'wrong' declares: .*does not declare|no such property"):
             TokenConstraint(shape, policy.tokenizer, constraint.vocab_size, policy.eos_token_id, "wrong")
+        assert grammar_problem(shape, '{"a": "x"}').startswith("the shape does not compile")   # check-domain's view
 
 
 def test_a_domain_without_a_shape_cannot_be_constrained(tiny, monkeypatch):

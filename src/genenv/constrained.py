@@ -470,7 +470,10 @@ def grammar_problem(shape, text: str) -> str | None:
     key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
     if key not in _BYTE_CONSTRAINTS:
         tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
-        unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        try:
+            unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
+        except ValueError as error:      # a reference to a property the schema does not declare
+            return f"the shape does not compile: {error}"
         _BYTE_CONSTRAINTS[key] = (tokenizer, shape_grammar(shape), unique)
     tokenizer, grammar, unique = _BYTE_CONSTRAINTS[key]
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
