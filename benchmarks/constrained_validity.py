@@ -65,7 +65,8 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
             "reasons": dict(reasons.most_common(8)), "reasons_in_full": dict(details.most_common()),
             "malformed": [{"tokens": len(c.token_ids), "characters": len(c.raw), "end": c.raw[-60:]}
                           for c in candidates if not c.valid and c.parsed.reason.startswith("malformed")],
-            "too_long_as_written": [len(c.raw) for c in candidates if not c.valid and "characters" in c.parsed.reason]}
+            "too_long_as_written": [{"characters": len(c.raw), "tokens": len(c.token_ids), "text": c.raw}
+                                    for c in candidates if not c.valid and "characters" in c.parsed.reason]}
 
 
 def main(argv=None) -> int:

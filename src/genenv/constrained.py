@@ -114,7 +114,7 @@ CLOSING_BYTES_A_TOKEN = 6   # the closing search gives up past this many bytes f
 CLOSING_BYTE_WINDOW = 256   # under max_chars: searched once this few characters are left
 # the bytes the closing search tries first: end an object, an array (inside a string: end the string); then the
 # shortest values
-OPENING_BYTES = b",{["
+OPENING_BYTES = b',{["'     # the quote outside a string: a key (with its value) or a string value
 CLOSING_ORDER = b'}]"01' + bytes(range(ord("a"), ord("z") + 1)) + bytes(range(ord("A"), ord("Z") + 1)) + b"_"
 
 
@@ -156,9 +156,10 @@ class TokenConstraint:
                     self._byte_ids.setdefault(b[0], i)
             order = [b for b in CLOSING_ORDER if b in self._byte_ids]
             order += [b for b in range(256) if b not in order and b in self._byte_ids]
-            quote = [b for b in order if b == 0x22]
-            self._closing_order = (np.array(order), np.array(quote + [b for b in order if b != 0x22]))
-            # (outside a string, inside one)
+            inside = [b for b in order if b == 0x22] + [b for b in order if chr(b).isalnum() or b == 0x5F]
+            inside += [b for b in order if b not in inside]
+            self._closing_order = (np.array(order), np.array(inside))   # (outside a string, inside one: the quote,
+            # then a letter or digit as the content a string's minLength or pattern asks for)
         if self.unique is not None:
             self._quote_ids = np.array([i for i, b in enumerate(self._token_bytes) if b'"' in b], dtype=np.int64)
             self._all_ids = np.arange(len(self._token_bytes), dtype=np.int64)
@@ -287,17 +288,18 @@ class TokenConstraint:
                     grammar[0] if grammar else None)
 
     def _growths(self, m: Matcher, closing: bytes, need: int) -> dict[int, tuple[int, int]]:
-        """For each byte that opens something (``,`` ``{`` ``[``: an item or a key with its value, an object with its
-        required keys) the grammar allows now: how much longer the closing text gets after it, in tokens and in
-        bytes (as much as is left, where none closes it within the tokens left)."""
+        """For each byte that opens something (``,`` ``{`` ``[`` and, outside a string, ``"``: an item or a key with
+        its value, an object with its required keys) the grammar allows now: how much longer the closing text gets
+        after it, in tokens and in bytes (as much as is left, where none closes it within the tokens left)."""
         base = m.bytes.deep_copy()
         mask = np.zeros((1, 9), dtype=np.int32)
         llnp.fill_next_token_bitmask(base, mask, 0)
         bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")
         limit = self._limit(m)
         growths = {}
+        inside_string = m.scan is not None and m.scan[1] is not None
         for byte in OPENING_BYTES:
-            if not bits[byte]:
+            if not bits[byte] or (byte == 0x22 and inside_string):   # there the quote ends the string
                 continue
             matcher, scan = base.deep_copy(), m.scan
             matcher.consume_token(byte)
