@@ -309,13 +309,13 @@ def test_the_built_in_json_shapes_cap_every_string_and_list(name):
 
 
 def test_the_presets_that_turn_it_on_are_those_the_rule_chose():
-    """docs/constrained.md's rule decides each preset: smollm2-apibank on (its pilot), default off; every preset
-    that turns it on names a domain with a shape the grammar compiles for it (a preset cannot ship a run that
-    stops at start)."""
+    """docs/constrained.md's rule decides each preset: smollm2-apibank on (its pilot), household on, default off;
+    every preset that turns it on names a domain with a shape the grammar compiles for it (a preset cannot ship a
+    run that stops at start)."""
     from genenv.config import load_config, preset_names
     from genenv.domains import make_domain
     chosen = {name for name in preset_names() if load_config(name).env.constrained}
-    assert "smollm2-apibank" in chosen and "default" not in chosen
+    assert {"smollm2-apibank", "household"} <= chosen and "default" not in chosen
     hand_made = {"data": str(Path(__file__).parent / "data" / "apibank")}   # the preset's data is the user's
     for name in chosen:
         cfg = load_config(name)
