@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 
 import llguidance
 import llguidance.hf
@@ -118,6 +119,13 @@ OPENING_BYTES = b',{["'     # the quote outside a string: a key (with its value)
 CLOSING_ORDER = b'}]"01' + bytes(range(ord("a"), ord("z") + 1)) + bytes(range(ord("A"), ord("Z") + 1)) + b"_"
 
 
+def _byte_bits(matcher) -> np.ndarray:
+    """The bytes a matcher over :class:`_ByteVocabulary` allows next, one 0/1 per byte (and its EOS, 256)."""
+    mask = np.zeros((1, 9), dtype=np.int32)   # the 256 bytes and the byte vocabulary's EOS
+    llnp.fill_next_token_bitmask(matcher, mask, 0)
+    return np.unpackbits(mask[0].view(np.uint8), bitorder="little")
+
+
 class TokenConstraint:
     """A domain's task shape compiled for one tokenizer; ``vocab_size`` is the model's logits width."""
 
@@ -145,7 +153,7 @@ class TokenConstraint:
         if budget is not None:
             # the closing search runs on the grammar compiled for single bytes, and tries only the bytes that are
             # tokens of their own (so a closing text can always be written one token a byte)
-            self._byte_tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+            self._byte_tokenizer = byte_tokenizer()
             # the characters a token's bytes take in the domain's text, as max_chars counts them: a JSON domain
             # writes its text with json.dumps, where a non-ASCII character is an escape (up to 3 a byte)
             escape = 3 if shape.json_schema is not None else 1
@@ -245,7 +253,6 @@ class TokenConstraint:
         inside a string, or without a scan, the quote first); None past ``limit`` bytes, or where no byte is
         allowed."""
         out = bytearray()
-        mask = np.zeros((1, 9), dtype=np.int32)   # the 256 bytes and the byte vocabulary's EOS
         while not (matcher.is_stopped() or matcher.is_accepting()):
             if len(out) >= limit:
                 return None
@@ -257,9 +264,7 @@ class TokenConstraint:
                 if scan is not None:
                     scan = self.unique.feed(scan, forced)[0]
                 continue
-            mask[:] = 0
-            llnp.fill_next_token_bitmask(matcher, mask, 0)
-            byte = self._closing_byte(mask[0].view(np.uint32), scan)
+            byte = self._closing_byte(_byte_bits(matcher), scan)
             if byte is None:
                 return None
             matcher.consume_token(byte)
@@ -268,12 +273,11 @@ class TokenConstraint:
                 scan = self.unique.feed(scan, bytes([byte]))[0]
         return bytes(out)
 
-    def _closing_byte(self, words: np.ndarray, scan) -> int | None:
-        """The next byte of a closing text, of those ``words`` (the byte grammar's mask) allow: inside a member-of
-        string the next byte of the shortest member it can still spell (the quote once it spells one whole), else
-        the first of the closing order the scan accepts (none accepted: the first the grammar allows, as the
-        sampler keeps the grammar's mask where the scan leaves nothing)."""
-        bits = np.unpackbits(words.view(np.uint8), bitorder="little")
+    def _closing_byte(self, bits: np.ndarray, scan) -> int | None:
+        """The next byte of a closing text, of those ``bits`` (the byte grammar's mask, :func:`_byte_bits`) allow:
+        inside a member-of string the next byte of the shortest member it can still spell (the quote once it spells
+        one whole), else the first of the closing order the scan accepts (none accepted: the first the grammar
+        allows, as the sampler keeps the grammar's mask where the scan leaves nothing)."""
         spellings = None if scan is None else self.unique.spellings_left(scan)
         if spellings:
             rest = min(spellings, key=lambda r: (len(r), r))
@@ -292,9 +296,7 @@ class TokenConstraint:
         its value, an object with its required keys) the grammar allows now: how much longer the closing text gets
         after it, in tokens and in bytes (as much as is left, where none closes it within the tokens left)."""
         base = m.bytes.deep_copy()
-        mask = np.zeros((1, 9), dtype=np.int32)
-        llnp.fill_next_token_bitmask(base, mask, 0)
-        bits = np.unpackbits(mask[0].view(np.uint8), bitorder="little")
+        bits = _byte_bits(base)
         limit = self._limit(m)
         growths = {}
         inside_string = m.scan is not None and m.scan[1] is not None
@@ -461,6 +463,13 @@ class _ByteVocabulary:
         return list(text.encode("utf-8") if isinstance(text, str) else text)
 
 
+@lru_cache(maxsize=1)
+def byte_tokenizer():
+    """llguidance's tokenizer of :class:`_ByteVocabulary` (built once: the closing search and
+    :func:`grammar_problem` share it)."""
+    return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+
+
 _BYTE_CONSTRAINTS: dict = {}
 
 
@@ -471,7 +480,7 @@ def grammar_problem(shape, text: str) -> str | None:
     writable under ``env.constrained`` (another key order or whitespace)."""
     key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
     if key not in _BYTE_CONSTRAINTS:
-        tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+        tokenizer = byte_tokenizer()
         try:
             unique = UniqueStrings(shape.json_schema) if shape.json_schema is not None else None
         except ValueError as error:      # a reference to a property the schema does not declare
