@@ -166,8 +166,13 @@ def test_config_describe_shows_the_presets_values():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["config", "--describe", "--preset", "default"]) == 0
-    rows = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()}
+    main_part, _, experimental = out.getvalue().partition("\nexperimental: ")
+    rows = {line.split()[0]: line.split()[1] for line in main_part.splitlines()}
     assert rows["agent.lr"] == "0.001" and rows["env.pg.gate"] == "'levels'" and rows["epochs"] == "200"
+    assert not any(name.startswith("experimental") for name in rows)   # the main knobs first, then the others
+    listed = [line.split()[0] for line in experimental.splitlines()[1:]]
+    assert "env.pg.signal=probe_gain" in listed and "experimental.probe_gain.tasks" in listed
+    assert "env.seed_draw=frontier" not in listed   # a main-path strategy is not experimental
 
 
 def test_the_quick_preset_is_the_default_half_as_long():
@@ -179,54 +184,29 @@ def test_the_quick_preset_is_the_default_half_as_long():
     assert quick["epochs"] == default["epochs"] // 2
 
 
-def test_a_domain_without_ordered_levels_defaults_to_the_untrained_simulator_and_says_so(tmp_path, capsys):
-    """Issue 55, item 5: on a domain that declares no ordered levels, a run that names no curriculum gets the best
-    level-free arm measured on fresh seeds, the untrained simulator (``random``), with one sentence saying so; any
-    layer naming a curriculum, a domain with ordered levels, and the shipped presets keep theirs."""
+def test_a_domain_without_ordered_levels_runs_what_the_config_names_and_says_what_was_measured(tmp_path, capsys):
+    """Issue 76, item 2: no default depends on the domain. A run on a domain that declares no ordered levels runs
+    what its layers name (GenEnv by default) and prints one line with the measured alternative and its page; a
+    domain with ordered levels, or another curriculum, prints none."""
     from genenv.domains import declares_ordered_levels
     notes: list[str] = []
     cfg = load_config("default", ["domain.name=apibank"], notes=notes, ordered_levels=declares_ordered_levels)
-    assert (cfg.curriculum, cfg.env.pg.gate) == ("random", "none")
-    assert len(notes) == 1 and "untrained simulator" in notes[0] and "curriculum=genenv" in notes[0]
-    assert load_config("default", ["domain.name=apibank"]).curriculum == "genenv"   # no lookup given: as before
-    assert load_config("default", ["domain.name=apibank", "curriculum=genenv"],
-                       ordered_levels=declares_ordered_levels).curriculum == "genenv"
+    assert (cfg.curriculum, cfg.env.pg.gate, cfg.env.seed_draw) == ("genenv", "none", "uniform")
+    assert len(notes) == 1 and "curriculum=random env.seed_draw=predicted" in notes[0]
+    assert "docs/results.md" in notes[0]
+    for named in (["domain.name=apibank", "curriculum=random"], ["domain.name=household"], []):
+        notes.clear()
+        load_config("default", named, notes=notes, ordered_levels=declares_ordered_levels)
+        assert not notes, named
+    for epochs in ("599", "600"):   # the budget changes nothing
+        long = load_config("default", ["domain.name=apibank", f"epochs={epochs}"],
+                           ordered_levels=declares_ordered_levels)
+        assert (long.curriculum, long.env.seed_draw, long.experimental) == ("genenv", "uniform", {})
     named = tmp_path / "named.yaml"
     named.write_text("curriculum: static\ndomain: {name: multihop}\n")
     assert load_config("default", config_file=named, ordered_levels=declares_ordered_levels).curriculum == "static"
-    notes.clear()
-    assert load_config("default", ["domain.name=household"], notes=notes,
-                       ordered_levels=declares_ordered_levels).curriculum == "genenv" and not notes
-    assert load_config("default", notes=notes, ordered_levels=declares_ordered_levels).curriculum == "genenv"
-    assert not notes
-    for preset in ("smollm2-apibank", "apibank-smoke", "toolcall-smoke", "travel-smoke"):   # named in the preset
-        assert load_config(preset, ordered_levels=declares_ordered_levels).curriculum == "genenv"
-    assert declares_ordered_levels("no_such_domain") is None   # no default guessed for a domain that is not there
-    assert load_config("default", ["domain.name=no_such_domain"],
-                       ordered_levels=declares_ordered_levels).curriculum == "genenv"
+    assert declares_ordered_levels("no_such_domain") is None
     (tmp_path / "taken").write_text("")
     assert main(["run", "--out", str(tmp_path / "taken"), "domain.name=multihop"]) == 2
     err = capsys.readouterr().err
-    assert "curriculum: random (the untrained simulator" in err and "a file is there" in err
-
-
-def test_a_long_run_on_a_domain_without_ordered_levels_defaults_to_the_learnt_seed_draw():
-    """Issue 55, item 5 at 600 epochs: there the untrained simulator with the learnt seed draw beat the uniform draw
-    on fresh seeds, so a level-free run of 600+ epochs naming no curriculum gets it (and a sentence saying so), unless
-    it chooses a seed draw of its own; shorter runs, and runs naming a curriculum, keep what they had."""
-    from genenv.domains import declares_ordered_levels
-    notes: list[str] = []
-    cfg = load_config("default", ["domain.name=apibank", "epochs=600"], notes=notes,
-                      ordered_levels=declares_ordered_levels)
-    assert (cfg.curriculum, cfg.experimental.predicted_seeds) == ("random", True)
-    assert len(notes) == 1 and "experimental.predicted_seeds=true" in notes[0] and "600+ epochs" in notes[0]
-    short = load_config("default", ["domain.name=apibank", "epochs=599"], ordered_levels=declares_ordered_levels)
-    assert (short.curriculum, short.experimental.predicted_seeds) == ("random", False)
-    for own_draw in ("experimental.predicted_seeds=false", "env.seed_draw=frontier",
-                     "experimental.learnability_seeds=true"):
-        cfg = load_config("default", ["domain.name=multihop", "epochs=800", own_draw],
-                          ordered_levels=declares_ordered_levels)
-        assert cfg.curriculum == "random" and not cfg.experimental.predicted_seeds, own_draw
-    for named in (["domain.name=apibank", "epochs=600", "curriculum=genenv"], ["epochs=600"]):   # named; levels
-        cfg = load_config("default", named, ordered_levels=declares_ordered_levels)
-        assert (cfg.curriculum, cfg.experimental.predicted_seeds) == ("genenv", False)
+    assert "declares no ordered difficulty levels" in err and "a file is there" in err

@@ -15,7 +15,10 @@ from genenv.reward import challenger_rewards
 
 def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
     """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
-    return reward_groups(candidates, challenger_rewards(candidates, alpha, beta, invalid_reward, shape, gate, repeat))
+    from genenv.experimental.options import interior_reward
+    from genenv.reward import rescaled
+    reward = rescaled(alpha, beta) if shape == "rescaled" else (lambda c: float(interior_reward(c.p_hat, alpha, beta)))
+    return reward_groups(candidates, challenger_rewards(candidates, reward, invalid_reward, gate, repeat))
 
 
 
@@ -81,7 +84,7 @@ def test_a_repeated_task_earns_what_an_invalid_one_earns():
     """env.pg.repeat_is_invalid: a valid task already in the pool before the epoch, or written earlier in the same
     epoch, earns invalid_reward; its first writing this epoch and new tasks keep R_env rescaled."""
     from genenv.pool import TaskPool
-    from genenv.reward import challenger_rewards, repeated_generations
+    from genenv.reward import challenger_rewards, repeated_generations, rescaled
     pool = TaskPool()
     pool.add(Task("old", "old"), "seed", -1)
     pool.add(Task("now", "now"), "generated", 3)        # joined this epoch (grow_pools runs before the update)
@@ -92,8 +95,9 @@ def test_a_repeated_task_earns_what_an_invalid_one_earns():
     generated = [cand("old"), cand("now"), cand("now"), cand(None), cand("new", 1.0)]
     repeat = repeated_generations(generated, lambda text: pool.joined_before(text, 3))
     assert [repeat(c) for c in generated] == [True, False, True, False, False]
-    assert challenger_rewards(generated, 0.5, 2.0, -0.5, repeat=repeat) == pytest.approx([-0.5, 0.0, -0.5, -0.5, 1.0])
-    assert challenger_rewards(generated, 0.5, 2.0, -0.5) == pytest.approx([0.0, 0.0, 0.0, -0.5, 1.0])
+    assert challenger_rewards(generated, rescaled(0.5, 2.0), -0.5, repeat=repeat) == \
+        pytest.approx([-0.5, 0.0, -0.5, -0.5, 1.0])
+    assert challenger_rewards(generated, rescaled(0.5, 2.0), -0.5) == pytest.approx([0.0, 0.0, 0.0, -0.5, 1.0])
 
 
 def test_a_run_with_repeats_paid_as_invalid(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """Learning progress over clusters of look-alike tasks (env.pg.signal=learning_progress, env.seed_draw=progress,
-genenv.learning_progress): hand-computed progress, the pool's record of observations (rebuilt on resume), clusters
-that follow what changes, and a run that pays it."""
+genenv.experimental.learning_progress): hand-computed progress, the pool's record of observations (rebuilt on
+resume), clusters that follow what changes, and a run that pays it."""
 
 import math
 
@@ -9,7 +9,13 @@ import pytest
 
 from genenv.config import ConfigError, load_config
 from genenv.domains import Task
-from genenv.learning_progress import cluster_progress, filled, half_progress, progress_seeds, window_observations
+from genenv.experimental.learning_progress import (
+    cluster_progress,
+    filled,
+    half_progress,
+    progress_seeds,
+    window_observations,
+)
 from genenv.pool import TaskPool
 
 
@@ -79,17 +85,19 @@ def test_clusters_follow_the_kind_of_task_whose_success_changes():
 
 
 def test_a_progress_knob_without_its_signal_or_draw_is_refused():
-    load_config("smoke", ["env.pg.signal=learning_progress", "env.progress.clusters=4"])
-    load_config("smoke", ["curriculum=random", "env.seed_draw=progress", "env.progress.exploration=0.5"])
-    with pytest.raises(ConfigError, match="env.progress.clusters: set to 4, a knob of env.pg.signal=learning_progress"):
-        load_config("smoke", ["env.progress.clusters=4"])
+    load_config("smoke", ["env.pg.signal=learning_progress", "experimental.progress.clusters=4"])
+    load_config("smoke", ["curriculum=random", "env.seed_draw=progress", "experimental.progress.exploration=0.5"])
+    from genenv.signals import check_config
+    with pytest.raises(ConfigError, match="experimental.progress.clusters: set to 4, a knob of env.seed_draw=progress "
+                                          "and env.pg.signal=learning_progress"):
+        check_config(load_config("smoke", ["experimental.progress.clusters=4"]))
 
 
 def test_a_run_pays_learning_progress_with_no_model_calls(tmp_path):
     from genenv.coevolve import run
     from genenv.io import read_jsonl
     overrides = ["threads=1", "epochs=3", "env.pg.signal=learning_progress", "env.seed_draw=progress",
-                 "env.progress.clusters=2", "env.progress.min_count=1"]
+                 "experimental.progress.clusters=2", "experimental.progress.min_count=1"]
     out = run(load_config("smoke", overrides), run_dir=tmp_path / "lp", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
     samples = [[r for r in read_jsonl(out / "samples" / f"epoch_{e}.jsonl") if r["valid"]] for e in range(3)]

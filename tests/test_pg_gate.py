@@ -11,6 +11,7 @@ import pytest
 from genenv.algos.env_pg import reward_groups
 from genenv.coevolve import simulator_gate
 from genenv.config import ConfigError, load_config
+from genenv.config import load_config as _load_config
 from genenv.curricula import check_domain_capabilities, information_label, information_used, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
@@ -20,7 +21,10 @@ from genenv.reward import challenger_rewards, level_gate
 
 def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
     """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
-    return reward_groups(candidates, challenger_rewards(candidates, alpha, beta, invalid_reward, shape, gate, repeat))
+    from genenv.experimental.options import interior_reward
+    from genenv.reward import rescaled
+    reward = rescaled(alpha, beta) if shape == "rescaled" else (lambda c: float(interior_reward(c.p_hat, alpha, beta)))
+    return reward_groups(candidates, challenger_rewards(candidates, reward, invalid_reward, gate, repeat))
 
 
 
@@ -70,7 +74,7 @@ def test_the_level_gate_is_refused_on_a_domain_without_ordered_levels():
     cfg = load_config("default")
     with pytest.raises(ConfigError, match="env.pg.gate"):
         check_domain_capabilities(cfg, make_curriculum("genenv"), Unordered())
-    check_domain_capabilities(load_config("default", ["env.pg.gate=none", "experimental.predicted_gate=true"]),
+    check_domain_capabilities(load_config("default", ["env.pg.gate=predicted"]),
                               make_curriculum("genenv"), Unordered())
     check_domain_capabilities(cfg, make_curriculum("random"), Unordered())
     assert make_domain("addition").ordered_levels and make_domain("household").ordered_levels
@@ -116,63 +120,147 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     old = to_dict(load_config("smoke"))
     pg, rwr = old["env"].pop("pg"), old["env"].pop("rwr")
     old["env"].update({f"pg_{k}": v for k, v in pg.items()
-                       if k not in ("gate_mastered", "gate_window", "repeat_is_invalid", "signal", "probe_tasks",
-                                     "likelihood_width", "probe_side")})   # (knobs added since)
-    old["env"]["pg_gate_window"] = 512   # (now experimental.predicted_gate_window)
-    for name in ("predicted_gate", "predicted_gate_window", "predicted_seeds", "predicted_seed_bins",
-                 "predicted_seed_window"):   # (moved under experimental since)
-        old["experimental"].pop(name)
+                       if k not in ("gate_mastered", "gate_window", "repeat_is_invalid", "signal")})   # (added since)
+    old["env"]["pg_gate_window"] = 512   # (now experimental.predicted_gate.window)
     old["env"].update(rwr_steps=2, rwr_batch=8, pool_replay=rwr["pool_replay"], pg_level_gate=True)
+    old["env"]["seed_draw"] = "predicted"   # (its window is read only where its strategy is selected)
+    old["env"]["pg_gate"] = "predicted"
+    old["env"].pop("pg_level_gate")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read = run_config(old)
-    assert (read.env.rwr.steps, read.env.rwr.batch, read.env.pg.gate) == (2, 8, "levels")
-    assert read.experimental.predicted_gate_window == 512
+    from genenv.signals import check_config
+    check_config(read)
+    assert (read.env.rwr.steps, read.env.rwr.batch, read.env.pg.gate) == (2, 8, "predicted")
+    assert read.experimental["predicted_gate"].window == 512
 
 
-def test_options_that_lost_their_decision_rule_live_under_experimental():
-    """experimental.* (issue 42): the old places still read for one release with a FutureWarning naming the new
-    one; env.seed_draw=learnability becomes experimental.learnability_seeds, which refuses another seed draw."""
-    moves = {"env.pg_reward=interior": ("pg_reward", "interior"), "env.pg.reward=interior": ("pg_reward", "interior"),
-             "baseline.oracle_rule=band": ("oracle_rule", "band"),
-             "curriculum_reward.posterior=true": ("posterior_p_hat", True),
-             "env.seed_draw=learnability": ("learnability_seeds", True),
-             "env.seed_draw=predicted": ("predicted_seeds", True), "env.pg.gate=predicted": ("predicted_gate", True),
-             "env.pg.gate_fit_window=64": ("predicted_gate_window", 64),
-             "env.seed_draw_bins=3": ("predicted_seed_bins", 3),
-             "env.seed_draw_window=32": ("predicted_seed_window", 32)}
-    for override, (name, value) in moves.items():
-        with pytest.warns(FutureWarning, match=f"write experimental.{name}"):
+def _old_run_folder_config() -> dict:
+    """A run folder's config.yaml as genenv wrote it before issue 76: every field, the experimental switches off."""
+    from genenv.config import to_dict
+    old = to_dict(load_config("smoke"))
+    old["env"]["pg"].update(probe_tasks=256, probe_side="all", likelihood_width=2.0)
+    old["env"]["progress"] = {"clusters": 8, "window": 2048, "min_count": 16, "exploration": 0.2}
+    old.pop("experimental")
+    old["baseline"].pop("oracle_rule")
+    old["curriculum_reward"].pop("p_hat_estimate")
+    old["experimental"] = {"pg_reward": "rescaled", "oracle_rule": "frontier", "posterior_p_hat": False,
+                           "learnability_seeds": False, "predicted_gate": False, "predicted_gate_window": 1024,
+                           "predicted_seeds": False, "predicted_seed_bins": 4, "predicted_seed_window": 1024}
+    return old
+
+
+def test_options_that_lost_their_decision_rule_are_registered_strategies_and_their_old_spellings_read():
+    """Issue 76: each option that lost its decision rule is a strategy the experimental plugin registers, selected by
+    its registry's field, its knobs under experimental.<section>; the old spellings still read for one release with
+    a FutureWarning naming the new one, and an old run folder's config (every switch off) reads quietly as today's
+    defaults."""
+    from genenv.config import run_config, to_dict
+    from genenv.signals import check_config
+
+    def load_config(*args):   # as a run reads it: the strategies' knobs checked and filled in
+        cfg = _load_config(*args)
+        check_config(cfg)
+        return cfg
+    moves = {"env.pg_reward=interior": ("env.pg.signal=interior", ("env", "pg", "signal"), "interior"),
+             "experimental.pg_reward=interior": ("env.pg.signal=interior", ("env", "pg", "signal"), "interior"),
+             "experimental.oracle_rule=band": ("baseline.oracle_rule", ("baseline", "oracle_rule"), "band"),
+             "curriculum_reward.posterior=true": ("curriculum_reward.p_hat_estimate=posterior",
+                                                  ("curriculum_reward", "p_hat_estimate"), "posterior"),
+             "experimental.posterior_p_hat=true": ("curriculum_reward.p_hat_estimate=posterior",
+                                                   ("curriculum_reward", "p_hat_estimate"), "posterior"),
+             "experimental.learnability_seeds=true": ("env.seed_draw=learnability", ("env", "seed_draw"),
+                                                      "learnability"),
+             "experimental.predicted_seeds=true": ("env.seed_draw=predicted", ("env", "seed_draw"), "predicted"),
+             "experimental.predicted_gate=true": ("env.pg.gate=predicted", ("env", "pg", "gate"), "predicted")}
+    for override, (written, path, value) in moves.items():
+        with pytest.warns(FutureWarning, match=f"write {written}"):
             cfg = load_config("smoke", [override])
-        assert getattr(cfg.experimental, name) == value and cfg.env.seed_draw == "uniform"
-        assert cfg.env.pg.gate == "none"
-    with pytest.raises(ConfigError, match="set experimental.oracle_rule alone"):
+        node = to_dict(cfg)
+        for part in path:
+            node = node[part]
+        assert node == value, override
+    knob_moves = {"env.pg.gate_fit_window=64": ("env.pg.gate=predicted", "predicted_gate", "window", 64),
+                  "experimental.predicted_seed_bins=3": ("env.seed_draw=predicted", "predicted_seeds", "bins", 3),
+                  "env.seed_draw_window=32": ("env.seed_draw=predicted", "predicted_seeds", "window", 32),
+                  "env.pg.probe_tasks=8": ("env.pg.signal=probe_gain", "probe_gain", "tasks", 8),
+                  "env.pg.likelihood_width=1.5": ("env.pg.signal=answer_likelihood", "answer_likelihood", "width", 1.5),
+                  "env.progress.clusters=3": ("env.seed_draw=progress", "progress", "clusters", 3)}
+    for override, (selection, section, name, value) in knob_moves.items():
+        with pytest.warns(FutureWarning, match="experimental." + section + "." + name):
+            cfg = load_config("smoke", [selection, override])
+        assert getattr(cfg.experimental[section], name) == value
+    with pytest.raises(ConfigError, match="set baseline.oracle_rule alone"):
         load_config("smoke", ["baseline.oracle_rule=band", "experimental.oracle_rule=frontier"])
-    with pytest.raises(ConfigError, match="experimental.learnability_seeds: draws the seeds itself"):
-        load_config("smoke", ["experimental.learnability_seeds=true", "env.seed_draw=frontier"])
-    with pytest.raises(ConfigError, match="experimental.predicted_seeds: draws the seeds itself"):
+    with pytest.raises(ConfigError, match="experimental.predicted_seeds: True selects env.seed_draw=predicted, and "
+                                          "env.seed_draw is 'frontier'"):
         load_config("smoke", ["experimental.predicted_seeds=true", "env.seed_draw=frontier"])
-    with pytest.raises(ConfigError, match="set one"):
-        load_config("smoke", ["experimental.predicted_seeds=true", "experimental.learnability_seeds=true"])
-    with pytest.raises(ConfigError, match="experimental.predicted_gate: a gate of the pg update"):
-        load_config("default", ["experimental.predicted_gate=true"])   # beside the preset's level gate
-    with pytest.raises(ConfigError, match="experimental.predicted_gate: a gate of the pg update"):
-        load_config("paper", ["experimental.predicted_gate=true"])     # rwr
+    with pytest.raises(ConfigError, match="env.pg.gate: 'predicted' reads|env.pg.gate: set to 'predicted'"):
+        load_config("paper", ["env.pg.gate=predicted"])     # rwr: a gate of the pg update
+    with pytest.raises(ConfigError, match="experimental.probe_gain.tasks: set to 8, a knob of "
+                                          "env.pg.signal=probe_gain, which this run does not select"):
+        load_config("smoke", ["experimental.probe_gain.tasks=8"])
+    with pytest.raises(ConfigError, match="experimental.nonesuch: no experimental option has this section"):
+        load_config("smoke", ["experimental.nonesuch.x=1"])
+    with pytest.raises(ConfigError, match="env.seed_draw: 'nonesuch' is not a seed draw; choose one of uniform, "
+                                          "frontier"):
+        load_config("smoke", ["env.seed_draw=nonesuch"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        read = run_config(_old_run_folder_config())
+    check_config(read)   # (a run checks its strategies at start; the old folder's default sections select nothing)
+    assert to_dict(read) == to_dict(load_config("smoke"))
 
 
-def test_every_experimental_switch_is_in_the_registry():
-    """genenv.experimental.EXPERIMENTS names each field of the config's experimental section exactly once (a
-    switch or a knob of one), with where it was measured and what the rule said."""
-    import dataclasses
-
-    from genenv.config import ExperimentalConfig
+def test_every_experimental_strategy_is_named_with_its_measurement():
+    """genenv.experimental.EXPERIMENTS names each experimental strategy the registries hold exactly once, with where
+    it was measured and what the rule said; no main-path strategy is marked experimental."""
     from genenv.experimental import EXPERIMENTS, experiment
-    named = [e.switch for e in EXPERIMENTS] + [k for e in EXPERIMENTS for k in e.knobs]
-    assert sorted(named) == sorted(f.name for f in dataclasses.fields(ExperimentalConfig))
+    from genenv.signals import REGISTRIES
+    registered = [f"{r.knob}={name}" for r in REGISTRIES for name in r.names() if r.entries[name].experimental]
+    assert sorted(e.setting for e in EXPERIMENTS) == sorted(registered)
     assert all(e.measured and e.decision for e in EXPERIMENTS)
-    assert experiment("predicted_gate").knobs == ("predicted_gate_window",)
-    with pytest.raises(KeyError, match="known: pg_reward"):
-        experiment("greedy_gate")
+    main = {f"{r.knob}={name}" for r in REGISTRIES for name in r.names() if not r.entries[name].experimental}
+    assert main == {"env.seed_draw=uniform", "env.seed_draw=frontier", "env.pg.gate=none", "env.pg.gate=levels",
+                    "env.pg.signal=alpha", "curriculum_reward.p_hat_estimate=empirical",
+                    "baseline.oracle_rule=frontier"}
+    assert "issue37" in experiment("env.pg.gate=predicted").measured
+    with pytest.raises(KeyError, match="known: env.pg.signal=interior"):
+        experiment("env.pg.gate=greedy")
+
+
+def test_nothing_outside_the_experimental_package_imports_it_or_names_its_options():
+    """The boundary (issue 76): no module of genenv outside genenv/experimental/ imports it or tests one of its
+    option names; the plugin is reached only through the genenv.strategies entry point."""
+    import ast
+    from pathlib import Path
+
+    import genenv
+    from genenv.signals import REGISTRIES
+    root = Path(genenv.__file__).parent
+    names = {name for r in REGISTRIES for name in r.names() if r.entries[name].experimental}
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if "experimental" in path.relative_to(root).parts:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("genenv.experimental"):
+                offenders.append(f"{path.name}: imports {node.module}")
+            if isinstance(node, ast.Import) and any(a.name.startswith("genenv.experimental") for a in node.names):
+                offenders.append(f"{path.name}: imports genenv.experimental")
+            if isinstance(node, ast.Compare):
+                for const in ast.walk(node):
+                    if isinstance(const, ast.Constant) and const.value in names:
+                        offenders.append(f"{path.name}:{node.lineno}: tests {const.value!r}")
+            if isinstance(node, ast.Attribute) and node.attr == "experimental" and isinstance(node.ctx, ast.Load):
+                parent = getattr(node.value, "id", getattr(node.value, "attr", ""))
+                if parent == "cfg" and path.name not in ("signals.py", "config.py"):
+                    offenders.append(f"{path.name}:{node.lineno}: reads cfg.experimental")
+    assert offenders == []
+    import importlib.metadata
+    points = [p.value for p in importlib.metadata.entry_points(group="genenv.strategies")]
+    assert "genenv.experimental:register" in points
 
 
 def test_each_arm_is_named_for_what_it_knows():
@@ -180,7 +268,7 @@ def test_each_arm_is_named_for_what_it_knows():
         warnings.simplefilter("error")
         smoke = load_config("smoke")
     assert information_used(smoke) == () and information_label(smoke) == "paper"
-    assert information_label(load_config("smoke", ["experimental.predicted_gate=true"])) == "paper"
+    assert information_label(load_config("smoke", ["env.pg.gate=predicted"])) == "paper"
     assert information_used(load_config("smoke", ["env.pg.gate=levels"])) == ("domain levels (env.pg.gate=levels)",)
     assert information_used(load_config("smoke", ["curriculum=random", "env.pg.gate=levels"])) == ()
     assert "oracle" in information_label(load_config("smoke", ["curriculum=oracle"]))
@@ -207,7 +295,7 @@ def test_the_text_difficulty_model_learns_what_looks_mastered():
 
 
 def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
-    cfg = load_config("default", ["env.pg.gate=none", "experimental.predicted_gate=true"])
+    cfg = load_config("default", ["env.pg.gate=predicted"])
     pool = TaskPool()
     for i in range(60):
         pool.add(Task(f"0000000{i % 10}+00000000", "p", "a", 1), "generated", 0, 1.0)

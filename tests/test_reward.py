@@ -3,11 +3,12 @@ import math
 import numpy as np
 import pytest
 
+from genenv.experimental.options import interior_reward, posterior_success_rate
 from genenv.reward import (
     alpha_reward,
     frontier_reward,
     in_band,
-    interior_reward,
+    rescaled,
     rwr_weights,
     success_rate,
 )
@@ -21,8 +22,8 @@ def test_success_rate_counts_threshold():
 
 def test_success_rate_posterior_is_beta_mean():
     # k = 3 of n = 4 -> (3 + 1) / (4 + 2)
-    assert success_rate([1, 1, 1, 0], posterior=True) == pytest.approx(4 / 6)
-    assert success_rate([0, 0], posterior=True) == pytest.approx(1 / 4)
+    assert posterior_success_rate([1, 1, 1, 0]) == pytest.approx(4 / 6)
+    assert posterior_success_rate([0, 0]) == pytest.approx(1 / 4)
 
 
 def test_success_rate_rejects_empty():
@@ -92,9 +93,9 @@ def test_the_scalar_shortcuts_give_the_array_arithmetics_values():
             assert in_band(p, alpha, 0.1) == bool(np.abs(np.asarray(p) - alpha) <= 0.1 + 1e-12)
     for _ in range(2000):
         rewards = [float(r) for r in rng.choice([0.0, 0.5, 1.0], size=int(rng.integers(1, 9)))]
-        for posterior in (False, True):
-            assert success_rate(rewards, 1.0, posterior) == success_rate(np.array(rewards), 1.0, posterior)
-            assert success_rate(tuple(rewards), 0.5, posterior) == success_rate(np.array(rewards), 0.5, posterior)
+        for rate in (success_rate, posterior_success_rate):
+            assert rate(rewards, 1.0) == rate(np.array(rewards), 1.0)
+            assert rate(tuple(rewards), 0.5) == rate(np.array(rewards), 0.5)
     assert success_rate([[1.0, 0.0], [1.0, 1.0]]) == 0.75   # nested lists still go through numpy's ravel
     with pytest.raises(ValueError):
         success_rate([])
@@ -158,8 +159,9 @@ def test_challenger_rewards_rescale_r_env_and_pay_a_shut_task_what_a_useless_one
 
     floor = float(np.exp(-0.5))
     members = [candidate(2, 1.0), candidate(3, 1.0), candidate(3, 0.8825), candidate(3, 0.0, valid=False)]
-    assert challenger_rewards(members, 0.5, 2.0) == pytest.approx([1.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
-    assert challenger_rewards(members, 0.5, 2.0, invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
+    assert challenger_rewards(members, rescaled(0.5, 2.0)) == \
+        pytest.approx([1.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
+    assert challenger_rewards(members, rescaled(0.5, 2.0), invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
         pytest.approx([0.0, 1.0, (0.8825 - floor) / (1 - floor), -0.5])
 
 

@@ -1,5 +1,5 @@
-"""The level-free teacher signals (env.pg.signal, genenv.teacher): hand-computed values, the first-order gain
-checked against a real step, and a run that pays them."""
+"""The level-free teacher signals (env.pg.signal, genenv.experimental.teacher): hand-computed values, the first-order
+gain checked against a real step, and a run that pays them."""
 
 import math
 
@@ -9,10 +9,7 @@ import torch
 from genenv.algos.rwr import WeightedExample
 from genenv.config import TinyModelConfig
 from genenv.domains import Task
-from genenv.generation import Candidate
-from genenv.reward import challenger_rewards
-from genenv.rollout import Episode, Turn
-from genenv.teacher import (
+from genenv.experimental.teacher import (
     likelihood_reward,
     logit,
     probe_direction,
@@ -21,6 +18,9 @@ from genenv.teacher import (
     sequence_logprobs,
     task_logprobs,
 )
+from genenv.generation import Candidate
+from genenv.reward import challenger_rewards
+from genenv.rollout import Episode, Turn
 
 
 def test_likelihood_reward_by_hand():
@@ -108,7 +108,10 @@ def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_i
     seed = Task("s", "s")
     made = [Candidate(0, seed, "c", [1], [2], "r", Task("t", "t", "a", 1), r_env=0.9, teacher_reward=-0.4),
             Candidate(0, seed, "c", [1], [2], "r", Invalid("bad"), teacher_reward=None)]
-    assert challenger_rewards(made, 0.5, 2.0, invalid_reward=-0.5) == [-0.4, -0.5]
+    from genenv.config import load_config
+    from genenv.signals import SIGNALS
+    signal = SIGNALS.make(load_config("smoke", ["env.pg.signal=probe_gain"]))
+    assert challenger_rewards(made, signal.valid_reward, invalid_reward=-0.5) == [-0.4, -0.5]
 
 
 def _run(tmp_path, name, *overrides):
@@ -124,7 +127,7 @@ def test_a_run_pays_probe_gains_only_to_mixed_tasks(tmp_path):
     """signal=probe_gain in the loop: every valid task carries its teacher reward, 0 unless its rollouts were mixed,
     the largest magnitude 1 in an epoch with any mixed task; the extra model calls are one backward pass over the
     probe set and one per mixed task, and the simulator takes steps on them."""
-    rows, samples = _run(tmp_path, "probe", "env.pg.signal=probe_gain", "env.pg.probe_tasks=32")
+    rows, samples = _run(tmp_path, "probe", "env.pg.signal=probe_gain", "experimental.probe_gain.tasks=32")
     for row, tasks in zip(rows, samples):
         mixed = [t for t in tasks if 0.0 < t["p_hat_task"] < 1.0]
         assert row["teacher_probe_tasks"] == 32 and row["teacher_backward_passes"] == 1 + len(mixed)
@@ -152,8 +155,8 @@ def test_the_probe_is_drawn_from_the_pool_or_its_hard_side():
     task is hard."""
     import numpy as np
 
+    from genenv.experimental.teacher import draw_probe
     from genenv.pool import TaskPool
-    from genenv.teacher import draw_probe
     pool = TaskPool()
     for text, p_hat in (("easy", 1.0), ("half", 0.5), ("near", 0.375), ("hopeless", 0.0), ("new", None)):
         pool.add(Task(text, text), "generated", 0, p_hat)
@@ -168,13 +171,16 @@ def test_the_probe_is_drawn_from_the_pool_or_its_hard_side():
 
 def test_a_signals_knob_without_its_signal_is_refused():
     from genenv.config import ConfigError, load_config
-    load_config("smoke", ["env.pg.signal=probe_gain", "env.pg.probe_side=hard"])
-    for override, signal in (("env.pg.probe_side=hard", "probe_gain"), ("env.pg.probe_tasks=8", "probe_gain"),
-                             ("env.pg.likelihood_width=1", "answer_likelihood")):
+    from genenv.signals import check_config
+    load_config("smoke", ["env.pg.signal=probe_gain", "experimental.probe_gain.side=hard"])
+    for override, signal in (("experimental.probe_gain.side=hard", "probe_gain"),
+                             ("experimental.probe_gain.tasks=8", "probe_gain"),
+                             ("experimental.answer_likelihood.width=1", "answer_likelihood")):
         with pytest.raises(ConfigError, match=f"a knob of env.pg.signal={signal}"):
-            load_config("smoke", [override])
+            check_config(load_config("smoke", [override]))
 
 
 def test_a_run_with_the_hard_probe_reads_it(tmp_path):
-    rows, _ = _run(tmp_path, "hard", "env.pg.signal=probe_gain", "env.pg.probe_side=hard", "env.pg.probe_tasks=16")
+    rows, _ = _run(tmp_path, "hard", "env.pg.signal=probe_gain", "experimental.probe_gain.side=hard",
+                   "experimental.probe_gain.tasks=16")
     assert all(r["teacher_probe_tasks"] == 16 and r["teacher_backward_passes"] >= 1 for r in rows)

@@ -23,13 +23,13 @@ NOT_IN_WARMSTART = {
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
     "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw",
     # the simulator's update rules and their knobs (sections): co-evolution only
-    "env.update", "env.pg", "env.rwr", "env.progress", "env.constrained",
+    "env.update", "env.pg", "env.rwr", "env.constrained",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
     "agent.gradient_checkpointing", "env.gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
-    "curriculum_reward.p_hat_level", "experimental",
+    "curriculum_reward.p_hat_level", "curriculum_reward.p_hat_estimate", "experimental",
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
-    "baseline.learnability_floor", "baseline.oracle_exploration", "baseline.oracle_window",
+    "baseline.learnability_floor", "baseline.oracle_rule", "baseline.oracle_exploration", "baseline.oracle_window",
     "agent.warmup_steps",
     # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
     "agent.shared_prefix", "agent.prefix_cached_sampling", "env.prefix_cached_sampling", "agent.autocast",

@@ -9,6 +9,7 @@ own, so events appended by a run killed before its swap are dropped on resume.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -53,6 +54,7 @@ from genenv.io import (
 from genenv.models.policy import Policy
 from genenv.models.remote import REMOTE_FILE, RemoteSimulator
 from genenv.players import Players, RunState, make_players
+from genenv.signals import check_config
 
 # ============================================================================ saving
 
@@ -179,7 +181,11 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
 
 
 def _plain(cfg: RunConfig) -> dict:
-    return yaml.safe_load(yaml.safe_dump(to_dict(cfg)))   # a YAML round trip: tuples and lists compare equal
+    """``cfg`` as a run writes it (its strategies' experimental knobs filled in, sections it does not read
+    dropped: :func:`genenv.signals.check_config`), through a YAML round trip: tuples and lists compare equal."""
+    cfg = copy.deepcopy(cfg)
+    check_config(cfg)
+    return yaml.safe_load(yaml.safe_dump(to_dict(cfg)))
 
 
 def config_changes(cfg: RunConfig, run_dir: Path) -> dict[str, tuple]:

@@ -252,9 +252,16 @@ def _config(args) -> int:
     cfg = load_config(args.preset, args.overrides, ordered_levels=declares_ordered_levels)
     from genenv.curricula import make_curriculum  # noqa: PLC0415 (the curricula's registry checks the name)
     make_curriculum(cfg.curriculum)
+    from genenv.signals import check_config  # noqa: PLC0415 (the strategies' registries check their names)
+    check_config(cfg)
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
         for name, value, help_text in describe(values=cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
+        from genenv.signals import describe_experimental  # noqa: PLC0415
+        print("\nexperimental: options measured and not adopted (docs/results-log/), selected by the field named, "
+              "their knobs under experimental.<section>")
+        for name, value, help_text in describe_experimental(cfg):
+            print(f"{name:40s} {'' if value == '' else repr(value):12}  {help_text}")
         return 0
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     return 0

@@ -8,21 +8,22 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
-  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); with
-                       env.pg.signal, what each task teaches the agent (credit_tasks, genenv.teacher)
+  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); a signal
+                       that reads the agent credits each task here (credit_tasks)
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
-  7. update_simulator  the default (env.update=pg): policy gradient on each generation's R_env rescaled to [0, 1]
-                       within its seed's variations, only for the tasks env.pg.gate lets earn (read after step 6
-                       so this epoch's rollouts count); env.update=rwr: the paper's reward-weighted regression on
-                       the in-band generations (|p_hat - alpha| <= k_min, weights exp(lam R_env)), which it keeps
-                       in D_env for env.rwr.pool_replay; either with KL to the initial simulator and a max-KL cap.
-                       What each generation is paid, and under which gate, is computed in one module,
-                       genenv.reward
+  7. update_simulator  the default (env.update=pg): policy gradient on each generation's reward (env.pg.signal:
+                       by default R_env rescaled to [0, 1]) within its seed's variations, only for the tasks
+                       env.pg.gate lets earn (read after step 6 so this epoch's rollouts count); env.update=rwr:
+                       the paper's reward-weighted regression on the in-band generations (|p_hat - alpha| <= k_min,
+                       weights exp(lam R_env)), which it keeps in D_env for env.rwr.pool_replay; either with KL to
+                       the initial simulator and a max-KL cap. What each generation is paid is computed with
+                       genenv.reward; the seed draw, gate and signal are registered strategies (genenv.signals)
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
-Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, with
-env.pg.signal), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint (its part in the loop;
-the files are written beside the next epoch, which waits for them before step 4's credit: checkpoint_wait).
+Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, a
+signal that reads the agent), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint (its part
+in the loop; the files are written beside the next epoch, which waits for them before step 4's credit:
+checkpoint_wait).
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
 from (seed, epoch, phase), so a resumed run repeats exactly. The rewards are computed here (with
 :mod:`genenv.reward`) and handed to the update rules, which never score. Below this file: a run folder's lifecycle
@@ -46,12 +47,11 @@ from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import CheckpointWriter, export_final, run_lock
 from genenv.config import RunConfig
-from genenv.curricula import Curriculum, check_domain_capabilities, frontier_seeds, make_curriculum
+from genenv.curricula import Curriculum, check_domain_capabilities, make_curriculum
 from genenv.domains import Task, make_domain
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.evaluation import evaluate_all
-from genenv.experimental.predicted import predicted_frontier_seeds, predicted_gate
 from genenv.generation import (
     Candidate,
     drawn_candidates,
@@ -61,7 +61,6 @@ from genenv.generation import (
     write_tasks,
 )
 from genenv.io import append_jsonl
-from genenv.learning_progress import cluster_progress, progress_seeds
 from genenv.memory import peak_rss_bytes, reset_peak_rss
 from genenv.metrics import (
     NO_ENV_UPDATE,
@@ -81,32 +80,13 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.reward import (
-    challenger_rewards,
-    level_gate,
-    level_success,
-    open_levels,
-    repeated_generations,
-    rwr_weights,
-    scored,
-    success_rate,
-)
+from genenv.reward import challenger_rewards, repeated_generations, rwr_weights, scored
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
+from genenv.signals import GATES, NO_CREDIT, SEED_DRAWS, SIGNALS, SUCCESS_ESTIMATES
 from genenv.splits import DataSplit, data_split
-from genenv.teacher import (
-    NO_TEACHER,
-    draw_probe,
-    likelihood_reward,
-    probe_direction,
-    probe_gains,
-    scaled_by_largest,
-    task_logprobs,
-    verified_examples,
-)
 from genenv.trackers import Trackers
-from genenv.warmstart import agent_examples
 
 # ============================================================================ the phases of an epoch
 
@@ -121,22 +101,9 @@ def generate_tasks(cfg: RunConfig, domain: Domain, env: Policy, state: RunState,
 
 
 def draw_seeds(cfg: RunConfig, pool: TaskPool, rng: np.random.Generator, epoch: int = 0) -> list[Task]:
-    """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as ``env.seed_draw`` says."""
-    if cfg.experimental.learnability_seeds:
-        return pool.sample_by_learnability(rng, cfg.seeds_per_epoch, cfg.baseline.learnability_floor)
-    cr, bc = cfg.curriculum_reward, cfg.baseline
-    frontier_rule = dict(alpha=cr.alpha, k_min=cr.k_min, window=bc.oracle_window, exploration=bc.oracle_exploration)
-    if cfg.env.seed_draw == "frontier":
-        return frontier_seeds(pool, cfg.seeds_per_epoch, rng, **frontier_rule)
-    if cfg.env.seed_draw == "progress":
-        lp = cfg.env.progress
-        return progress_seeds(pool, cfg.seeds_per_epoch, rng, cluster_seed=phase_seed(cfg.seed, epoch, "progress"),
-                              clusters=lp.clusters, window=lp.window, min_count=lp.min_count,
-                              exploration=lp.exploration)
-    if cfg.experimental.predicted_seeds:
-        return predicted_frontier_seeds(pool, cfg.seeds_per_epoch, rng, bins=cfg.experimental.predicted_seed_bins,
-                                        fit_window=cfg.experimental.predicted_seed_window, **frontier_rule)
-    return pool.sample(rng, cfg.seeds_per_epoch)
+    """The epoch's ``seeds_per_epoch`` seed tasks from the training pool, as the seed draw ``env.seed_draw`` says
+    (:data:`genenv.signals.SEED_DRAWS`)."""
+    return SEED_DRAWS.make(cfg).draw(pool, rng, epoch)
 
 
 def validate_tasks(domain: Domain, generated: list[Candidate], split: DataSplit) -> list[Candidate]:
@@ -179,48 +146,14 @@ def scoring(cfg: RunConfig) -> dict:
     """The values p_hat, R_env and the band are computed with (:func:`genenv.reward.scored`), from the config."""
     cr = cfg.curriculum_reward
     return dict(alpha=cr.alpha, beta=cr.beta, k_min=cr.k_min, success_threshold=cr.success_threshold,
-                p_hat_level=cr.p_hat_level, posterior=cfg.experimental.posterior_p_hat)
+                p_hat_level=cr.p_hat_level, rate=SUCCESS_ESTIMATES.make(cfg).rate)
 
 
-def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy, state: RunState, generated: list[Candidate],
+def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy | None, state: RunState, generated: list[Candidate],
                  epoch: int) -> tuple[list[Candidate], dict]:
-    """Phase 4c (``env.pg.signal``, beyond the paper, no levels): what each valid generation teaches the agent, read
-    from the agent before its update (:mod:`genenv.teacher`). ``probe_gain``: its GRPO gradient's first-order gain
-    in expected success on ``env.pg.probe_tasks`` held-in pool tasks, scaled into [-1, 1]; ``answer_likelihood``:
-    the agent's probability of its verified response, in log-odds around alpha; ``learning_progress``: the
-    learning progress of the task's cluster of look-alike pool tasks (:mod:`genenv.learning_progress`, no model
-    calls). Also the epoch's teacher metrics."""
-    pg, temperature = cfg.env.pg, cfg.agent.temperature
-    valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
-    if not valid:
-        return generated, dict(NO_TEACHER)
-    stats = dict(NO_TEACHER)
-    def build(tasks):
-        return agent_examples(cfg, domain, agent, tasks)
-    if pg.signal == "learning_progress":
-        lp = cfg.env.progress
-        found = cluster_progress(state.task_pool, phase_seed(cfg.seed, epoch, "progress"), clusters=lp.clusters,
-                                 window=lp.window, min_count=lp.min_count)
-        rewards = found.rewards([generated[i].parsed.text for i in valid]) if found else [1.0] * len(valid)
-    elif pg.signal == "answer_likelihood":
-        examples, counts = verified_examples(domain, [generated[i].parsed for i in valid], build)
-        rewards = [likelihood_reward(lp, cfg.curriculum_reward.alpha, pg.likelihood_width)
-                   for lp in task_logprobs(agent, examples, counts, temperature)]
-        stats["teacher_forward_sequences"] = len(examples)
-    else:   # probe_gain
-        probe = draw_probe(state.task_pool, phase_rng(cfg.seed, epoch, "probe"), pg.probe_tasks, pg.probe_side,
-                           cfg.curriculum_reward.alpha)
-        examples, counts = verified_examples(domain, probe, build)
-        direction = probe_direction(agent, examples, counts, temperature)
-        gains, passes, sequences = probe_gains(agent, [generated[i].episodes for i in valid], direction, temperature)
-        rewards = scaled_by_largest(gains)
-        stats.update(teacher_probe_tasks=len(probe), teacher_backward_passes=passes + 1,
-                     teacher_forward_sequences=len(examples) + sequences)
-    stats["teacher_reward_mean"] = mean(rewards)
-    out = list(generated)
-    for i, reward in zip(valid, rewards):
-        out[i] = out[i].updated(teacher_reward=float(reward))
-    return out, stats
+    """Phase 4c, for a signal that ``credits`` (:data:`genenv.signals.SIGNALS`): what each valid generation earns,
+    read from the agent before its update, and the epoch's credit metrics."""
+    return SIGNALS.make(cfg).credit(domain, agent, state, generated, epoch)
 
 
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
@@ -258,28 +191,19 @@ def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]
 
 def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
     """The predicate on which valid generations may earn the pg reward (None: all), read after this epoch's
-    rollouts joined the pool. ``env.pg.gate=levels``: only tasks on a level the agent has not mastered (a level's
-    mean success over its ``env.pg.gate_window`` latest rolled-out tasks below ``env.pg.gate_mastered``; a level
-    never rolled out is open, so its first tasks are paid). ``experimental.predicted_gate``: only tasks whose
-    success, predicted from their text, is below ``env.pg.gate_mastered``."""
-    pg, cr = cfg.env.pg, cfg.curriculum_reward
-    if cfg.experimental.predicted_gate:
-        return predicted_gate(pool, pg.gate_mastered, cfg.experimental.predicted_gate_window)
-    if pg.gate == "levels":
-        return level_gate(open_levels(level_success(pool, domain.levels(), pg.gate_window, cr.alpha, cr.k_min),
-                                      pg.gate_mastered))
-    return None
+    rollouts joined the pool: the gate ``env.pg.gate`` (:data:`genenv.signals.GATES`)."""
+    return GATES.make(cfg).predicate(domain, pool)
 
 
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
                               generated: list[Candidate], epoch: int, rng: np.random.Generator) -> dict | None:
-    """``env.update=pg`` (beyond the paper): policy gradient on every generation's R_env, rescaled within its seed
-    group, for the generations the gate lets earn (:func:`simulator_gate`; the others earn what a useless task
-    earns)."""
-    ec, cr = cfg.env, cfg.curriculum_reward
+    """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (the signal
+    ``env.pg.signal``), its seed group's mean subtracted, for the generations the gate lets earn
+    (:func:`simulator_gate`; the others earn what a useless task earns)."""
+    ec = cfg.env
     repeat = (repeated_generations(generated, lambda text: state.task_pool.joined_before(text, epoch))
               if ec.pg.repeat_is_invalid else None)
-    rewards = challenger_rewards(generated, cr.alpha, cr.beta, ec.pg.invalid_reward, cfg.experimental.pg_reward,
+    rewards = challenger_rewards(generated, SIGNALS.make(cfg).valid_reward, ec.pg.invalid_reward,
                                  simulator_gate(cfg, domain, state.task_pool), repeat)
     groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
@@ -330,9 +254,9 @@ def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: Ru
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
                drawn_groups: list[list[Episode]], epoch: int) -> None:
     """Phase 6: D_train records every drawn task's p_hat and gets the valid generations with theirs."""
-    cr = cfg.curriculum_reward
+    rate, threshold = SUCCESS_ESTIMATES.make(cfg).rate, cfg.curriculum_reward.success_threshold
     for task, group in zip(drawn_tasks, drawn_groups):
-        p_hat = success_rate([e.reward for e in group], cr.success_threshold, cfg.experimental.posterior_p_hat)
+        p_hat = rate([e.reward for e in group], threshold)
         state.task_pool.add(task, "generated", epoch, p_hat)
     for item in generated:
         if item.valid and item.p_hat_task is not None:
@@ -365,8 +289,8 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     if checkpoint is not None:
         with timer("checkpoint_wait"):   # the weights and optimiser states change from here on
             checkpoint.wait()
-    teacher_stats = dict(NO_TEACHER)
-    if curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal != "alpha":
+    teacher_stats = dict(NO_CREDIT)
+    if curriculum.trains_simulator and cfg.env.update == "pg" and SIGNALS.selected(cfg).credits:
         with timer("credit"):
             generated, teacher_stats = credit_tasks(cfg, domain, players.agent, state, generated, epoch)
     with timer("agent_update"):

@@ -36,6 +36,7 @@ from genenv.curricula import check_domain_capabilities, curriculum_names, make_c
 from genenv.domains import declares_ordered_levels, make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import reference_label, write_report
+from genenv.signals import check_config
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 
 
@@ -207,6 +208,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         for seed in seed_list:
             configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
                                              config_file, ordered_levels=declares_ordered_levels)
+            check_config(configs[arm, seed])   # its strategies, and their knobs as a run writes them
         first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
         check_domain_capabilities(first, make_curriculum(first.curriculum),
                                   make_domain(first.domain.name, **first.domain.options))

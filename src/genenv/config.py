@@ -146,10 +146,6 @@ class OpenAIConfig:
                         "generation", lo=0)
 
 
-# which valid generations may earn the simulator's pg reward (env.pg.gate); "levels" uses the domain's levels
-PG_GATES = ("none", "levels")
-
-
 @dataclass
 class PgConfig:
     """``env.update=pg`` (beyond the paper): policy gradient on R_env rescaled within each seed's variations, and
@@ -164,57 +160,19 @@ class PgConfig:
                                    "the paper; the paper's information, no levels): with validity paid, a simulator "
                                    "that repeats one solved task no longer earns for it (measured: "
                                    "docs/benchmarks/apibank-comparison.md, pilot F)")
-    gate: str = knob("none", "which valid tasks may earn their reward (beyond the paper); the others earn 0, what a "
-                     "useless valid task earns, so the simulator is not paid for a mastered task's sampling noise. "
-                     "'none' (the paper's information: every valid task); 'levels' (uses the domain's difficulty "
-                     "levels, the oracle's information: only a task on a level the agent has not mastered, recent "
-                     "mean success below gate_mastered over the last gate_window rolled-out tasks of that level; a "
-                     "level never rolled out is open; the hardest level when all are mastered; needs a domain with "
-                     "ordered levels). Level-free gates that were measured and not adopted: "
-                     "experimental.predicted_gate", choices=PG_GATES)
-    signal: str = knob("alpha", "what a valid task earns (issue 55; the paper's information, no levels): 'alpha' "
-                       "(R_env rescaled to [0, 1], the paper's reward under pg); 'probe_gain' (a grounded teacher "
-                       "reward: the first-order change the task's GRPO gradient makes to the agent's expected "
-                       "success on probe_tasks held-in tasks drawn from the training pool each epoch, scaled by the "
-                       "epoch's largest into [-1, 1]: a task that would make the agent forget earns less than 0); "
-                       "'answer_likelihood' (the agent's probability P of the task's verified response, paid "
-                       "exp(-(logit P - logit alpha)^2 / (2 likelihood_width^2)): too easy and too hard told apart "
-                       "where p_hat is 0 or 1). Extra model calls are counted in metrics.jsonl (teacher_*); "
-                       "genenv.teacher; 'learning_progress' (|change in success| of the task's cluster of "
-                       "look-alike tasks, scaled by the epoch's largest into [0, 1], env.progress.*, "
-                       "genenv.learning_progress: a cluster mastered or out of reach earns 0)",
-                       choices=("alpha", "probe_gain", "answer_likelihood", "learning_progress"))
-    probe_tasks: int = knob(256, "signal=probe_gain: held-in tasks drawn from the training pool each epoch (never "
-                            "dev or held-out)", lo=1)
-    probe_side: str = knob("all", "signal=probe_gain: which pool tasks the probe set is drawn from: 'all' (every "
-                           "pool task, mastered ones included, so forgetting costs) or 'hard' (only tasks whose "
-                           "last p_hat is below alpha, as SOAR's probe is problems the student fails; the whole "
-                           "pool while none is). The paper's information (p_hat), no levels",
-                           choices=("all", "hard"))
-    likelihood_width: float = knob(2.0, "signal=answer_likelihood: the reward's width in log-odds (2: P = 0.1 or "
-                                   "0.9 earns 0.55, P = 0.01 or 0.99 earns 0.07; chosen before any run)", lo=0.01)
-    gate_mastered: float = knob(0.75, "gate=levels (and experimental.predicted_gate): a level (or a task's "
-                                "prediction) with success at least this is mastered and does not pay (0.75: alpha "
-                                "+ k_min of the default, what the gate used before it had its own knob)", lo=0.0,
-                                hi=1.0)
+    gate: str = knob("none", "which valid tasks may earn their reward (a registered gate, genenv.signals.GATES); the "
+                     "others earn 0, what a useless valid task earns. 'none': every valid task (the paper's "
+                     "information); 'levels': only a task on a level the agent has not mastered (recent mean success "
+                     "below gate_mastered over the last gate_window rolled-out tasks of that level; a level never "
+                     "rolled out is open; the hardest level when all are mastered). 'levels' uses the domain's "
+                     "difficulty levels, the oracle's information, and needs a domain that declares them ordered")
+    signal: str = knob("alpha", "what a valid task earns (a registered signal, genenv.signals.SIGNALS): 'alpha', R_env "
+                       "rescaled to [0, 1] (the paper's reward under pg: 0 for a task always solved or always failed "
+                       "when alpha = 0.5, 1 at alpha)")
+    gate_mastered: float = knob(0.75, "gate=levels: a level with recent success at least this is mastered and "
+                                "does not pay", lo=0.0, hi=1.0)
     gate_window: int = knob(64, "gate=levels: a level's recent success is the mean last p_hat of its latest this "
-                            "many rolled-out pool tasks (64: the oracle's window, which it used before)", lo=1)
-
-
-@dataclass
-class ProgressConfig:
-    """Learning progress over clusters of tasks (issue 55's signal (b), genenv.learning_progress; the paper's
-    information, no levels): read by ``env.pg.signal=learning_progress`` and ``env.seed_draw=progress``. Values fixed
-    before any run, not tuned."""
-    clusters: int = knob(8, "k-means clusters of the window's task texts (character n-gram vectors), fit each epoch "
-                         "(8: the default domain's level count, so the clusters can be as fine as its levels)", lo=1)
-    window: int = knob(2048, "the pool's last this many p_hat observations (about 20 epochs of the default preset) "
-                       "are clustered; a cluster's progress is |mean of its newer half - mean of its older half|",
-                       lo=2)
-    min_count: int = knob(16, "a cluster with fewer than twice this many observations in the window is unmeasured "
-                          "and counts as the most progressing (explored first)", lo=1)
-    exploration: float = knob(0.2, "seed_draw=progress: chance of a uniform cluster instead of one drawn by its "
-                              "progress", lo=0.0, hi=1.0)
+                            "many rolled-out pool tasks", lo=1)
 
 
 @dataclass
@@ -239,14 +197,10 @@ class EnvConfig(PlayerConfig):
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     seed_draw: str = knob("uniform", "how each epoch's seed tasks (the simulator's prompts) are drawn from the "
-                          "training pool: 'uniform'; or 'frontier' (beyond the paper, the domain's levels: each seed "
-                          "from the pool's tasks of the level the oracle's frontier rule picks, with "
-                          "baseline.oracle_window and baseline.oracle_exploration; the control that gives an "
-                          "untrained simulator the level gate's information). A level-free draw measured and not "
-                          "adopted: experimental.predicted_seeds. 'progress' (issue 55, the paper's information, no "
-                          "levels: each seed from a cluster of look-alike tasks drawn by its learning progress, "
-                          "env.progress.*; the control that gives an untrained simulator env.pg.signal="
-                          "learning_progress's information)", choices=("uniform", "frontier", "progress"))
+                          "training pool (a registered seed draw, genenv.signals.SEED_DRAWS): 'uniform'; or 'frontier' "
+                          "(each seed from the pool's tasks of the level the oracle's frontier rule picks, with "
+                          "baseline.oracle_window and baseline.oracle_exploration; uses the domain's levels: the "
+                          "control that gives an untrained simulator the level gate's information)")
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     constrained: bool = knob(False, "sample only text of the domain's declared task shape (Domain.task_shape: a "
@@ -262,7 +216,6 @@ class EnvConfig(PlayerConfig):
                        "in-band tasks; the paper preset; its knobs env.rwr.*). Setting a knob of the rule not "
                        "selected is a configuration error", choices=("rwr", "pg"))
     pg: PgConfig = field(default_factory=PgConfig)
-    progress: ProgressConfig = field(default_factory=ProgressConfig)
     rwr: RwrConfig = field(default_factory=RwrConfig)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
     max_kl: float = knob(0.5, "cap on KL(simulator before the update || after it) for one epoch's update, "
@@ -281,6 +234,8 @@ class CurriculumConfig:
                         "env.seed_draw=frontier/predicted (the pg gate has its own, env.pg.gate_mastered)", lo=0.0)
     lam: float = knob(1.0, "RWR temperature: weight = exp(lam * R_env)", lo=0.0)
     success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
+    p_hat_estimate: str = knob("empirical", "how p_hat is estimated from a group of rollout rewards (a registered "
+                               "estimate, genenv.signals.SUCCESS_ESTIMATES): 'empirical', k / n (paper Eq. 2)")
     p_hat_level: str = knob("task", "p_hat per task (default: batch p_hat rewards mixing trivial and impossible "
                             "tasks, measured) or over a seed's variations (batch, as the paper)",
                             choices=("batch", "task"))
@@ -297,6 +252,9 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
+    oracle_rule: str = knob("frontier", "oracle: which level the perfect teacher writes (a registered level rule, "
+                            "genenv.signals.LEVEL_RULES): 'frontier', the easiest level not yet mastered (mean recent "
+                            "success below alpha + k_min), the hardest when all are")
     oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one its rule picks",
                                      lo=0.0, hi=1.0)
     oracle_window: int = knob(64, "oracle: a level's band share and mean success are over the last p_hat of its "
@@ -326,41 +284,6 @@ class EngineConfig:
 
 
 @dataclass
-class ExperimentalConfig:
-    """Options that were tried and not adopted: each lost the decision rule written before its dev runs
-    (docs/results-log.md names the attempt). Kept so those runs can be repeated; no preset sets one, and the
-    library's defaults never depend on them."""
-    pg_reward: str = knob("rescaled", "env.update=pg: a valid task's reward: 'rescaled' (the default: R_env rescaled "
-                          "to [0, 1], 0 for a task always solved or always failed, 1 at alpha) or 'interior' (R_env "
-                          "for a task the agent sometimes solves, 0 for one it always or never solves; meant for "
-                          "alpha < 0.5; formerly env.pg_reward)", choices=("rescaled", "interior"))
-    oracle_rule: str = knob("frontier", "oracle: which level the perfect teacher writes: 'frontier' (the default: "
-                            "the easiest level not yet mastered, mean recent success below alpha + k_min; chosen on "
-                            "dev, +0.057 over band) or 'band' (the most recent tasks in the band, else the mean "
-                            "closest to alpha; formerly baseline.oracle_rule)", choices=("frontier", "band"))
-    posterior_p_hat: bool = knob(False, "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2) instead of k/n "
-                                 "(formerly curriculum_reward.posterior)")
-    learnability_seeds: bool = knob(False, "draw the simulator's seed tasks with probability proportional to "
-                                    "p (1 - p) of their last p_hat, floored at baseline.learnability_floor, never "
-                                    "rolled out counting as 0.5 (issue 13's attempt 3; formerly "
-                                    "env.seed_draw=learnability; needs env.seed_draw=uniform)")
-    predicted_gate: bool = knob(False, "env.update=pg: a valid task may earn only if its success, predicted by a "
-                                "ridge regression on its text's character n-grams fit to the pool's last "
-                                "predicted_gate_window rolled-out tasks, is below env.pg.gate_mastered (issue 37, no "
-                                "levels; formerly env.pg.gate=predicted; needs env.pg.gate=none)")
-    predicted_gate_window: int = knob(1024, "predicted_gate: the most recently added rolled-out pool tasks the "
-                                      "difficulty model is fit on (formerly env.pg.gate_fit_window)", lo=16)
-    predicted_seeds: bool = knob(False, "the frontier seed draw over predicted_seed_bins learned levels: the pool's "
-                                 "tasks ranked by a ridge regression on their text's character n-grams fit to the "
-                                 "last predicted_seed_window rolled-out tasks' p_hat (issue 37, no levels; formerly "
-                                 "env.seed_draw=predicted; needs env.seed_draw=uniform)")
-    predicted_seed_bins: int = knob(4, "predicted_seeds: equal groups of predicted success standing in for levels "
-                                    "(4 chosen before any run; formerly env.seed_draw_bins)", lo=1)
-    predicted_seed_window: int = knob(1024, "predicted_seeds: the most recently added rolled-out pool tasks the "
-                                      "difficulty model is fit on (formerly env.seed_draw_window)", lo=16)
-
-
-@dataclass
 class RunConfig:
     """A whole run. Defaults follow DESIGN.md."""
     name: str = knob("default", "run folder name under out_dir")
@@ -373,11 +296,7 @@ class RunConfig:
                            "baseline.offline_multiplier x the seed set; learnability: the static set sampled "
                            "by p(1-p), no generation; oracle: the domain's own generator writes each batch at the "
                            "level its frontier rule picks (the upper reference; uses the domain's levels). Every "
-                           "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula). "
-                           "When no preset, config file or override names one and the domain declares no ordered "
-                           "levels: random (LEVEL_FREE_DEFAULT: no level-free way of training the simulator has "
-                           "beaten the untrained one, docs/results.md), with experimental.predicted_seeds=true "
-                           "for a run of 600+ epochs that names no seed draw (where that draw beat the uniform one)")
+                           "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
@@ -401,7 +320,8 @@ class RunConfig:
     curriculum_reward: CurriculumConfig = field(default_factory=CurriculumConfig)
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
-    experimental: ExperimentalConfig = field(default_factory=ExperimentalConfig)
+    experimental: dict = knob({}, "the knobs of the experimental strategies the run selects, one section each "
+                              "(experimental.<section>.<knob>; `genenv config --describe` lists them)")
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -486,7 +406,9 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     obj = cls(**kwargs)
     if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
-    if cls is RunConfig:   # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry)
+    # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry, and the strategies' names
+    # and experimental sections by genenv.signals.check_config: both sit above this module; a run checks both first)
+    if cls is RunConfig:
         _check_sampler(obj)
     return obj
 
@@ -506,25 +428,39 @@ def _check_sampler(cfg: RunConfig) -> None:
                               f"{name}.sampler=transformers")
 
 
-# knobs that moved (issue 42), old dotted name -> new: the simulator's knobs grouped by the update rule that reads
-# them, and the options that lost their decision rule gathered under experimental. The old names are read for one
-# release with a FutureWarning (quietly from a run folder's config). Values moved too: env.pg_level_gate=true is
-# env.pg.gate=levels, and MOVED_VALUES below (issue 56: the predicted gate and seed draw).
+# knobs that moved, old dotted name -> new: the simulator's knobs grouped by the update rule that reads them (issue
+# 42), and the knobs of the options that lost their decision rule under experimental.<section> (issues 56, 76). The
+# old names are read for one release with a FutureWarning (quietly from a run folder's config).
 MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.pg.minibatch_groups",
                "env.pg_clip_eps": "env.pg.clip_eps", "env.pg_invalid_reward": "env.pg.invalid_reward",
-               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate_window",
-               "env.pg.gate_fit_window": "experimental.predicted_gate_window",
-               "env.seed_draw_bins": "experimental.predicted_seed_bins",
-               "env.seed_draw_window": "experimental.predicted_seed_window",
+               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate.window",
+               "env.pg.gate_fit_window": "experimental.predicted_gate.window",
+               "experimental.predicted_gate_window": "experimental.predicted_gate.window",
+               "env.seed_draw_bins": "experimental.predicted_seeds.bins",
+               "experimental.predicted_seed_bins": "experimental.predicted_seeds.bins",
+               "env.seed_draw_window": "experimental.predicted_seeds.window",
+               "experimental.predicted_seed_window": "experimental.predicted_seeds.window",
                "env.rwr_steps": "env.rwr.steps", "env.rwr_batch": "env.rwr.batch",
                "env.pool_replay": "env.rwr.pool_replay",
-               "env.pg_reward": "experimental.pg_reward", "env.pg.reward": "experimental.pg_reward",
-               "baseline.oracle_rule": "experimental.oracle_rule",
-               "curriculum_reward.posterior": "experimental.posterior_p_hat"}
-# values that moved: (knob, value) -> the experimental switch that replaces it
-MOVED_VALUES = {("env.seed_draw", "learnability"): "experimental.learnability_seeds",
-                ("env.seed_draw", "predicted"): "experimental.predicted_seeds",
-                ("env.pg.gate", "predicted"): "experimental.predicted_gate"}
+               "experimental.oracle_rule": "baseline.oracle_rule",
+               "env.pg.probe_tasks": "experimental.probe_gain.tasks",
+               "env.pg.probe_side": "experimental.probe_gain.side",
+               "env.pg.likelihood_width": "experimental.answer_likelihood.width",
+               **{f"env.progress.{name}": f"experimental.progress.{name}"
+                  for name in ("clusters", "window", "min_count", "exploration")}}
+# switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
+# the old name at any other value selects nothing (it was off)
+MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
+                  "experimental.predicted_seeds": (True, "env.seed_draw", "predicted"),
+                  "experimental.predicted_gate": (True, "env.pg.gate", "predicted"),
+                  "experimental.posterior_p_hat": (True, "curriculum_reward.p_hat_estimate", "posterior"),
+                  "curriculum_reward.posterior": (True, "curriculum_reward.p_hat_estimate", "posterior"),
+                  "experimental.pg_reward": ("interior", "env.pg.signal", "interior"),
+                  "env.pg.reward": ("interior", "env.pg.signal", "interior"),
+                  "env.pg_reward": ("interior", "env.pg.signal", "interior")}
+# the fields those switches select, at their defaults (a run folder's config writes every field)
+_SWITCHED_DEFAULTS = {"env.seed_draw": "uniform", "env.pg.gate": "none", "env.pg.signal": "alpha",
+                      "curriculum_reward.p_hat_estimate": "empirical"}
 # values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
 REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
 _ABSENT = object()
@@ -552,23 +488,41 @@ def _put(data: dict, dotted: str, value) -> None:
 
 def _pop(data: dict, dotted: str):
     *parents, last = dotted.split(".")
-    return _at(data, ".".join(parents)).pop(last) if parents else data.pop(last)
+    parent = _at(data, ".".join(parents)) if parents else data
+    value = parent.pop(last)
+    if parents and not parent:   # an emptied section of an old name (env.progress) goes with it
+        _pop(data, ".".join(parents))
+    return value
 
 
 def _moved_knobs(data: dict) -> dict:
-    """``data`` (a whole config) with every knob of :data:`MOVED_KNOBS` read from its old name, and every value of
-    :data:`MOVED_VALUES`, each with a FutureWarning naming the new one. An old name beside its new one is an error,
-    and so is a value of :data:`REMOVED_VALUES`."""
+    """``data`` (a whole config) with every switch of :data:`MOVED_SWITCHES` read as the value it selects and every
+    knob of :data:`MOVED_KNOBS` read from its old name, each with a FutureWarning naming the new spelling. An old
+    name beside its new one is an error, and so is a value of :data:`REMOVED_VALUES`."""
     level_gate = _at(data, "env.pg_level_gate")
     for (old, value), commit in REMOVED_VALUES.items():
         for name in (old, *(k for k, v in MOVED_KNOBS.items() if v == old)):
             if _at(data, name) == value:
                 raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
                                   f"runs repeat with the code of commit {commit} (docs/results-log.md)")
-    if (all(_at(data, old) is _ABSENT for old in MOVED_KNOBS) and level_gate is _ABSENT
-            and not any(_at(data, old) == value for old, value in MOVED_VALUES)):
+    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES)) and level_gate is _ABSENT):
         return data
     data = copy.deepcopy(data)
+    for old, (on, field_name, value) in MOVED_SWITCHES.items():   # first: a switch's old name may be a new section
+        setting = _at(data, old)
+        if setting is _ABSENT or isinstance(setting, dict):
+            continue
+        _pop(data, old)
+        if setting != on:
+            warnings.warn(f"{old} is deprecated (it was off: leave it out)", FutureWarning, stacklevel=4)
+            continue
+        current = _at(data, field_name)
+        if current not in (_ABSENT, _SWITCHED_DEFAULTS[field_name], value):
+            raise ConfigError(f"{old}: {setting!r} selects {field_name}={value}, and {field_name} is {current!r}; set "
+                              f"{field_name} alone ({old} is deprecated)")
+        warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} (an option that lost its decision "
+                      "rule)", FutureWarning, stacklevel=4)
+        _put(data, field_name, value)
     for old, new in MOVED_KNOBS.items():
         if _at(data, old) is _ABSENT:
             continue
@@ -586,12 +540,6 @@ def _moved_knobs(data: dict) -> dict:
                                   "(env.pg_level_gate is deprecated)")
             warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
             _put(data, "env.pg.gate", "levels")
-    for (old, value), switch in MOVED_VALUES.items():
-        if _at(data, old) == value:
-            warnings.warn(f"{old}={value} is deprecated: write {switch}=true (an option that lost its decision "
-                          "rule)", FutureWarning, stacklevel=4)
-            _pop(data, old)
-            _put(data, switch, True)
     return data
 
 
@@ -608,30 +556,6 @@ def _check_update_rule(cfg: RunConfig) -> None:
             raise ConfigError(f"env.{section}.{f.name}: set to {value!r}, a knob of env.update={section}, but "
                               f"env.update is {env.update!r}; leave it at its default "
                               f"({getattr(defaults, f.name)!r}) or set env.update={section}")
-    for name, signal in (("probe_tasks", "probe_gain"), ("probe_side", "probe_gain"),
-                         ("likelihood_width", "answer_likelihood")):
-        value, default = getattr(env.pg, name), getattr(PgConfig(), name)
-        if value != default and env.pg.signal != signal:
-            raise ConfigError(f"env.pg.{name}: set to {value!r}, a knob of env.pg.signal={signal}, but env.pg.signal "
-                              f"is {env.pg.signal!r}; leave it at its default ({default!r}) or set the signal")
-    if env.pg.signal != "learning_progress" and env.seed_draw != "progress":
-        for f in dataclasses.fields(ProgressConfig):
-            value, default = getattr(env.progress, f.name), getattr(ProgressConfig(), f.name)
-            if value != default:
-                raise ConfigError(f"env.progress.{f.name}: set to {value!r}, a knob of env.pg.signal=learning_progress "
-                                  f"and env.seed_draw=progress, but neither is set; leave it at its default "
-                                  f"({default!r}) or set one")
-    ex = cfg.experimental
-    for switch in ("learnability_seeds", "predicted_seeds"):
-        if getattr(ex, switch) and env.seed_draw != "uniform":
-            raise ConfigError(f"experimental.{switch}: draws the seeds itself; env.seed_draw is {env.seed_draw!r} "
-                              "(set it to uniform)")
-    if ex.learnability_seeds and ex.predicted_seeds:
-        raise ConfigError("experimental.predicted_seeds: draws the seeds itself, and so does "
-                          "experimental.learnability_seeds; set one")
-    if ex.predicted_gate and (env.update != "pg" or env.pg.gate != "none"):
-        raise ConfigError(f"experimental.predicted_gate: a gate of the pg update; needs env.update=pg (it is "
-                          f"{env.update!r}) and env.pg.gate=none (it is {env.pg.gate!r})")
     if env.update == "pg" and cfg.curriculum_reward.p_hat_level == "batch":
         raise ConfigError("curriculum_reward.p_hat_level: 'batch' gives every variation of a seed the same reward, "
                           "so the pg update (env.update=pg) could only tell valid from invalid; set "
@@ -749,40 +673,16 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-# The curriculum of a run whose preset, config file and overrides name none, on a domain that does not declare
-# ordered difficulty levels (Domain.ordered_levels; issue 55, item 5): the best level-free arm on fresh seeds,
-# trained or not, at the run's budget. Measured (docs/results.md, 16 fresh seeds each): no level-free way of
-# training the simulator beats the untrained simulator with an interval excluding 0 (the paper's reward alone
-# +0.009 [-0.021, +0.040] at the default 200 epochs); so the default is the untrained simulator, the authors'
-# setup, `curriculum=random`, writing variations of uniformly drawn seeds. At 600 epochs (the addition testbed
-# T600, levels hidden from the arm) the same untrained simulator drawing its seeds by a difficulty it learns from
-# p_hat (`experimental.predicted_seeds`) beat the uniform draw: +0.065 [+0.035, +0.096], 14 of 16 seeds; at 200
-# epochs it had not (dev +0.026 [-0.004, +0.059]), so runs of LEVEL_FREE_LONG_RUN_EPOCHS or more get it.
-# `curriculum=genenv` trains the simulator on the paper's reward.
-LEVEL_FREE_DEFAULT = {"curriculum": "random"}
-LEVEL_FREE_LONG_RUN_EPOCHS = 600
-LEVEL_FREE_LONG_RUN_DEFAULT = {"curriculum": "random", "experimental": {"predicted_seeds": True}}
-SEED_DRAW_SETTINGS = (("env", "seed_draw"), ("experimental", "predicted_seeds"), ("experimental", "learnability_seeds"))
-
-
-def level_free_default(data: dict, ordered_levels: Callable[[str], bool | None]) -> dict | None:
-    """:data:`LEVEL_FREE_DEFAULT` when the merged layers ``data`` name no curriculum and ``ordered_levels(name)`` (the
-    caller's lookup of a domain's ``Domain.ordered_levels``: this module sits below the domains) says their domain
-    declares none; :data:`LEVEL_FREE_LONG_RUN_DEFAULT` instead for a run of at least
-    :data:`LEVEL_FREE_LONG_RUN_EPOCHS` epochs that chooses no seed draw of its own; None otherwise (an unknown
-    domain, None from the lookup, answers with its own error later)."""
-    if "curriculum" in data:
-        return None
-    domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
-    if ordered_levels(str(domain.get("name", DomainConfig.name))) is not False:
-        return None
-    chooses_a_draw = any(isinstance(data.get(section), dict) and key in data[section]
-                         for section, key in SEED_DRAW_SETTINGS)
-    try:
-        long_run = int(data.get("epochs", RunConfig.epochs)) >= LEVEL_FREE_LONG_RUN_EPOCHS
-    except (TypeError, ValueError):   # a bad value: from_dict names the field
-        long_run = False
-    return copy.deepcopy(LEVEL_FREE_LONG_RUN_DEFAULT if long_run and not chooses_a_draw else LEVEL_FREE_DEFAULT)
+# The line a run on a domain without ordered difficulty levels (Domain.ordered_levels) prints when it trains the
+# simulator with the paper's information: what was measured there instead (docs/results.md, 16 fresh seeds each). No
+# level-free way of training the simulator has beaten the untrained one with an interval excluding 0 (the paper's
+# reward alone +0.009 [-0.021, +0.040] at 200 epochs); at 600 epochs the untrained simulator drawing its seeds by a
+# difficulty it learns from p_hat beat the uniform draw (+0.065 [+0.035, +0.096], 14 of 16 seeds).
+LEVEL_FREE_NOTE = ("note: domain {domain!r} declares no ordered difficulty levels; there no level-free way of "
+                   "training the simulator has beaten the untrained one, and the measured alternative is the untrained "
+                   "simulator with the learnt seed draw, curriculum=random env.seed_draw=predicted (+0.065 "
+                   "[+0.035, +0.096] over the uniform draw at 600 epochs on addition with its levels hidden: "
+                   "docs/results.md)")
 
 
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
@@ -796,8 +696,8 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
     with addition's ``width``). A preset's level gate (``env.pg.gate: levels``) is dropped the same way: it uses
     the preset domain's levels. Given ``ordered_levels`` (``genenv.domains.declares_ordered_levels``: what
-    the commands pass), when no layer names a curriculum and the domain declares no ordered levels, the curriculum
-    is :data:`LEVEL_FREE_DEFAULT`'s, and a sentence saying so is appended to ``notes``."""
+    the commands pass) and ``notes``, a run of ``curriculum=genenv`` on a domain that declares no ordered levels
+    gets :data:`LEVEL_FREE_NOTE` appended (what was measured there instead); the config is what the layers say."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -818,23 +718,11 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
             if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg and "pg_gate" not in later_env:
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
     merged = _deep_merge(data, later)
-    default = level_free_default(merged, ordered_levels) if ordered_levels is not None else None
-    if default is not None:
-        merged = _deep_merge(default, merged)   # what a layer names wins
-        if notes is not None and "experimental" in default:
-            notes.append(f"curriculum: {default['curriculum']} with experimental.predicted_seeds=true (the untrained "
-                         "simulator, never trained, writing variations of seed tasks drawn by a difficulty it learns "
-                         "from p_hat), the default on a domain without ordered levels for a run of "
-                         f"{LEVEL_FREE_LONG_RUN_EPOCHS}+ epochs, where it beat the uniform draw and no level-free way "
-                         "of training the simulator has beaten it (docs/results.md); curriculum=genenv trains it on "
-                         "the paper's reward")
-        elif notes is not None:
-            notes.append(f"curriculum: {default['curriculum']} (the untrained simulator: it writes variations of "
-                         "uniformly drawn seed tasks and is never trained), the default on a domain without ordered "
-                         "levels, where no level-free way of training the simulator has beaten it (docs/results.md); "
-                         "curriculum=genenv trains it on the paper's reward")
     cfg = from_dict(RunConfig, merged)
     _check_update_rule(cfg)
+    if (notes is not None and ordered_levels is not None and cfg.curriculum == "genenv"
+            and ordered_levels(cfg.domain.name) is False):
+        notes.append(LEVEL_FREE_NOTE.format(domain=cfg.domain.name))
     return cfg
 
 
@@ -846,11 +734,14 @@ def merge_overrides(data: dict, overrides) -> dict:
 
 
 def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, Any, str]]:
-    """(dotted name, value, help) for every knob: the field's default, or its value in ``values`` (a config of
-    ``cls``, e.g. a preset's: ``genenv config --describe --preset default``)."""
+    """(dotted name, value, help) for every knob of the main config: the field's default, or its value in
+    ``values`` (a config of ``cls``, e.g. a preset's: ``genenv config --describe --preset default``). The
+    experimental strategies' knobs are not among them (:func:`genenv.signals.describe_experimental`)."""
     rows = []
     values = cls() if values is None else values
     for f in dataclasses.fields(cls):
+        if cls is RunConfig and f.name == "experimental":   # (genenv.signals.describe_experimental lists these)
+            continue
         value = getattr(values, f.name)
         if dataclasses.is_dataclass(value):
             rows.extend(describe(type(value), f"{prefix}{f.name}.", value))
@@ -861,5 +752,5 @@ def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, An
 
 __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
-           "TinyModelConfig", "WarmStartConfig", "ExperimentalConfig", "load_config", "from_dict", "to_dict",
+           "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict",
            "parse_override", "describe"]

@@ -24,8 +24,10 @@ from genenv.config import ConfigError
 from genenv.domains.base import Domain, Invalid, Task, registrar
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
-from genenv.reward import LevelSuccess, group_success, level_success
+from genenv.reward import level_success
 from genenv.seeding import phase_rng, phase_seed
+from genenv.signals import GATES, check_config, choose_level
+from genenv.signals import information_used as strategy_information
 from genenv.splits import DataSplit
 
 if TYPE_CHECKING:
@@ -123,16 +125,16 @@ class Learnability(Static):
 @register_curriculum("oracle")
 class Oracle(Curriculum):
     """The upper reference: a perfect teacher. The domain's own generator writes every fresh task, at the level
-    ``experimental.oracle_rule`` picks (``choose_level``): by default (``frontier``) the easiest level not yet
-    mastered; with ``band`` where the most recent tasks sat in the band (|p_hat - alpha| <= k_min, each task on
-    its own), when no level has any at the level whose mean success is closest to alpha. A level never tried
-    comes first, and with probability ``baseline.oracle_exploration`` the level is uniform. Needs a domain that
+    level rule ``baseline.oracle_rule`` picks (:func:`genenv.signals.choose_level`): by default (``frontier``) the
+    easiest level not yet mastered. A level never tried comes first, and with probability
+    ``baseline.oracle_exploration`` the level is uniform. Needs a domain that
     draws tasks by level (``random_task(rng, level)``, e.g. a LeveledDomain); the simulator is never used.
 
     Why not the level closest to alpha: a tiny agent is nearly deterministic per task, so a level's p_hat is
     bimodal; with the mean rule the oracle trained on a mastered level (mean 0.9) whenever the next one sat at
     0.05, because 0.4 < 0.45, and the band rule does the same while the next level has no task in the band.
-    The frontier rule moves on (held-out 0.449 against 0.392 for band over 8 seeds, docs/results-log.md)."""
+    The frontier rule moves on (held-out 0.449 against 0.392 for band over 8 seeds, docs/results-log.md; the band
+    rule is experimental)."""
     generates = True
 
     def check(self, domain):
@@ -147,7 +149,7 @@ class Oracle(Curriculum):
         stats = level_success(pool, domain.levels(), bc.oracle_window, cr.alpha, cr.k_min)
         out = []
         for batch in range(cfg.seeds_per_epoch):
-            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=cfg.experimental.oracle_rule,
+            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=bc.oracle_rule,
                                  mastered=cr.alpha + cr.k_min)
             for _ in range(cfg.env.variations):
                 task = domain.random_task(rng, level)
@@ -167,10 +169,9 @@ def information_used(cfg: RunConfig) -> tuple[str, ...]:
     out = []
     if cfg.curriculum == "oracle":
         out.append("domain levels + generator (oracle)")
-    if curriculum.trains_simulator and cfg.env.pg.gate == "levels":   # (a gate implies env.update=pg)
-        out.append("domain levels (env.pg.gate=levels)")
-    if curriculum.generates and cfg.curriculum != "oracle" and cfg.env.seed_draw == "frontier":
-        out.append("domain levels (env.seed_draw=frontier)")
+    # the seed draw and gate (a gate implies env.update=pg); the oracle writes its own tasks, no seeds
+    out.extend(strategy_information(cfg, curriculum.generates and cfg.curriculum != "oracle",
+                                    curriculum.trains_simulator))
     if cfg.curriculum == "offline" and cfg.baseline.offline_generator == "domain":
         out.append("domain generator (offline)")
     if cfg.curriculum != "oracle" and cfg.domain.options.get("variation_span") is not None:
@@ -182,53 +183,6 @@ def information_label(cfg: RunConfig) -> str:
     """:func:`information_used` as one short text: ``paper`` or ``paper + ...``."""
     used = information_used(cfg)
     return PAPER_INFORMATION if not used else PAPER_INFORMATION + " + " + "; ".join(used)
-
-
-def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,
-                 rng: np.random.Generator, rule: str = "band", mastered: float = 0.75) -> int:
-    """A uniform level with probability ``exploration``; else a level never tried; else by ``rule``:
-
-    - ``band``: the level with the largest band share; else (no level has a task in the band) the level whose
-      mean is closest to ``alpha``. Ties at random.
-    - ``frontier``: the easiest level whose mean recent success is below ``mastered`` (alpha + k_min: not yet
-      solved reliably); the hardest level when every level is mastered. Unlike ``band`` it moves on to a level
-      the agent cannot solve yet (mean near 0, no task in the band) once the one below is mastered.
-    """
-    levels = list(stats)
-    if rng.random() < exploration:
-        return int(levels[rng.integers(len(levels))])
-    untried = [lv for lv in levels if stats[lv] is None]
-    if untried:
-        return int(untried[rng.integers(len(untried))])
-    if rule == "frontier":
-        open_levels = [lv for lv in sorted(levels) if stats[lv].mean < mastered]
-        return int(open_levels[0] if open_levels else max(levels))
-    shares = np.array([stats[lv].band_share for lv in levels])
-    scores = shares if shares.max() > 0 else -np.array([abs(stats[lv].mean - alpha) for lv in levels])
-    best = np.flatnonzero(scores == scores.max())
-    return int(levels[best[rng.integers(len(best))]])
-
-
-def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
-                   exploration: float, groups: dict[int, list[int]] | None = None) -> list[Task]:
-    """``n`` seed tasks for the simulator, each drawn uniformly from the pool's tasks of one level, the level
-    chosen as the oracle chooses its own (``choose_level``, frontier rule: the easiest level whose recent mean
-    success is below alpha + k_min, a level never rolled out first, a uniform level with probability
-    ``exploration``). The simulator still writes the tasks; this only says which of the pool's tasks it varies.
-    Levels are those present in the pool (a level the pool lacks cannot be varied), or ``groups`` (ordered
-    easiest first) standing in for them."""
-    if groups is None:
-        by_level = pool.indices_by_level()
-        groups = {level: by_level[level] for level in sorted(by_level)}
-    if not groups or n <= 0:
-        return []
-    stats = group_success(pool, groups, window, alpha, k_min)
-    seeds = []
-    for _ in range(n):
-        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
-        members = groups[group]
-        seeds.append(pool.entries[members[rng.integers(len(members))]].task)
-    return seeds
 
 
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,
@@ -270,13 +224,15 @@ def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Ta
 
 def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
     """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare, or a
-    curriculum would train a simulator that cannot be trained (a remote endpoint)."""
+    curriculum would train a simulator that cannot be trained (a remote endpoint). The strategies the config selects
+    are checked first (:func:`genenv.signals.check_config`: their names, their experimental knobs)."""
+    check_config(cfg)
     if curriculum.trains_simulator and cfg.env.backend == "openai":
         raise ConfigError(f"env.backend: 'openai' is a frozen simulator (the endpoint's model is never trained), and "
                           f"curriculum {cfg.curriculum!r} trains it; use curriculum=random (the authors' setup), "
                           "static or learnability with it")
     if cfg.env.backend == "openai" and not cfg.env.openai.model:
         raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
-    if curriculum.trains_simulator and cfg.env.pg.gate == "levels" and not domain.ordered_levels:
-        raise ConfigError(f"env.pg.gate: 'levels' reads the domain's difficulty levels, and {domain.name!r} does not "
-                          "declare them ordered (Domain.ordered_levels); use env.pg.gate=none")
+    if curriculum.trains_simulator and GATES.selected(cfg).needs_ordered_levels and not domain.ordered_levels:
+        raise ConfigError(f"env.pg.gate: {cfg.env.pg.gate!r} reads the domain's difficulty levels, and {domain.name!r} "
+                          "does not declare them ordered (Domain.ordered_levels); use env.pg.gate=none")

@@ -7,7 +7,6 @@ from genenv.reward import (  # noqa: F401
     alpha_reward,
     frontier_reward,
     in_band,
-    interior_reward,
     rwr_weights,
     success_rate,
 )

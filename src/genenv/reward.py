@@ -6,10 +6,10 @@ alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (:func:`alpha_rewar
 :func:`scored` puts them on an epoch's candidates (an invalid or never rolled-out generation: R_env 0, out of band).
 
 Beyond the paper, the policy-gradient update (``env.update=pg``, :mod:`genenv.algos.env_pg`) pays each generation
-:func:`challenger_rewards`: R_env rescaled to [0, 1] (:func:`frontier_reward`) or its interior form, 0 (or
-``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that a gate shuts out (the loop's
-``simulator_gate``: :func:`level_gate` over :func:`open_levels`, or the experimental predicted gate). The
-per-level statistics the level gate shares with the oracle curriculum are here too (:func:`level_success`).
+:func:`challenger_rewards`: a valid task what the run's signal says (by default R_env rescaled to [0, 1],
+:func:`frontier_reward`), 0 (or ``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that a gate
+shuts out (:mod:`genenv.signals`: :func:`level_gate` over :func:`open_levels` for the level gate). The per-level
+statistics the level gate shares with the oracle curriculum are here too (:func:`level_success`).
 Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
 """
 
@@ -25,18 +25,13 @@ if TYPE_CHECKING:
     from genenv.pool import TaskPool
 
 
-def success_rate(rewards, success_threshold: float = 1.0, posterior: bool = False) -> float:
-    """Empirical success p_hat = k / n of a group of rollout rewards (paper Eq. 2).
-
-    A rollout succeeds when its reward is >= ``success_threshold``. With ``posterior`` the Beta(1,1)
-    posterior mean (k + 1) / (n + 2) is returned instead, which never sits exactly at 0 or 1.
-    """
+def success_rate(rewards, success_threshold: float = 1.0) -> float:
+    """Empirical success p_hat = k / n of a group of rollout rewards (paper Eq. 2); a rollout succeeds when its
+    reward is >= ``success_threshold``."""
     values = np.asarray(rewards, dtype=float).ravel()
     size, successes = values.size, float(np.sum(values >= success_threshold))
     if size == 0:
         raise ValueError("success_rate needs at least one reward")
-    if posterior:
-        return (successes + 1.0) / (size + 2.0)
     return successes / size
 
 
@@ -58,17 +53,6 @@ def frontier_reward(r_env, alpha: float = 0.5, beta: float = 2.0):
         reward = np.zeros_like(r_env)
     else:
         reward = np.clip((r_env - floor) / (1.0 - floor), 0.0, 1.0)
-    return float(reward) if reward.ndim == 0 else reward
-
-
-def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
-    """exp(-beta (p_hat - alpha)^2) for 0 < p_hat < 1 and 0 at p_hat = 0 or 1: R_env without its value at the
-    ends, where a group of rollouts all fail or all succeed and carry no learning signal. With alpha = 0.5 it
-    orders tasks like :func:`frontier_reward`; with alpha < 0.5 it prefers tasks the agent mostly fails over
-    tasks it mostly solves, without paying for tasks it never solves (R_env with alpha < 0.5 does: a
-    simulator then drifts to impossible tasks, measured in docs/results-log.md). Vectorised."""
-    p_hat = np.asarray(p_hat, dtype=float)
-    reward = np.where((p_hat > 0.0) & (p_hat < 1.0), alpha_reward(p_hat, alpha, beta), 0.0)
     return float(reward) if reward.ndim == 0 else reward
 
 
@@ -96,17 +80,17 @@ def rwr_weights(r_env, lam: float = 1.0):
 
 
 def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success_threshold: float,
-           p_hat_level: str, posterior: bool = False) -> list:
-    """p_hat per task and per seed batch (``p_hat_level``), then R_env and the in-band flag (invalid or not rolled
-    out: R_env 0), on an epoch's :class:`genenv.generation.Candidate` list (not imported: generation.py imports this
-    module)."""
+           p_hat_level: str, rate: Callable = success_rate) -> list:
+    """p_hat per task and per seed batch (``p_hat_level``, each ``rate(rewards, success_threshold)``), then R_env
+    and the in-band flag (invalid or not rolled out: R_env 0), on an epoch's :class:`genenv.generation.Candidate`
+    list (not imported: generation.py imports this module)."""
     successes_by_batch: dict[int, list[float]] = {}
     p_hat_task = []
     for c in candidates:
         p = None
         if c.valid and c.episodes:
             rewards = [e.reward for e in c.episodes]
-            p = success_rate(rewards, success_threshold, posterior)
+            p = rate(rewards, success_threshold)
             successes_by_batch.setdefault(c.batch, []).extend(rewards)
         p_hat_task.append(p)
     by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
@@ -120,7 +104,7 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
         elif c.batch in by_batch:
             p = by_batch[c.batch]
         else:
-            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], success_threshold, posterior)
+            p = by_batch[c.batch] = rate(successes_by_batch[c.batch], success_threshold)
         out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, alpha, beta),
                              in_band=in_band(p, alpha, k_min)))
     return out
@@ -128,26 +112,25 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
 
 # ----- the pg update's reward (beyond the paper) --------------------------------------------------------------
 
-def challenger_rewards(candidates, alpha: float, beta: float, invalid_reward: float = 0.0,
-                       shape: str = "rescaled", gate: Callable | None = None,
-                       repeat: Callable | None = None) -> list[float]:
-    """The pg reward of each generation: for a valid task its teacher reward when the loop computed one
-    (``env.pg.signal``, :mod:`genenv.teacher`), else R_env rescaled by :func:`frontier_reward`
-    (``shape="rescaled"``) or :func:`interior_reward` of its p_hat (``"interior"``); ``invalid_reward`` for one
-    the domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts
-    out earns 0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a
-    valid task it names earns ``invalid_reward``."""
-    def valid_reward(c) -> float:
+def challenger_rewards(candidates, valid_reward: Callable, invalid_reward: float = 0.0,
+                       gate: Callable | None = None, repeat: Callable | None = None) -> list[float]:
+    """The pg reward of each generation: ``valid_reward(c)`` for a valid task (the run's signal,
+    :data:`genenv.signals.SIGNALS`; by default :func:`frontier_reward` of its R_env), ``invalid_reward`` for one the
+    domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts out earns
+    0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a valid task it
+    names earns ``invalid_reward``."""
+    def reward(c) -> float:
         if repeat is not None and repeat(c):
             return float(invalid_reward)
         if gate is not None and not gate(c):
             return 0.0
-        if c.teacher_reward is not None:   # env.pg.signal: the loop computed what the task teaches
-            return float(c.teacher_reward)
-        if shape == "rescaled":
-            return float(frontier_reward(c.r_env, alpha, beta))
-        return float(interior_reward(c.p_hat, alpha, beta))
-    return [valid_reward(c) if c.valid else float(invalid_reward) for c in candidates]
+        return float(valid_reward(c))
+    return [reward(c) if c.valid else float(invalid_reward) for c in candidates]
+
+
+def rescaled(alpha: float = 0.5, beta: float = 2.0) -> Callable:
+    """A candidate's R_env rescaled by :func:`frontier_reward` (the default signal's reward, for tests and tools)."""
+    return lambda c: float(frontier_reward(c.r_env, alpha, beta))
 
 
 def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:

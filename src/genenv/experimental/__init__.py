@@ -1,12 +1,14 @@
-"""Options that were measured and not adopted, in one place (issue 56).
+"""Options that were measured and not adopted, behind a plugin boundary (issues 56, 76).
 
 Each lost the decision rule written before its dev runs; it is kept so those runs can be repeated, and because
 some are the controls later questions compare against (issue 55 names the predicted gate with the predicted seed
-draw as the best earlier level-free arm). A run turns one on under the config's ``experimental`` section; no preset
-sets one and the library's defaults never depend on them. :data:`EXPERIMENTS` says, for each switch, what it does,
-where its measurement is and what the rule said; :data:`REMOVED` names the options that were taken out and the
-commit whose code still runs them. ``genenv.experimental.predicted`` holds the code of the predicted gate and seed
-draw; the others are a branch of a function the main path has anyway.
+draw as the best earlier level-free arm). Each is a strategy registered into :mod:`genenv.signals`' registries by
+:func:`register`, which genenv's own ``genenv.strategies`` entry point calls: no module outside this package
+imports it, and the main path never tests one of its names. A run selects one by its registry's field
+(``env.seed_draw=predicted``, ``env.pg.signal=probe_gain``, ...); its knobs live under ``experimental.<section>``.
+No preset selects one and no default depends on them. :data:`EXPERIMENTS` says, for each, what it does, where its
+measurement is and what the rule said; :data:`REMOVED` names the options that were taken out and the commit whose
+code still runs them.
 """
 
 from __future__ import annotations
@@ -14,39 +16,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def register() -> None:
+    """Register every experimental strategy (the ``genenv.strategies`` entry point)."""
+    from genenv.experimental import learning_progress, options, predicted, teacher  # noqa: F401, PLC0415
+
+
 @dataclass(frozen=True)
 class Experiment:
-    """One ``experimental.<switch>`` option: what it does, the knobs that belong to it, and what measured it."""
-    switch: str
+    """One experimental option: the setting that selects it, what it does, and what measured it."""
+    setting: str       # knob=value
     what: str
     measured: str      # the results-log page
     decision: str      # the rule's reading that left it out
-    knobs: tuple[str, ...] = ()
 
 
 EXPERIMENTS: tuple[Experiment, ...] = (
-    Experiment("pg_reward", "pg pays R_env only for tasks the agent sometimes solves ('interior'), meant for "
-               "alpha < 0.5", "docs/results-log/issue13-attempts-1-4.md (attempt 2)",
+    Experiment("env.pg.signal=interior", "pg pays R_env only for tasks the agent sometimes solves, meant for "
+               "alpha < 0.5 (formerly experimental.pg_reward=interior)",
+               "docs/results-log/issue13-attempts-1-4.md (attempt 2)",
                "dev, 8 seeds: -0.008 [-0.034, +0.010] (alpha 0.25) and +0.003 [-0.006, +0.013] (alpha 0.3) "
                "against the default reward; not adopted"),
-    Experiment("oracle_rule", "the oracle writes at the level with the largest band share ('band') instead of the "
-               "easiest unmastered one", "docs/results-log/issue13-sixteen-seeds.md",
+    Experiment("baseline.oracle_rule=band", "the oracle writes at the level with the largest band share instead of "
+               "the easiest unmastered one", "docs/results-log/issue13-sixteen-seeds.md",
                "dev, 8 seeds: 'frontier' minus 'band' +0.057 [+0.010, +0.108]; frontier adopted"),
-    Experiment("posterior_p_hat", "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2)",
+    Experiment("curriculum_reward.p_hat_estimate=posterior", "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2)",
                "none: moved here by issue 42 with the options no rule adopted (commit 87ec9e6)",
                "no run on the record shows a gain; never a default"),
-    Experiment("learnability_seeds", "the simulator's seed tasks drawn by p(1-p) of their last p_hat",
+    Experiment("env.seed_draw=learnability", "the simulator's seed tasks drawn by p(1-p) of their last p_hat",
                "docs/results-log/issue13-attempts-1-4.md (attempt 3)",
                "dev, 8 seeds: +0.011 [-0.015, +0.050] over uniform seeds; not adopted"),
-    Experiment("predicted_gate", "pg pays only tasks whose success, predicted from their text by a ridge "
+    Experiment("env.pg.gate=predicted", "pg pays only tasks whose success, predicted from their text by a ridge "
                "regression fit to the pool's recent p_hat, is below env.pg.gate_mastered (no levels)",
                "docs/results-log/issue37-dev.md, issue37-fresh.md",
-               "fresh seeds, with predicted_seeds, minus random with the same draw: +0.020 [-0.020, +0.065]; not "
-               "adopted (issue 55's control)", knobs=("predicted_gate_window",)),
-    Experiment("predicted_seeds", "the frontier seed draw over learned levels: pool tasks ranked by the same "
-               "predicted success, cut into equal groups (no levels)",
-               "docs/results-log/issue37-fresh.md", "as predicted_gate; kept as issue 55's control",
-               knobs=("predicted_seed_bins", "predicted_seed_window")),
+               "fresh seeds, with the predicted seed draw, minus random with the same draw: +0.020 [-0.020, "
+               "+0.065]; not adopted (issue 55's control)"),
+    Experiment("env.seed_draw=predicted", "the frontier seed draw over learned levels: pool tasks ranked by the "
+               "same predicted success, cut into equal groups (no levels)",
+               "docs/results-log/issue37-fresh.md", "as the predicted gate; kept as issue 55's control"),
+    Experiment("env.pg.signal=probe_gain", "a valid task earns its GRPO gradient's first-order gain on a probe set "
+               "of held-in pool tasks", "docs/results-log/issue55.md (2b, 2c, 3b)",
+               "below +0.02 over random on dev at T200 and T600, the hard-side probe too; not adopted"),
+    Experiment("env.pg.signal=answer_likelihood", "a valid task earns the agent's probability of its verified "
+               "response, in log-odds around alpha", "docs/results-log/issue55.md (2b, 2c)",
+               "below +0.02 over random on dev at T200 and T600; not adopted"),
+    Experiment("env.pg.signal=learning_progress", "a valid task earns its cluster's learning progress",
+               "docs/results-log/issue55.md (4c)", "16 dev seeds: ahead of its untrained control on 14, the "
+               "interval including 0; not adopted"),
+    Experiment("env.seed_draw=progress", "seeds drawn from clusters by their learning progress (the untrained "
+               "simulator given learning_progress's information)", "docs/results-log/issue55.md (4c)",
+               "the control that learning_progress did not beat; never a default"),
 )
 
 # options taken out of the code (issue 56), with the commit whose code still runs them and where they were measured
@@ -57,9 +75,9 @@ REMOVED: dict[str, tuple[str, str]] = {
 }
 
 
-def experiment(switch: str) -> Experiment:
-    """The registry entry of ``experimental.<switch>`` (a KeyError names the known switches)."""
+def experiment(setting: str) -> Experiment:
+    """The entry of ``setting`` (``knob=value``; a KeyError names the known ones)."""
     for entry in EXPERIMENTS:
-        if entry.switch == switch:
+        if entry.setting == setting:
             return entry
-    raise KeyError(f"no experimental option {switch!r}; known: {', '.join(e.switch for e in EXPERIMENTS)}")
+    raise KeyError(f"no experimental option {setting!r}; known: {', '.join(e.setting for e in EXPERIMENTS)}")

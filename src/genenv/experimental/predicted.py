@@ -1,5 +1,5 @@
-"""A difficulty the pool learns from p_hat, with no domain levels (issue 37): ``experimental.predicted_gate`` and
-``experimental.predicted_seeds``, the best level-free arm before issue 55 and not adopted (issue 37's fresh seeds:
+"""A difficulty the pool learns from p_hat, with no domain levels (issue 37): ``env.pg.gate=predicted`` and
+``env.seed_draw=predicted``, the best level-free arm before issue 55 and not adopted (issue 37's fresh seeds:
 predicted gate + this seed draw minus random with the same draw +0.020 [-0.020, +0.065]); kept as issue 55's control.
 
 Each task's text is turned into hashed character n-gram counts (n = 1-3, ``dims`` buckets, crc32: the same
@@ -12,11 +12,13 @@ Pure numpy; the feature vector of a text is computed once.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
-from genenv.curricula import frontier_seeds
+from genenv.config import knob
+from genenv.signals import GATES, SEED_DRAWS, Gate, SeedDraw, frontier_rule, frontier_seeds
 
 
 @lru_cache(maxsize=1 << 16)   # a task's vector is computed once per process (pools replay the same texts)
@@ -92,7 +94,7 @@ def predicted_bins(pool, model: TextDifficulty, bins: int) -> dict[int, list[int
 
 
 def predicted_gate(pool, mastered: float, window: int):
-    """``experimental.predicted_gate`` (no domain levels), the pg gate: a valid task may earn unless the difficulty
+    """``env.pg.gate=predicted`` (no domain levels), the pg gate: a valid task may earn unless the difficulty
     model, fit on the pool's ``window`` most recent rolled-out tasks, predicts its success at ``mastered`` or
     above (a task that looks like mastered ones does not pay)."""
     model = TextDifficulty().fit(*recent_outcomes(pool, window))
@@ -101,7 +103,7 @@ def predicted_gate(pool, mastered: float, window: int):
 
 def predicted_frontier_seeds(pool, n: int, rng: np.random.Generator, *, bins: int, fit_window: int,
                              alpha: float, k_min: float, window: int, exploration: float) -> list:
-    """``experimental.predicted_seeds`` (no domain levels): :func:`genenv.curricula.frontier_seeds` with learned
+    """``env.seed_draw=predicted`` (no domain levels): :func:`genenv.signals.frontier_seeds` with learned
     levels. The difficulty model, fit on the pool's ``fit_window`` most recent rolled-out tasks' last p_hat,
     ranks every pool task by predicted success; the ranks are cut into ``bins`` equal groups, group 1 the easiest;
     the frontier rule picks a group from each group's recent mean success (its ``window`` latest rolled-out
@@ -112,3 +114,37 @@ def predicted_frontier_seeds(pool, n: int, rng: np.random.Generator, *, bins: in
         return pool.sample(rng, n)
     return frontier_seeds(pool, n, rng, alpha=alpha, k_min=k_min, window=window, exploration=exploration,
                           groups=predicted_bins(pool, TextDifficulty().fit(texts, rates), bins))
+
+
+# ----- the registered gate and seed draw (env.pg.gate=predicted, env.seed_draw=predicted) --------------------
+
+@dataclass
+class PredictedGateKnobs:
+    """``env.pg.gate=predicted``."""
+    window: int = knob(1024, "the most recently added rolled-out pool tasks the difficulty model is fit on", lo=16)
+
+
+@dataclass
+class PredictedSeedsKnobs:
+    """``env.seed_draw=predicted``."""
+    bins: int = knob(4, "equal groups of predicted success standing in for levels", lo=1)
+    window: int = knob(1024, "the most recently added rolled-out pool tasks the difficulty model is fit on", lo=16)
+
+
+@GATES.register("predicted")
+class PredictedGate(Gate):
+    """A valid task may earn only if its success, predicted from its text, is below ``env.pg.gate_mastered``."""
+    knobs, section, experimental = PredictedGateKnobs, "predicted_gate", True
+
+    def predicate(self, domain, pool):
+        return predicted_gate(pool, self.cfg.env.pg.gate_mastered, self.options.window)
+
+
+@SEED_DRAWS.register("predicted")
+class PredictedSeeds(SeedDraw):
+    """The frontier seed draw over learned levels (:func:`predicted_frontier_seeds`)."""
+    knobs, section, experimental = PredictedSeedsKnobs, "predicted_seeds", True
+
+    def draw(self, pool, rng, epoch):
+        return predicted_frontier_seeds(pool, self.cfg.seeds_per_epoch, rng, bins=self.options.bins,
+                                        fit_window=self.options.window, **frontier_rule(self.cfg))

@@ -53,6 +53,7 @@ from genenv.io import atomic_write_json
 from genenv.metrics import mean
 from genenv.players import Players, RunState, prepare_player
 from genenv.rollout import Episode
+from genenv.signals import SIGNALS
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
 
@@ -85,10 +86,9 @@ class SimulatorSide:
         if not self.curriculum.generates:
             raise ConfigError(f"curriculum: {cfg.curriculum!r} trains on a fixed set; in TRL give that set to "
                               "GRPOTrainer as its dataset (genenv export writes it), no simulator is needed")
-        if self.curriculum.trains_simulator and cfg.env.update == "pg" and cfg.env.pg.signal in (
-                "probe_gain", "answer_likelihood"):
+        if self.curriculum.trains_simulator and cfg.env.update == "pg" and SIGNALS.selected(cfg).reads_agent:
             raise ConfigError(f"env.pg.signal: {cfg.env.pg.signal!r} reads the agent's gradients or likelihoods, "
-                              "which TRL's trainer holds; use alpha or learning_progress with TRL")
+                              "which TRL's trainer holds; use a signal that does not read the agent with TRL")
         fresh, replay = rollout_budget(cfg)
         self.prompts_per_round = prompts_per_round or fresh + replay
         if self.prompts_per_round < 1:
@@ -161,7 +161,7 @@ class SimulatorSide:
         drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
         env_stats = {"env_steps": 0}
         if self.curriculum.trains_simulator:
-            if cfg.env.update == "pg" and cfg.env.pg.signal == "learning_progress":
+            if cfg.env.update == "pg" and SIGNALS.selected(cfg).credits:   # (one that reads no agent)
                 generated, _ = credit_tasks(cfg, self.domain, None, self.state, generated, round_index)
             env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index)
         grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)

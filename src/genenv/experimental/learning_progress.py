@@ -31,7 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
+from genenv.config import knob
+from genenv.experimental.credit import CreditSignal
 from genenv.experimental.predicted import ngram_features
+from genenv.seeding import phase_seed
+from genenv.signals import SEED_DRAWS, SIGNALS, SeedDraw
 
 
 def window_observations(pool, window: int) -> tuple[list[int], list[float]]:
@@ -130,3 +134,44 @@ def progress_seeds(pool, n: int, rng: np.random.Generator, *, cluster_seed: int,
         c = int(rng.choice(k, p=chance))
         seeds.append(found.tasks[int(members[c][rng.integers(len(members[c]))])])
     return seeds
+
+
+# ----- the registered signal and seed draw (env.pg.signal=learning_progress, env.seed_draw=progress) ---------
+
+@dataclass
+class ProgressKnobs:
+    """Learning progress over clusters of tasks, read by ``env.pg.signal=learning_progress`` and
+    ``env.seed_draw=progress``. Values fixed before any run, not tuned."""
+    clusters: int = knob(8, "k-means clusters of the window's task texts (character n-gram vectors), fit each epoch",
+                         lo=1)
+    window: int = knob(2048, "the pool's last this many p_hat observations are clustered; a cluster's progress is "
+                       "|mean of its newer half - mean of its older half|", lo=2)
+    min_count: int = knob(16, "a cluster with fewer than twice this many observations in the window is unmeasured "
+                          "and counts as the most progressing (explored first)", lo=1)
+    exploration: float = knob(0.2, "seed_draw=progress: chance of a uniform cluster instead of one drawn by its "
+                              "progress", lo=0.0, hi=1.0)
+
+
+@SIGNALS.register("learning_progress")
+class LearningProgressSignal(CreditSignal):
+    """A valid task earns the learning progress of its cluster of look-alike pool tasks, scaled by the epoch's
+    largest into [0, 1] (no model calls)."""
+    knobs, section = ProgressKnobs, "progress"
+
+    def rewards(self, domain, agent, state, valid, epoch, stats):
+        lp = self.options
+        found = cluster_progress(state.task_pool, phase_seed(self.cfg.seed, epoch, "progress"), clusters=lp.clusters,
+                                 window=lp.window, min_count=lp.min_count)
+        return found.rewards([c.parsed.text for c in valid]) if found else [1.0] * len(valid)
+
+
+@SEED_DRAWS.register("progress")
+class ProgressSeeds(SeedDraw):
+    """Each seed from a cluster of look-alike tasks drawn by its learning progress (:func:`progress_seeds`)."""
+    knobs, section, experimental = ProgressKnobs, "progress", True
+
+    def draw(self, pool, rng, epoch):
+        lp = self.options
+        return progress_seeds(pool, self.cfg.seeds_per_epoch, rng, cluster_seed=phase_seed(self.cfg.seed, epoch,
+                              "progress"), clusters=lp.clusters, window=lp.window, min_count=lp.min_count,
+                              exploration=lp.exploration)

@@ -1,0 +1,35 @@
+"""The base of the experimental signals that read the agent before its update (issue 55): a credit phase puts a
+reward on each valid, rolled-out generation (``teacher_reward``), which the pg update then pays."""
+
+from __future__ import annotations
+
+from genenv.metrics import mean
+from genenv.signals import NO_CREDIT, AlphaSignal
+
+
+class CreditSignal(AlphaSignal):
+    """A signal whose reward for each valid generation is computed in the loop's credit phase (:meth:`rewards`);
+    a candidate without one (the phase did not run) earns the paper's rescaled R_env."""
+    credits = True
+    experimental = True
+
+    def rewards(self, domain, agent, state, valid: list, epoch: int, stats: dict) -> list[float]:
+        """The reward of each of ``valid`` (the epoch's valid generations with rollouts); may add to ``stats``."""
+        raise NotImplementedError
+
+    def credit(self, domain, agent, state, generated, epoch):
+        valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
+        if not valid:
+            return generated, dict(NO_CREDIT)
+        stats = dict(NO_CREDIT)
+        rewards = self.rewards(domain, agent, state, [generated[i] for i in valid], epoch, stats)
+        stats["teacher_reward_mean"] = mean(rewards)
+        out = list(generated)
+        for i, reward in zip(valid, rewards):
+            out[i] = out[i].updated(teacher_reward=float(reward))
+        return out, stats
+
+    def valid_reward(self, candidate):
+        if candidate.teacher_reward is not None:
+            return float(candidate.teacher_reward)
+        return super().valid_reward(candidate)

@@ -1,0 +1,382 @@
+"""What the simulator is shown and paid, as registries of small strategies built from the config.
+
+Each epoch the loop asks five questions, and a registered strategy answers each; the loop calls it with values and
+never tests an option's name:
+
+- :data:`SEED_DRAWS` (``env.seed_draw``): which pool tasks the simulator writes variations of (its prompts).
+- :data:`GATES` (``env.pg.gate``): which valid generations may earn the pg update's reward.
+- :data:`SIGNALS` (``env.pg.signal``): what a valid generation earns under the pg update.
+- :data:`SUCCESS_ESTIMATES` (``curriculum_reward.p_hat_estimate``): p_hat from a group of rollout rewards.
+- :data:`LEVEL_RULES` (``baseline.oracle_rule``): the level the oracle (and the frontier seed draw) picks.
+
+The main path registers the paper's answers and the level-informed ones that won their decision rule (the frontier
+seed draw, the level gate). Options that were measured and not adopted register from :mod:`genenv.experimental`,
+loaded as a plugin through the ``genenv.strategies`` entry-point group like anyone else's: nothing here imports
+it. A strategy may own knobs (a dataclass, ``knobs``), which live under ``experimental.<section>`` for an
+experimental one; :func:`check_config` validates them when a config is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from genenv.config import ConfigError, from_dict
+from genenv.reward import (
+    LevelSuccess,
+    frontier_reward,
+    group_success,
+    level_gate,
+    level_success,
+    open_levels,
+    success_rate,
+)
+
+if TYPE_CHECKING:
+    from genenv.config import RunConfig
+    from genenv.domains.base import Domain, Task
+    from genenv.pool import TaskPool
+
+ENTRY_POINT_GROUP = "genenv.strategies"   # each entry point: a callable that registers strategies when called
+
+# an epoch's metrics when no signal reads the agent before its update (stable keys in metrics.jsonl)
+NO_CREDIT = {"teacher_reward_mean": None, "teacher_probe_tasks": 0, "teacher_backward_passes": 0,
+             "teacher_forward_sequences": 0}
+
+
+class Strategy:
+    """Base of every registered strategy: built from the run's config, with its own knobs when it has any.
+
+    ``knobs``: a dataclass of the strategy's settings, read from ``experimental.<section>`` (an experimental
+    strategy's) and available as ``self.options``. ``information``: what it knows beyond the paper's method (the
+    seed tasks, the verifier, the agent's rollouts), e.g. "domain levels"; None for nothing more.
+    ``experimental``: it lost its decision rule (``genenv config --describe`` lists it apart)."""
+    name: ClassVar[str] = "base"
+    knobs: ClassVar[type | None] = None
+    section: ClassVar[str | None] = None
+    information: ClassVar[str | None] = None
+    experimental: ClassVar[bool] = False
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.options = cfg.experimental.get(self.section) if self.section else None
+        if self.knobs is not None and not isinstance(self.options, self.knobs):
+            self.options = from_dict(self.knobs, self.options or {}, f"experimental.{self.section}.")
+
+
+class Registry:
+    """Strategies of one kind by name, selected by the config field ``knob``."""
+
+    def __init__(self, kind: str, knob: str):
+        self.kind, self.knob = kind, knob
+        self.entries: dict[str, type[Strategy]] = {}
+
+    def register(self, name: str):
+        """``@REGISTRY.register("name")``: the class answers for ``<knob>=name``."""
+        def wrap(cls):
+            self.entries[name] = cls
+            cls.name = name
+            return cls
+        return wrap
+
+    def names(self) -> tuple[str, ...]:
+        load_plugins()
+        return tuple(self.entries)
+
+    def get(self, name: str) -> type[Strategy]:
+        load_plugins()
+        if name not in self.entries:
+            raise ConfigError(f"{self.knob}: {name!r} is not a {self.kind}; choose one of {', '.join(self.entries)}")
+        return self.entries[name]
+
+    def selected(self, cfg: RunConfig) -> type[Strategy]:
+        """The class ``cfg`` selects."""
+        return self.get(knob_value(cfg, self.knob))
+
+    def make(self, cfg: RunConfig) -> Strategy:
+        """The strategy ``cfg`` selects, built from it."""
+        return self.selected(cfg)(cfg)
+
+
+def knob_value(cfg, dotted: str):
+    value = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+_LOADED: list[bool] = [False]
+
+
+def load_plugins() -> None:
+    """Call every ``genenv.strategies`` entry point once (genenv's own experimental options are one)."""
+    if _LOADED[0]:
+        return
+    _LOADED[0] = True
+    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        point.load()()
+
+
+# ============================================================================ seed draws
+
+
+class SeedDraw(Strategy):
+    """``env.seed_draw``: the epoch's seed tasks from the training pool."""
+
+    def draw(self, pool: TaskPool, rng: np.random.Generator, epoch: int) -> list[Task]:
+        raise NotImplementedError
+
+
+SEED_DRAWS = Registry("seed draw", "env.seed_draw")
+
+
+@SEED_DRAWS.register("uniform")
+class UniformSeeds(SeedDraw):
+    """Uniform over the pool (the paper)."""
+
+    def draw(self, pool, rng, epoch):
+        return pool.sample(rng, self.cfg.seeds_per_epoch)
+
+
+def frontier_rule(cfg: RunConfig) -> dict:
+    """The frontier rule's values (the oracle's and the frontier seed draw's), from the config."""
+    cr, bc = cfg.curriculum_reward, cfg.baseline
+    return dict(alpha=cr.alpha, k_min=cr.k_min, window=bc.oracle_window, exploration=bc.oracle_exploration)
+
+
+@SEED_DRAWS.register("frontier")
+class FrontierSeeds(SeedDraw):
+    """Each seed from the pool's tasks of the level the oracle's frontier rule picks (:func:`frontier_seeds`)."""
+    information = "domain levels"
+
+    def draw(self, pool, rng, epoch):
+        return frontier_seeds(pool, self.cfg.seeds_per_epoch, rng, **frontier_rule(self.cfg))
+
+
+# ============================================================================ level rules (the oracle's choice)
+
+
+class LevelRule(Strategy):
+    """``baseline.oracle_rule``: the level chosen from per-level statistics, after exploration and untried levels
+    (:func:`choose_level`)."""
+
+    @staticmethod
+    def choose(stats: dict[int, LevelSuccess], alpha: float, rng: np.random.Generator, mastered: float) -> int:
+        raise NotImplementedError
+
+
+LEVEL_RULES = Registry("level rule", "baseline.oracle_rule")
+
+
+@LEVEL_RULES.register("frontier")
+class FrontierLevel(LevelRule):
+    """The easiest level whose mean recent success is below ``mastered`` (alpha + k_min: not yet solved
+    reliably); the hardest level when every level is mastered."""
+
+    @staticmethod
+    def choose(stats, alpha, rng, mastered):
+        levels = [lv for lv in sorted(stats) if stats[lv].mean < mastered]
+        return int(levels[0] if levels else max(stats))
+
+
+def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,
+                 rng: np.random.Generator, rule: str = "frontier", mastered: float = 0.75) -> int:
+    """A uniform level with probability ``exploration``; else a level never tried; else the level the registered
+    rule ``rule`` (:data:`LEVEL_RULES`) picks."""
+    levels = list(stats)
+    if rng.random() < exploration:
+        return int(levels[rng.integers(len(levels))])
+    untried = [lv for lv in levels if stats[lv] is None]
+    if untried:
+        return int(untried[rng.integers(len(untried))])
+    return LEVEL_RULES.get(rule).choose(stats, alpha, rng, mastered)
+
+
+def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
+                   exploration: float, groups: dict[int, list[int]] | None = None) -> list[Task]:
+    """``n`` seed tasks for the simulator, each drawn uniformly from the pool's tasks of one level, the level
+    chosen as the oracle chooses its own (:func:`choose_level`, frontier rule: the easiest level whose recent mean
+    success is below alpha + k_min, a level never rolled out first, a uniform level with probability
+    ``exploration``). The simulator still writes the tasks; this only says which of the pool's tasks it varies.
+    Levels are those present in the pool (a level the pool lacks cannot be varied), or ``groups`` (ordered
+    easiest first) standing in for them."""
+    if groups is None:
+        by_level = pool.indices_by_level()
+        groups = {level: by_level[level] for level in sorted(by_level)}
+    if not groups or n <= 0:
+        return []
+    stats = group_success(pool, groups, window, alpha, k_min)
+    seeds = []
+    for _ in range(n):
+        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
+        members = groups[group]
+        seeds.append(pool.entries[members[rng.integers(len(members))]].task)
+    return seeds
+
+
+# ============================================================================ gates
+
+
+class Gate(Strategy):
+    """``env.pg.gate``: which valid generations may earn the pg reward, read after the epoch's rollouts joined the
+    pool. ``needs_ordered_levels``: refused at start on a domain that does not declare them."""
+    needs_ordered_levels: ClassVar[bool] = False
+
+    def predicate(self, domain: Domain, pool: TaskPool) -> Callable | None:
+        """A predicate on a candidate (True: it may earn), or None for every one."""
+        return None
+
+
+GATES = Registry("gate", "env.pg.gate")
+
+
+@GATES.register("none")
+class NoGate(Gate):
+    """Every valid task may earn (the paper's information)."""
+
+
+@GATES.register("levels")
+class LevelGate(Gate):
+    """Only a task on a level the agent has not mastered: a level's mean last p_hat over its
+    ``env.pg.gate_window`` latest rolled-out pool tasks below ``env.pg.gate_mastered``; a level never rolled out is
+    open (its first tasks are paid); the hardest level when all are mastered."""
+    information = "domain levels"
+    needs_ordered_levels = True
+
+    def predicate(self, domain, pool):
+        pg, cr = self.cfg.env.pg, self.cfg.curriculum_reward
+        return level_gate(open_levels(level_success(pool, domain.levels(), pg.gate_window, cr.alpha, cr.k_min),
+                                      pg.gate_mastered))
+
+
+# ============================================================================ signals
+
+
+class Signal(Strategy):
+    """``env.pg.signal``: what a valid generation earns under the pg update. A signal that ``credits`` reads the
+    agent before its update (the loop's credit phase, timed as ``credit``) and puts its reward on each valid
+    candidate (``teacher_reward``); ``reads_agent``: it needs the agent's weights (refused where another trainer
+    holds them)."""
+    credits: ClassVar[bool] = False
+    reads_agent: ClassVar[bool] = False
+
+    def credit(self, domain, agent, state, generated: list, epoch: int) -> tuple[list, dict]:
+        return generated, dict(NO_CREDIT)
+
+    def valid_reward(self, candidate) -> float:
+        """A valid, rolled-out candidate's reward."""
+        raise NotImplementedError
+
+
+SIGNALS = Registry("signal", "env.pg.signal")
+
+
+@SIGNALS.register("alpha")
+class AlphaSignal(Signal):
+    """R_env rescaled to [0, 1] (:func:`genenv.reward.frontier_reward`): the paper's reward under pg."""
+
+    def valid_reward(self, candidate):
+        cr = self.cfg.curriculum_reward
+        return float(frontier_reward(candidate.r_env, cr.alpha, cr.beta))
+
+
+# ============================================================================ p_hat estimates
+
+
+class SuccessEstimate(Strategy):
+    """``curriculum_reward.p_hat_estimate``: p_hat of a group of rollout rewards."""
+
+    @staticmethod
+    def rate(rewards, success_threshold: float) -> float:
+        raise NotImplementedError
+
+
+SUCCESS_ESTIMATES = Registry("p_hat estimate", "curriculum_reward.p_hat_estimate")
+
+
+@SUCCESS_ESTIMATES.register("empirical")
+class EmpiricalSuccess(SuccessEstimate):
+    """k / n (paper Eq. 2)."""
+    rate = staticmethod(success_rate)
+
+
+REGISTRIES = (SEED_DRAWS, GATES, SIGNALS, SUCCESS_ESTIMATES, LEVEL_RULES)
+
+
+# ============================================================================ the config's view
+
+
+def selected(cfg: RunConfig) -> list[type[Strategy]]:
+    """The strategy of each registry that ``cfg`` selects (a ConfigError names an unknown one's field)."""
+    return [registry.selected(cfg) for registry in REGISTRIES]
+
+
+def experimental_sections() -> dict[str, tuple[type, list[str]]]:
+    """``experimental.<section>`` -> (its knobs dataclass, the ``knob=name`` settings that read it)."""
+    out: dict[str, tuple[type, list[str]]] = {}
+    for registry in REGISTRIES:
+        for name in registry.names():
+            cls = registry.entries[name]
+            if cls.section and cls.knobs is not None:
+                out.setdefault(cls.section, (cls.knobs, []))[1].append(f"{registry.knob}={name}")
+    return out
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Every registry's selection names a registered strategy, and ``cfg.experimental`` holds exactly the knob
+    sections of the selected ones, each validated into its dataclass (a section of a strategy not selected is an
+    error unless it only repeats the defaults, as an older run folder's config does: then it is dropped)."""
+    chosen = {cls.section for cls in selected(cfg) if cls.section and cls.knobs is not None}
+    sections = experimental_sections()
+    out = {}
+    for key, value in cfg.experimental.items():
+        if key not in sections:
+            raise ConfigError(f"experimental.{key}: no experimental option has this section; known: "
+                              f"{', '.join(sorted(sections)) or 'none'}")
+        knobs, settings = sections[key]
+        built = value if isinstance(value, knobs) else from_dict(knobs, value, f"experimental.{key}.")
+        if key not in chosen:
+            if built == knobs():
+                continue
+            defaults = knobs()
+            changed = next(f.name for f in dataclasses.fields(knobs)
+                           if getattr(built, f.name) != getattr(defaults, f.name))
+            raise ConfigError(f"experimental.{key}.{changed}: set to {getattr(built, changed)!r}, a knob of "
+                              f"{' and '.join(settings)}, which this run does not select; leave it at its default "
+                              f"({getattr(knobs(), changed)!r}) or select it")
+        out[key] = built
+    for key in chosen - set(out):
+        out[key] = sections[key][0]()
+    cfg.experimental = {key: out[key] for key in sorted(out)}
+
+
+def information_used(cfg: RunConfig, generates: bool, trains_simulator: bool) -> list[str]:
+    """What the selected seed draw and gate know beyond the paper, each naming its setting (the seed draw when the
+    simulator writes tasks, the gate when it is trained)."""
+    out = []
+    for registry, applies in ((GATES, trains_simulator), (SEED_DRAWS, generates)):
+        cls = registry.selected(cfg)
+        if applies and cls.information:
+            out.append(f"{cls.information} ({registry.knob}={cls.name})")
+    return out
+
+
+def describe_experimental(cfg: RunConfig | None = None) -> list[tuple[str, object, str]]:
+    """(dotted name, value, help) for every experimental strategy (``knob=name``, what it does) and each of its
+    knobs (``experimental.<section>.<knob>``: its value in ``cfg`` where the run selects it, else its default)."""
+    from genenv.config import describe  # noqa: PLC0415
+    rows: list[tuple[str, object, str]] = []
+    for registry in REGISTRIES:
+        for name in registry.names():
+            cls = registry.entries[name]
+            if cls.experimental:
+                rows.append((f"{registry.knob}={name}", "", " ".join((cls.__doc__ or "").split())))
+    for section, (knobs, settings) in sorted(experimental_sections().items()):
+        values = cfg.experimental.get(section) if cfg is not None else None
+        for name, value, help_text in describe(knobs, f"experimental.{section}.", values):
+            rows.append((name, value, f"{help_text} ({', '.join(settings)})"))
+    return rows
