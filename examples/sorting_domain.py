@@ -10,6 +10,14 @@ or, from a package of your own, register it by name through an entry point in yo
     sorting = "sorting_domain:SortingDomain"
 
 and run ``genenv run domain.name=sorting``. Every command (run, --resume, compare, report) finds it the same way.
+
+It also brings a benchmark (``add_arguments`` declares its options, ``from_command_line`` runs it), which an entry
+point makes ``genenv eval --benchmark sorting``:
+
+    [project.entry-points."genenv.benchmarks"]
+    sorting = "sorting_domain"
+
+    genenv eval --benchmark sorting --model FOLDER --lengths 2,3,4 --tasks 50
 """
 
 from __future__ import annotations
@@ -63,3 +71,34 @@ class SortingDomain(LeveledDomain):
 
     def score(self, task: Task, response: str) -> float:
         return float(response.strip() == task.answer)
+
+
+# ----- the benchmark: a model's greedy answers on fresh lists of each length -----------------------------------
+
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark sorting``'s own options."""
+    parser.add_argument("--lengths", default="2,3,4,5,6", help="comma-separated list lengths to evaluate")
+    parser.add_argument("--tasks", type=int, default=50, help="lists per length")
+    parser.add_argument("--seed", type=int, default=0, help="the random lists' seed")
+
+
+def from_command_line(args, common: dict) -> dict:
+    """Exact-match accuracy per length and overall, written to OUT/scores.json and every answer to results.jsonl."""
+    from genenv.benchmarking import greedy_responses, load_eval_policy, save_results  # noqa: PLC0415 (torch)
+    try:
+        lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--lengths: {args.lengths!r} is not a comma-separated list of lengths") from None
+    domain, rng = SortingDomain(), np.random.default_rng(args.seed)
+    tasks = [domain.random_task(rng, length) for length in lengths for _ in range(args.tasks)]
+    policy = load_eval_policy(args.model, print, common["device"], common["threads"], common["sampler"],
+                              sampler_dtype=common["sampler_dtype"])
+    answers = greedy_responses(policy, [t.prompt for t in tasks], domain.agent_max_new_tokens, args.batch_size)
+    rows = [{"task": t.text, "length": t.level, "answer": a, "correct": domain.score(t, a or "")}
+            for t, a in zip(tasks, answers)]
+    by_length = {str(n): float(np.mean([r["correct"] for r in rows if r["length"] == n])) for n in lengths}
+    scores = {"model": args.model, "accuracy": float(np.mean([r["correct"] for r in rows])), "by_length": by_length,
+              "tasks": len(rows)}
+    save_results(args.out, rows, scores)
+    print(f"sorting: accuracy {scores['accuracy']:.3f} over {len(rows)} lists")
+    return scores

@@ -39,12 +39,74 @@ def test_eval_without_a_benchmark_asks_for_one():
 
 
 def test_every_option_has_help():
+    """Every command's options, and each benchmark's own (added to `genenv eval` when it names the benchmark)."""
     from genenv.cli import build_parser
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    missing = [f"{name} {action.option_strings or action.dest}" for name, command in sub.choices.items()
-               for action in command._actions if action.help is None and action.dest != "help"]
+    from genenv.domains import benchmark_modules
+    missing = []
+    for benchmark in [None, *benchmark_modules()]:
+        parser = build_parser(benchmark)
+        sub = next(a for a in parser._actions if a.dest == "command")
+        missing += [f"{name} {action.option_strings or action.dest}" for name, command in sub.choices.items()
+                    for action in command._actions if action.help is None and action.dest != "help"]
     assert not missing
+
+
+def test_each_benchmark_declares_its_own_options_and_the_cli_names_none():
+    """Issue 76, item 4: a benchmark's options come from its module's add_arguments, only when it is named; cli.py
+    declares no benchmark's flag."""
+    from pathlib import Path
+
+    from genenv.cli import build_parser, parse_command_line
+
+    def eval_options(benchmark):
+        sub = next(a for a in build_parser(benchmark)._actions if a.dest == "command")
+        return {o for a in sub.choices["eval"]._actions for o in a.option_strings}
+    common = eval_options(None)
+    assert {"--model", "--benchmark", "--out", "--limit"} <= common
+    own = {"bfcl": {"--categories", "--max-steps"}, "api-bank": {"--data", "--levels", "--whole-answers"},
+           "alfworld": {"--games", "--alfworld-max-steps"}, "bamboogle": {"--data", "--corpus", "--max-steps"},
+           "travelplanner": {"--data", "--queries"}, "heldout": {"--preset", "--config", "--run"}}
+    for name, flags in own.items():
+        assert eval_options(name) - common == flags, name
+    cli = (Path(__file__).resolve().parents[1] / "src" / "genenv" / "cli.py").read_text()
+    for flag in set().union(*(flags for name, flags in own.items() if name != "heldout")):   # (run has --preset)
+        assert f'"{flag}"' not in cli, flag
+    args = parse_command_line(["eval", "--benchmark", "api-bank", "--model", "m", "--levels", "1,2"])
+    assert args.levels == "1,2" and args.data is None
+    done = _cli("eval", "--benchmark", "bfcl", "--model", "m", "--levels", "1")   # another benchmark's flag
+    assert done.returncode == 2 and "unrecognized arguments: --levels" in done.stderr
+
+
+def test_a_plugin_domain_brings_its_benchmark_through_an_entry_point(tmp_path):
+    """An installed package's `genenv.benchmarks` entry point makes its module a benchmark of `genenv eval`, with
+    the options it declares: the sorting example, made a distribution on the path (its .dist-info), evaluated on a
+    tiny random model folder."""
+    import json
+
+    from genenv.config import TinyModelConfig
+    from genenv.models.tiny import build_tiny_policy
+    info = tmp_path / "sorting_example-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sorting-example\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[genenv.benchmarks]\nsorting = sorting_domain\n")
+    sys.path.insert(0, str(EXAMPLES))
+    from sorting_domain import SortingDomain
+    model = tmp_path / "model"
+    policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2),
+                               SortingDomain.alphabet, seed=0)
+    policy.model.save_pretrained(model)
+    policy.tokenizer.save_pretrained(model)
+    path = f"{tmp_path}:{EXAMPLES}"
+    assert "--lengths" in _cli("eval", "--benchmark", "sorting", "--model", "m", "--help", env_path=path).stdout
+    done = _cli("eval", "--benchmark", "sorting", "--model", str(model), "--lengths", "2,3", "--tasks", "4",
+                "--threads", "1", "--sampler", "transformers", "--out", str(tmp_path / "out"), env_path=path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    scores = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert scores["tasks"] == 8 and set(scores["by_length"]) == {"2", "3"} and 0.0 <= scores["accuracy"] <= 1.0
+    listed = _cli("domains", env_path=path)
+    assert listed.returncode == 0
+    without = _cli("eval", "--benchmark", "sorting", "--model", "m")   # not installed: not a benchmark
+    assert without.returncode == 2 and "'sorting' is not a benchmark" in without.stderr
 
 
 def test_resuming_a_finished_run_says_it_is_finished(tmp_path):

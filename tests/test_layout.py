@@ -138,6 +138,7 @@ def test_each_benchmark_lives_in_its_domains_folder_and_genenv_eval_finds_it_the
         module = benchmark_module(name)
         assert module.__name__.startswith(package + ".") and callable(module.from_command_line)
     assert benchmark_module("nope") is None
+    assert all(callable(benchmark_module(name).add_arguments) for name in [*names, "heldout"])
     assert not (SRC / "genenv" / "evaluators").exists()
     cli = (SRC / "genenv" / "cli.py").read_text()
     assert "eval_apibank" not in cli and "eval_bfcl" not in cli   # no table of drivers in the CLI

@@ -6,7 +6,6 @@ Exit status 2 and one line naming the field for any bad config value, unknown ke
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -161,19 +160,15 @@ def _report(args) -> int:
 
 
 def _eval(args) -> int:
-    """One benchmark's evaluation, run by the domain package that declares it (``BENCHMARKS``) or, for heldout, by a
-    config's own sets; a bad path, name or model is one line on stderr and exit status 2."""
-    from genenv.checkpoint import load_run_config  # noqa: PLC0415
-    from genenv.domains import benchmark_module, benchmark_names  # noqa: PLC0415
+    """One benchmark's evaluation, run by the module that declares it (:func:`genenv.domains.benchmark_modules`:
+    heldout, a domain package's ``BENCHMARKS``, a plugin's entry point) with the options it declared; a bad path,
+    name or model is one line on stderr and exit status 2."""
+    from genenv.domains import benchmark_module, benchmark_modules  # noqa: PLC0415
     from genenv.models.registry import ModelNotAvailable  # noqa: PLC0415
-    known = benchmark_names()
-    if args.benchmark != "heldout" and args.benchmark not in known:
+    known = benchmark_modules()
+    if args.benchmark not in known:
         print(f"genenv: --benchmark: {args.benchmark!r} is not a benchmark; choose one of "
-              f"{', '.join([*sorted(known), 'heldout'])}", file=sys.stderr)
-        return 2
-    if args.benchmark != "heldout" and (args.overrides or args.run or args.config or args.preset):
-        print("genenv: --preset, --config, --run and KEY=VALUE overrides choose the sets of --benchmark heldout; "
-              f"--benchmark {args.benchmark} takes none", file=sys.stderr)
+              f"{', '.join(sorted(known))}", file=sys.stderr)
         return 2
     from genenv.benchmarking import eval_sampler  # noqa: PLC0415
     from genenv.io import atomic_write_json  # noqa: PLC0415
@@ -184,13 +179,7 @@ def _eval(args) -> int:
     common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=sampler,
                   sampler_dtype=args.sampler_dtype)
     try:
-        if args.benchmark == "heldout":
-            from genenv.evaluate import eval_split  # noqa: PLC0415
-            cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
-                   else load_config(args.preset or "default", args.overrides, args.config))
-            eval_split(dataclasses.replace(cfg, device=args.device, threads=args.threads), args.model, args.out)
-        else:
-            benchmark_module(args.benchmark).from_command_line(args, common)
+        benchmark_module(args.benchmark).from_command_line(args, common)
     except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -200,6 +189,29 @@ def _eval(args) -> int:
                                         "sampler_dtype": args.sampler_dtype if sampler == "llama.cpp" else None})
     print(f"scores: {scores_path}")
     return 0
+
+
+def _named_benchmark(argv: list[str]) -> str | None:
+    """The ``--benchmark NAME`` of a ``genenv eval`` command line (None for another command or none given)."""
+    if not argv or argv[0] != "eval":
+        return None
+    for i, item in enumerate(argv):
+        if item == "--benchmark" and i + 1 < len(argv):
+            return argv[i + 1]
+        if item.startswith("--benchmark="):
+            return item.partition("=")[2]
+    return None
+
+
+def add_benchmark_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    """The options benchmark ``name`` declares (its module's ``add_arguments``), as a group of ``parser``; nothing
+    for a name no module declares (``_eval`` names the known ones)."""
+    from genenv.domains import benchmark_module, benchmark_modules  # noqa: PLC0415
+    if name not in benchmark_modules():
+        return
+    module = benchmark_module(name)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser.add_argument_group(f"--benchmark {name}"))
 
 
 def _models(args) -> int:
@@ -236,7 +248,7 @@ def _domains(args) -> int:
         doc = (cls.__doc__ or getattr(_sys.modules.get(cls.__module__), "__doc__", None) or "").strip()
         first = " ".join(doc.split("\n\n")[0].split())
         sentence = first.split(". ")[0].rstrip(".") + "." if first else "(no description)"
-        declared = benchmarks.get(cls.__module__.rpartition(".")[0], [])
+        declared = benchmarks.get(cls.__module__.rpartition(".")[0] or cls.__module__, [])
         if declared:
             sentence += f" Benchmark: genenv eval --benchmark {', '.join(declared)}."
         print(textwrap.fill(f"{name:{width}s} {sentence}", width=100, subsequent_indent=" " * (width + 1)))
@@ -272,7 +284,7 @@ def _curriculum_names() -> tuple[str, ...]:
     return curriculum_names()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="genenv", description="GenEnv: co-evolve an LLM agent and its "
                                      "environment simulator with an alpha-curriculum reward.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -326,41 +338,19 @@ def build_parser() -> argparse.ArgumentParser:
     pr_p.add_argument("path", help="a run folder or a `genenv compare` folder (its finished runs)")
     pr_p.add_argument("--yes", action="store_true", help="remove them (without it: list what would go)")
     pr_p.set_defaults(func=_prune)
-    ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker")
+    ev_p = sub.add_parser("eval", help="evaluate a model on a real benchmark with the benchmark's own checker",
+                          epilog="Each benchmark declares its own options: `genenv eval --benchmark NAME --help` "
+                          "lists them.")
     ev_p.add_argument("--benchmark", required=True,
-                      help="which benchmark, one a domain package declares (bfcl, alfworld, api-bank, bamboogle, "
-                      "travelplanner: `genenv domains` names each domain's; required: BFCL alone takes tens of "
-                      "minutes on a CPU); heldout: a "
-                      "config's own dev and held-out sets, scored as `genenv run` scores them (choose the config "
-                      "with --preset/--config/--run and KEY=VALUE overrides)")
-    ev_p.add_argument("overrides", nargs="*", help="heldout: dotted overrides of the config, e.g. "
-                      "domain.options.data=PATH")
-    ev_p.add_argument("--preset", default=None, help="heldout: a shipped preset (default: default)")
-    ev_p.add_argument("--config", default=None, help="heldout: a YAML file applied after the preset")
-    ev_p.add_argument("--run", default=None, metavar="RUN_DIR", help="heldout: take the config of this run folder")
-    ev_p.add_argument("--data", default=None, help="api-bank: the folder of the API-Bank data (init_database/, "
-                      "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA); bamboogle: bamboogle.jsonl or "
-                      "its folder (default $GENENV_BAMBOOGLE_DATA); travelplanner: the folder holding database/")
-    ev_p.add_argument("--queries", default="train", help="travelplanner: 'train' (the 45 training queries) or a "
-                      "JSON Lines file of structured queries in the official format")
-    ev_p.add_argument("--levels", default="1,2,3", help="api-bank: comma-separated levels (1-3)")
-    ev_p.add_argument("--corpus", default=None, help="bamboogle: a JSON Lines file of passages ({\"text\": ...}) "
-                      "to search (search:/answer: protocol, BM25); without it the questions are asked closed-book")
-    ev_p.add_argument("--games", default=None, help="alfworld: folder of game.tw-pddl files (searched recursively)")
-    ev_p.add_argument("--alfworld-max-steps", type=int, default=50, help="alfworld: actions per episode")
-    ev_p.add_argument("--categories", default="simple_python,parallel,parallel_multiple",
-                      help="bfcl: comma-separated BFCL categories")
+                      help="which benchmark: heldout (a config's own dev and held-out sets, scored as `genenv run` "
+                      "scores them) or one a domain package declares (bfcl, alfworld, api-bank, bamboogle, "
+                      "travelplanner, a plugin's: `genenv domains` names each domain's; BFCL alone takes tens of "
+                      "minutes on a CPU)")
     ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
     ev_p.add_argument("--limit", type=int, default=None,
                       help="first N entries of each category (a multi-turn entry scores all its turns)")
     ev_p.add_argument("--max-new-tokens", type=int, default=128, help="longest response per model step")
-    ev_p.add_argument("--whole-answers", action="store_true",
-                      help="api-bank: decode every answer to its end (default: an API item's answer stops after "
-                      "the first line holding a call, the only line its verdict reads)")
     ev_p.add_argument("--batch-size", type=int, default=8, help="prompts per generate() batch")
-    ev_p.add_argument("--max-steps", type=int, default=5,
-                      help="bfcl multi-turn: model steps per turn before it ends (BFCL allows 20); bamboogle with "
-                      "--corpus: actions per question")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
     ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     ev_p.add_argument("--sampler", default="auto", choices=("auto", "transformers", "llama.cpp"),
@@ -370,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
                       help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
                            "avx512_bf16; f32 closest to transformers)")
-    ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and BFCL result files")
+    ev_p.add_argument("--out", default="runs/eval", help="folder for scores.json and the benchmark's result files")
+    if benchmark:
+        add_benchmark_arguments(ev_p, benchmark)
     ev_p.set_defaults(func=_eval)
     mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")
     mod_p.add_argument("action", choices=("prepare", "list"), help="list the known models, or prepare one")
@@ -423,7 +415,8 @@ def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
     --preset smoke epochs=2 --out DIR threads=1``): argparse takes the ones before the first option as the
     command's positional overrides and leaves the later ones over, which are appended in order (the last setting of
     a key wins, as before). Anything else left over is the usual usage error."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_named_benchmark(argv))   # `genenv eval --benchmark NAME`: with NAME's own options
     args, extra = parser.parse_known_args(argv)
     if extra:
         overrides = [item for item in extra if "=" in item and not item.startswith("-")]

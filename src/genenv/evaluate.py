@@ -1,9 +1,11 @@
 """``genenv eval --benchmark heldout``: a model on a run config's own dev and held-out sets, scored as a run scores
 them. The real benchmarks' drivers live with their domains (``genenv.domains.<name>.benchmark``, found through the
-package's ``BENCHMARKS``: :func:`genenv.domains.benchmark_module`)."""
+package's ``BENCHMARKS`` or a plugin's entry point: :func:`genenv.domains.benchmark_module`); each, like this one,
+declares its options (``add_arguments``) and runs from them (``from_command_line``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -37,3 +39,22 @@ def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=No
     log(f"{cfg.name} ({cfg.domain.name}): held-out success {fmt(metrics['heldout_success'])} over "
         f"{len(split.heldout)} tasks, dev {fmt(metrics['dev_success'])} over {len(split.dev)}")
     return scores
+
+
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark heldout``'s own options: which config's sets."""
+    parser.add_argument("overrides", nargs="*", help="dotted overrides of the config, e.g. domain.options.data=PATH")
+    parser.add_argument("--preset", default=None, help="a shipped preset (default: default)")
+    parser.add_argument("--config", default=None, help="a YAML file applied after the preset")
+    parser.add_argument("--run", default=None, metavar="RUN_DIR", help="take the config of this run folder")
+
+
+def from_command_line(args, common: dict) -> dict:
+    """``genenv eval --benchmark heldout``: the config of ``--run`` (with the overrides a resume may take) or of
+    ``--preset``/``--config`` and overrides, its sets scored on ``common``'s device and threads."""
+    from genenv.checkpoint import load_run_config  # noqa: PLC0415
+    from genenv.config import load_config  # noqa: PLC0415
+    cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
+           else load_config(args.preset or "default", args.overrides, args.config))
+    return eval_split(dataclasses.replace(cfg, device=common["device"], threads=common["threads"]), args.model,
+                      args.out)

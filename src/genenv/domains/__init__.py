@@ -2,6 +2,7 @@
 evaluator, its benchmark driver and its data reader (``genenv.domains.<name>``; ``addition`` is one module)."""
 
 import importlib
+import importlib.metadata
 
 from genenv.config import ConfigError
 from genenv.domains import (
@@ -28,20 +29,34 @@ from genenv.domains.base import (
 DOMAIN_PACKAGES = (apibank, household, multihop, reasoning_gym, toolcall, travel)
 
 
+BENCHMARK_ENTRY_POINTS = "genenv.benchmarks"   # an installed package's benchmarks: name = "package.module"
+
+
+def benchmark_modules() -> dict[str, str]:
+    """``genenv eval --benchmark NAME``: every benchmark, name -> the module that runs it (its
+    ``add_arguments(parser)`` declares its command-line options, its ``from_command_line(args, common)`` runs it):
+    ``heldout`` (a config's own sets, :mod:`genenv.evaluate`), each built-in domain package's ``BENCHMARKS``, and
+    each installed package's ``genenv.benchmarks`` entry points (a plugin domain's benchmark)."""
+    out = {"heldout": "genenv.evaluate"}
+    out.update({name: target for package in DOMAIN_PACKAGES for name, target in getattr(package, "BENCHMARKS",
+                                                                                      {}).items()})
+    for point in importlib.metadata.entry_points(group=BENCHMARK_ENTRY_POINTS):
+        out.setdefault(point.name, point.value)
+    return out
+
+
 def benchmark_names() -> dict[str, str]:
-    """``genenv eval --benchmark NAME``: every benchmark a domain package declares (its ``BENCHMARKS``: name -> the
-    module whose ``from_command_line(args, common)`` runs it), by name, with the domain package declaring it."""
-    return {name: package.__name__ for package in DOMAIN_PACKAGES for name in getattr(package, "BENCHMARKS", {})}
+    """The benchmarks a domain package declares (built-in or a plugin's), by name, with the package declaring it
+    (a top-level module's own name)."""
+    return {name: target.rpartition(".")[0] or target for name, target in benchmark_modules().items()
+            if name != "heldout"}
 
 
 def benchmark_module(name: str):
     """The module that runs the benchmark ``name`` (imported now: a driver loads torch and the models), or None
-    when no domain package declares it."""
-    for package in DOMAIN_PACKAGES:
-        target = getattr(package, "BENCHMARKS", {}).get(name)
-        if target is not None:
-            return importlib.import_module(target)
-    return None
+    when none is declared under that name."""
+    target = benchmark_modules().get(name)
+    return importlib.import_module(target) if target else None
 
 
 def declares_ordered_levels(name: str) -> bool | None:
@@ -54,4 +69,5 @@ def declares_ordered_levels(name: str) -> bool | None:
 
 
 __all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "TaskShape", "benchmark_module",
-           "benchmark_names", "declares_ordered_levels", "make_domain", "register", "registered_domains"]
+           "benchmark_modules", "benchmark_names", "declares_ordered_levels", "make_domain", "register",
+           "registered_domains"]

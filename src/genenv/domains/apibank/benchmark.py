@@ -73,6 +73,16 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
     return scores
 
 
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark api-bank``'s own options."""
+    parser.add_argument("--data", default=None, help="the folder of the API-Bank data (init_database/, "
+                        "lv1-lv2-samples/, test-data/; default $GENENV_APIBANK_DATA)")
+    parser.add_argument("--levels", default="1,2,3", help="comma-separated levels (1-3)")
+    parser.add_argument("--whole-answers", action="store_true",
+                        help="decode every answer to its end (default: an API item's answer stops after the first "
+                        "line holding a call, the only line its verdict reads)")
+
+
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark api-bank``: the options it reads (``common``: limit, device, threads, sampler)."""
     try:

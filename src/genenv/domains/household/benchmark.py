@@ -44,6 +44,12 @@ def eval_alfworld(model: str, games: str | Path, out: str | Path, limit: int | N
     return scores
 
 
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark alfworld``'s own options."""
+    parser.add_argument("--games", default=None, help="folder of game.tw-pddl files (searched recursively)")
+    parser.add_argument("--alfworld-max-steps", type=int, default=50, help="actions per episode")
+
+
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark alfworld``: the options it reads (``common``: limit, device, threads, sampler)."""
     if not args.games:

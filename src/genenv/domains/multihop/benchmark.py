@@ -57,6 +57,14 @@ def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: 
     return scores
 
 
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark bamboogle``'s own options."""
+    parser.add_argument("--data", default=None, help="bamboogle.jsonl or its folder (default $GENENV_BAMBOOGLE_DATA)")
+    parser.add_argument("--corpus", default=None, help="a JSON Lines file of passages ({\"text\": ...}) to search "
+                        "(search:/answer: protocol, BM25); without it the questions are asked closed-book")
+    parser.add_argument("--max-steps", type=int, default=5, help="with --corpus: actions per question")
+
+
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark bamboogle``: the options it reads (``common``: limit, device, threads, sampler)."""
     return eval_bamboogle(args.model, args.data, args.out, batch_size=args.batch_size,

@@ -95,6 +95,14 @@ def eval_bfcl(model: str, categories: list[str], out: str | Path, limit: int | N
     return scores
 
 
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark bfcl``'s own options."""
+    parser.add_argument("--categories", default="simple_python,parallel,parallel_multiple",
+                        help="comma-separated BFCL categories")
+    parser.add_argument("--max-steps", type=int, default=5,
+                        help="multi-turn: model steps per turn before it ends (BFCL allows 20)")
+
+
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark bfcl``: the options it reads (``common``: limit, device, threads, sampler)."""
     return eval_bfcl(args.model, [c.strip() for c in args.categories.split(",") if c.strip()], args.out,

@@ -52,6 +52,13 @@ def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Pa
     return scores
 
 
+def add_arguments(parser) -> None:
+    """``genenv eval --benchmark travelplanner``'s own options."""
+    parser.add_argument("--data", default=None, help="the folder holding TravelPlanner's database/")
+    parser.add_argument("--queries", default="train", help="'train' (the 45 training queries) or a JSON Lines file "
+                        "of structured queries in the official format")
+
+
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark travelplanner``: the options it reads (``common``: limit, device, threads,
     sampler)."""
