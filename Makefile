@@ -31,7 +31,7 @@ $(STAMP): $(CORE)
 	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
 	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).
 	# GGML_NATIVE=OFF with the AVX-512 extensions this CPU has (prefill 1.5x, decode 1.15x of the AVX2 build,
-	# benchmarks/llama_builds.py) and never the AMX kernels: the native build's crashed (segfault) on a quantized
+	# benchmarks/llama_builds.py at commit 0c7cab3) and never the AMX kernels: the native build's crashed (segfault) on a quantized
 	# model's first multi-token prompt (tests/test_llamacpp.py keeps the reproducer)
 	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF $(LLAMA_CPU_ARGS) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
 		$(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'

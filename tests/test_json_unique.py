@@ -159,23 +159,6 @@ def test_check_domain_names_a_repeat_the_sampler_cannot_write():
     assert "non-unique" in shape_problem(shape, '{"a": ["x", "x"]}')   # jsonschema's own uniqueItems first
 
 
-def test_the_overhead_benchmark_replays_seed_texts_without_refusing_one_of_their_tokens():
-    """benchmarks/repeat_check_overhead.py on the household's seed texts with the tiny tokenizer: the row names
-    the domain, the member checks narrow the masks inside each object's receptacle, and no seed token is refused
-    (a seed text repeats nothing and places objects only in its receptacles)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from repeat_check_overhead import measure
-
-    from genenv.domains import make_domain
-    from genenv.models.tiny import build_tiny_tokenizer
-    domain = make_domain("household")
-    row = measure("household", build_tiny_tokenizer(domain.alphabet, domain.tiny_words), 4)
-    cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[0] == "household" and int(cells[1]) > 100 and int(cells[-2]) > 0 and cells[-1] == "0"
-
-
 # ======================================================================== x-member-of: one of the earlier items
 
 MEMBER = {"type": "object", "additionalProperties": False, "required": ["b", "m"], "properties": {

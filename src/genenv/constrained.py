@@ -3,9 +3,10 @@
 same constrained distribution.
 
 One maintained library does the grammar work: **llguidance** (a dependency-free abi3 wheel; its numpy path, no
-torch.compile). It was chosen over xgrammar by ``benchmarks/constrained_overhead.py`` (docs/constrained.md): both
-cost well under 1% of a SmolLM2 decoding step per token on this CPU and a few percent of the tiny model's, and
-xgrammar declares triton, torch and transformers as requirements where llguidance declares none.
+torch.compile). It was chosen over xgrammar by ``benchmarks/constrained_overhead.py`` (at commit 0c7cab3;
+docs/constrained.md): both cost well under 1% of a SmolLM2 decoding step per token on this CPU and a few percent
+of the tiny model's, and xgrammar declares triton, torch and transformers as requirements where llguidance
+declares none.
 
 - :class:`TokenConstraint`: a shape compiled for one tokenizer. ``start(rows)`` gives one matcher per sequence;
   ``allowed(matchers)`` the [B, V] boolean mask of each one's next tokens (a finished or broken matcher allows every

@@ -67,9 +67,9 @@ class AdditionDomain(LeveledDomain):
                     meta={"a": a, "b": b})
 
     def difficulty_measures(self, task: Task) -> dict[str, int]:
-        """Candidate difficulty measures of a task (``benchmarks/difficulty_correlation.py`` measures how well
-        each predicts the agent's success): the level (digits of the longer operand), the shorter operand's
-        digits, both operands' digits, the number of carries and the longest run of consecutive carries."""
+        """Candidate difficulty measures of a task (``benchmarks/difficulty_correlation.py``, at commit 0c7cab3,
+        measured how well each predicts the agent's success): the level (digits of the longer operand), the shorter
+        operand's digits, both operands' digits, the number of carries and the longest run of consecutive carries."""
         a, b = task.meta["a"], task.meta["b"]
         digits = [len(str(a)) if a else 1, len(str(b)) if b else 1]
         carries = longest = run = carry = 0
