@@ -175,6 +175,29 @@ def test_config_describe_shows_the_presets_values():
     assert "env.seed_draw=frontier" not in listed   # a main-path strategy is not experimental
 
 
+def test_one_layer_of_defaults_a_preset_names_only_what_differs():
+    """Issue 76, item 2: the knob's default is what a plain run uses (agent.lr 1e-3), and a preset sets a value only
+    where it differs from the default (every shipped preset, each of its leaves)."""
+    import yaml
+
+    from genenv.config import presets_dir, to_dict
+    assert RunConfig().agent.lr == load_config("default").agent.lr == 1e-3
+    defaults = to_dict(RunConfig())
+
+    def same_as_default(data, node, path=""):
+        out = []
+        for key, value in data.items():
+            if isinstance(value, dict) and isinstance(node.get(key), dict) and key != "options":
+                out += same_as_default(value, node[key], f"{path}{key}.")
+            elif key != "name" and node.get(key) == value:
+                out.append(f"{path}{key}")
+        return out
+    repeated = {path.stem: same_as_default(yaml.safe_load(path.read_text()) or {}, defaults)
+                for path in sorted(presets_dir().glob("*.yaml"))}
+    assert repeated["default"] == [] and repeated["quick"] == []
+    assert not any("agent.lr" in paths for paths in repeated.values())
+
+
 def test_the_quick_preset_is_the_default_half_as_long():
     """`--preset quick` (a first comparison in about ten minutes) differs from the default in its name and
     epochs only, so what it shows is the default's method."""

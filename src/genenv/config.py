@@ -101,8 +101,7 @@ class PlayerConfig:
 @dataclass
 class AgentConfig(PlayerConfig):
     """The agent policy, trained with GRPO."""
-    lr: float = knob(3e-4, "AdamW learning rate for GRPO (the default preset sets 1e-3, chosen on the dev set over "
-                     "8 seeds with the 134k-parameter tiny agent, docs/results-log.md; 3e-3 collapsed it)", lo=0.0)
+    lr: float = knob(1e-3, "AdamW learning rate of the agent's GRPO updates", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     warmup_steps: int = knob(0, "GRPO steps over which the learning rate rises linearly to lr (0 = none); "
                              "AdamW's first steps move every weight by about lr whatever the gradient's size",
