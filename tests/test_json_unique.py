@@ -1,6 +1,6 @@
-"""uniqueItems and unique keys under constrained sampling (genenv.json_unique): the schema paths and the scanner by
-hand, a sampler that never repeats where the schema says unique (and does without it), the update's log-probs equal
-to the sampler's with those masks, and check-domain's view."""
+"""uniqueItems and unique keys under constrained sampling (genenv.constrained.references): the schema paths and the
+scanner by hand, a sampler that never repeats where the schema says unique (and does without it), the update's
+log-probs equal to the sampler's with those masks, and check-domain's view."""
 
 import json
 
@@ -9,8 +9,7 @@ import torch
 
 from genenv.config import TinyModelConfig
 from genenv.constrained import TokenConstraint, grammar_problem
-from genenv.domains.base import TaskShape
-from genenv.json_unique import (
+from genenv.constrained.references import (
     ANY_KEY,
     ITEM,
     KEY,
@@ -24,6 +23,7 @@ from genenv.json_unique import (
     unique_array_paths,
     without_unique_items,
 )
+from genenv.domains.base import TaskShape
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["a"], "properties": {
     "a": {"type": "array", "items": {"type": "string", "pattern": "^[xy]1?$"}, "minItems": 2, "maxItems": 3,

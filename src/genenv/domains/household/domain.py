@@ -28,9 +28,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from genenv.constrained.references import MEMBER_OF, TYPE_OF
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.household import engine
-from genenv.json_unique import MEMBER_OF, TYPE_OF
 
 HELDOUT_SEED = 20260501
 DEV_SEED = 4242
@@ -199,9 +199,9 @@ class HouseholdDomain(LeveledDomain):
         """A world as JSON, its goal last: 1-16 receptacles and up to 24 objects named '<known type> <1-99>', each
         object mapped to a receptacle name; the closed receptacles openable ones; states from clean, hot, cool; no
         receptacle, closed one, object or state word named twice (``uniqueItems`` and JSON's unique keys); each
-        object in, and each closed receptacle, one of the receptacles listed (:data:`~genenv.json_unique.MEMBER_OF`);
+        object in, and each closed receptacle, one of the receptacles listed (``x-member-of``);
         a goal of a known type naming an object type that type of task can use, and a receptacle (or lamp) type,
-        each the type of a receptacle or object written before it (:data:`~genenv.json_unique.TYPE_OF`). Left to
+        each the type of a receptacle or object written before it (``x-type-of``). Left to
         ``validate``: the number of the goal's objects, its appliance, and the planner solving it."""
         number = "[1-9][0-9]?"
         def pattern(types):
@@ -209,7 +209,7 @@ class HouseholdDomain(LeveledDomain):
         def named(types):
             return {"type": "string", "pattern": pattern(types)}
         receptacle = named(engine.RECEPTACLE_TYPES)
-        in_world = {MEMBER_OF: ["receptacles"]}   # one of the receptacles written before (genenv.json_unique)
+        in_world = {MEMBER_OF: ["receptacles"]}   # one of the receptacles written before (constrained.references)
         def present(types, where):                # the type of one of the receptacles or objects written before
             return {"enum": sorted(types), TYPE_OF: [where]}
         def goal(task_type, target, target_types):

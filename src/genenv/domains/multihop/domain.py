@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 import string
 
+from genenv.constrained.references import MEMBER_OF
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.multihop.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
 from genenv.domains.multihop.retrieval import Bm25Index
-from genenv.json_unique import MEMBER_OF
 
 # relation -> (subject kind, object kind, noun phrase of the object given the subject's phrase X)
 RELATIONS = {
@@ -125,12 +125,12 @@ class MultiHopDomain(LeveledDomain):
     def task_shape(self):
         """1-24 facts, each [entity, known relation, entity] of non-empty names up to 40 characters; a start
         entity and an answer named in the facts, a path of 2-4 known relations the facts use
-        (:data:`~genenv.json_unique.MEMBER_OF`: strings of the facts written before them). Left to ``validate``:
+        (``x-member-of``: strings of the facts written before them). Left to ``validate``:
         entities of consistent kinds, no repeated fact, the path followed from the start reaching the answer and
         nothing else."""
         name = {"type": "string", "minLength": 1, "maxLength": MAX_NAME}
         relation = {"enum": sorted(RELATIONS)}
-        in_facts = {MEMBER_OF: ["facts"]}   # one of the facts' strings written before (genenv.json_unique)
+        in_facts = {MEMBER_OF: ["facts"]}   # one of the facts' strings written before (constrained.references)
         return TaskShape(json_schema={
             "type": "object", "additionalProperties": False, "required": ["facts", "start", "path", "answer"],
             "properties": {

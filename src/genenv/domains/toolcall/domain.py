@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import string
 
+from genenv.constrained.references import ITEM, MEMBER_OF, MEMBER_OF_SIBLING
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, register, seed_round_trip_problem
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.toolcall import bfcl
-from genenv.json_unique import ITEM, MEMBER_OF, MEMBER_OF_SIBLING
 
 PARAM_TYPES = {"string": (str,), "integer": (int,), "float": (float, int), "number": (float, int),
                "boolean": (bool,), "array": (list,), "tuple": (list,), "dict": (dict,), "object": (dict,),
@@ -220,8 +220,8 @@ class ToolCallDomain(Domain):
         type), a non-empty question and a call of a name with an object of arguments; names, texts and lists capped
         (``MAX_NAME``, ``MAX_TEXT``, ``MAX_FUNCTIONS``, ``MAX_PARAMETERS``; a parameter's own fields and the call's
         arguments stay open, as BFCL writes them); a function's required parameters are keys of its own properties
-        (:data:`~genenv.json_unique.MEMBER_OF_SIBLING`, so properties come first), each once, and the call names one
-        of the functions written (:data:`~genenv.json_unique.MEMBER_OF`). Left to ``validate``: the call's arguments
+        (``x-member-of-sibling``, so properties come first), each once, and the call names one
+        of the functions written (``x-member-of``). Left to ``validate``: the call's arguments
         matching that function's schema, BFCL's checker accepting the gold call."""
         parameter = {"type": "object", "required": ["type"], "properties": {"type": {"enum": sorted(PARAM_TYPES)}}}
         function = {"type": "object", "required": ["name", "parameters"], "properties": {

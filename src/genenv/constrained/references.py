@@ -25,6 +25,8 @@ twice, docs/constrained.md). This module is the rest of the check, small enough 
   are compared (an array of numbers or objects declared unique is not checked here: ``genenv check-domain`` and
   the domain's ``validate`` still are).
 
+- :class:`ScanRefusal`: the same scan at the token level, the allowed tokens of a row it refuses.
+
 The masks stay a function of the tokens written so far, so replaying them over a stored response gives the
 sampler's masks (the update's log-probs are the sampler's, ``tests/test_json_unique.py``).
 """
@@ -34,6 +36,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from typing import NamedTuple
+
+import numpy as np
+
+from genenv.constrained.bitmask import bits_of, words_of
 
 ANY_KEY = "*"
 ITEM = "[]"
@@ -301,3 +307,49 @@ class UniqueStrings:
         """None when ``text`` repeats no object key and no item of a unique array and every member-of string is a
         member; else the first string that fails (a member-of one: its bytes up to where it left every member)."""
         return self.feed(START, text.encode("utf-8"))[1]
+
+
+# ----- at the token level: what a row's scan refuses of the grammar's mask ------------------------------------
+
+class ScanRefusal:
+    """For one tokenizer (``token_bytes``: each id's bytes), the allowed tokens a JSON shape's scan (``unique``)
+    refuses at a row: those that would finish a string repeating an earlier one, or take a member-of string off
+    every member (:meth:`refuse`)."""
+
+    def __init__(self, unique: UniqueStrings, token_bytes: list[bytes], width: int):
+        self.unique, self._token_bytes, self._bitmask_words = unique, token_bytes, width
+        self._longest_token = max(map(len, token_bytes))
+        # only a token holding a quote can finish a string, so those are the tokens tried against each row's scan
+        self._quote_ids = np.array([i for i, b in enumerate(token_bytes) if b'"' in b], dtype=np.int64)
+        self._all_ids = np.arange(len(token_bytes), dtype=np.int64)
+        # inside a member-of string: a token with neither a quote nor a backslash is allowed exactly when the
+        # string so far and its bytes start a member's spelling, so those are looked up by their bytes
+        self._escape_ids = np.array([i for i, b in enumerate(token_bytes) if b'"' in b or b"\\" in b],
+                                    dtype=np.int64)
+        self._plain_ids: dict[bytes, list[int]] = {}
+        for i, b in enumerate(token_bytes):
+            if b and b'"' not in b and b"\\" not in b:
+                self._plain_ids.setdefault(b, []).append(i)
+
+    def refuse(self, bitmask: np.ndarray, row: int, scan) -> None:
+        """Clear the bits of the allowed tokens that would finish a string repeating an earlier one, or take a
+        member-of string off every member (a pure function of the row's scan, so a replay clears the same bits).
+        Outside a member-of string only a token holding a quote can do either; inside one, a token without a quote
+        or backslash is kept exactly when it starts what is left of a member's spelling (looked up, not scanned),
+        and the others are tried on the scan."""
+        words = bitmask[row].view(np.uint32)
+        spellings = self.unique.spellings_left(scan)   # None outside a member-of string and after a backslash
+        if spellings is not None:
+            # the plain tokens that start what is left of a member's spelling, and the quoted or escaping ones
+            # the scan accepts; every other token is refused
+            on = [i for rest in spellings for k in range(1, min(len(rest), self._longest_token) + 1)
+                  for i in self._plain_ids.get(rest[:k], ())]
+            tried = self._escape_ids[bits_of(words, self._escape_ids)]
+            on += [t for t in tried.tolist() if self.unique.feed(scan, self._token_bytes[t])[1] is None]
+            words &= words_of(on, self._bitmask_words)
+            return
+        ids = self._all_ids if self.unique.inside_member(scan) else self._quote_ids
+        for token in ids[bits_of(words, ids)].tolist():
+            if self.unique.feed(scan, self._token_bytes[token])[1] is not None:
+                words[token >> 5] &= np.uint32(~(1 << (token & 31)) & 0xFFFFFFFF)
+
