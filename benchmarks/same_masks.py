@@ -8,7 +8,9 @@ tree runs in a process of its own with its ``src`` first on PYTHONPATH; the mask
 compared.
 
     git worktree add /tmp/before <commit>
-    .venv/bin/python benchmarks/same_masks.py --before /tmp/before/src --model ~/.cache/genenv/models/SmolLM2-135M-Instruct
+    .venv/bin/python benchmarks/same_masks.py --before /tmp/before/src --model MODEL_FOLDER
+
+(MODEL_FOLDER: e.g. ``genenv models prepare smollm2``'s folder under ~/.cache/genenv/models.)
 
 Exit status 0 when every case is equal, 1 otherwise.
 """
