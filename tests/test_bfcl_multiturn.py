@@ -87,8 +87,8 @@ def test_execution_is_a_registry_never_eval(tmp_path):
     # BFCL's decoder would eval this argument; ours refuses to decode it, so nothing runs
     hostile = f"[ls(a=open({str(marker)!r}, 'w').write('x') + 1)]"
     assert bfcl.unsafe_for_bfcl_decoder(hostile) and bfcl.decode(hostile) is None and not marker.exists()
-    start = time.perf_counter()
-    assert bfcl.decode("[f(x=9**9**9**9)]") is None and time.perf_counter() - start < 5
+    start = time.perf_counter()   # a bound on work, not a speed: computing the power would never end
+    assert bfcl.decode("[f(x=9**9**9**9)]") is None and time.perf_counter() - start < 60
     assert bfcl.decode("[f(x=2*3, y=-1.5+1)]") == [{"f": {"x": 6, "y": -0.5}}]  # plain arithmetic as BFCL
 
 
