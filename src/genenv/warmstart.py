@@ -209,15 +209,23 @@ def agent_cache_folder(cfg: RunConfig, domain: Domain) -> Path:
     return cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
 
 
+def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain):
+    """A player's warm start as both players look it up: (its cache folder, the cached (policy, info) or None, and
+    when there is none the base policy to fine-tune and the warm start's random stream)."""
+    folder = cache_root() / "models" / _cache_key(role, cfg, player_cfg, domain)
+    if (folder / "config.json").exists():
+        return folder, _load_cached(folder, cfg, player_cfg.dtype), None, None
+    rng = np.random.default_rng(stream_seed(cfg.seed, role, "warmstart"))
+    return folder, None, base_policy(role, cfg, player_cfg, domain), rng
+
+
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
                      seeds: list[Task] | None = None) -> tuple[Policy, dict]:
     """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`)."""
-    folder = agent_cache_folder(cfg, domain)
-    if (folder / "config.json").exists():
-        return _load_cached(folder, cfg, cfg.agent.dtype)
-    policy = base_policy("agent", cfg, cfg.agent, domain)
+    folder, cached, policy, rng = _cached_or_base("agent", cfg, cfg.agent, domain)
+    if cached is not None:
+        return cached
     ws = cfg.agent.warmstart
-    rng = np.random.default_rng(stream_seed(cfg.seed, "agent", "warmstart"))
     if seeds is None:
         seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
     examples = agent_examples(cfg, domain, policy, seeds)
@@ -258,12 +266,10 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         remote = RemoteSimulator.from_config(cfg.env.openai)
         log(f"simulator: {cfg.env.openai.model or '(no model name)'} at {cfg.env.openai.base_url} (frozen)")
         return remote, {"rounds": 0, "loss": None, **remote.describe()}
-    folder = cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)
-    if (folder / "config.json").exists():
-        return _load_cached(folder, cfg, cfg.env.dtype)
-    policy = base_policy("env", cfg, cfg.env, domain)
+    folder, cached, policy, rng = _cached_or_base("env", cfg, cfg.env, domain)
+    if cached is not None:
+        return cached
     ws = cfg.env.warmstart
-    rng = np.random.default_rng(stream_seed(cfg.seed, "env", "warmstart"))
     corpus = domain.simulator_corpus(np.random.default_rng(stream_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
     if cfg.env.model == "tiny":
         check_alphabet(domain, (text for seed, stats, task in corpus

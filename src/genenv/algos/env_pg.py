@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from genenv.algos.grpo import PolicySample, grpo_step, is_informative, prepare_samples, with_trainer_logprobs
-from genenv.algos.kl_cap import KLCap
+from genenv.algos.kl_cap import KLCap, capped_steps
 from genenv.algos.optim import shuffled_passes
 
 
@@ -58,27 +58,18 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
     # takes a reordering of its rows instead of building the batch again
     whole = prepare_samples(policy, samples, batch=watched[0]) if len(watched) == 1 else None
     first = np.cumsum([0] + [len(group) for group in groups])   # each group's first row in `samples`
-    losses, kls = [], []
     minibatches = shuffled_passes(len(groups), minibatch_groups, rng)
-    for _ in range(steps):
+
+    def step():
         picks = next(minibatches)
-        cap.before_step()
         prepared = None
         if whole is not None and len(picks) == len(groups):
             prepared = whole.reordered([int(first[i]) + k for i in picks for k in range(len(groups[i]))])
-        step = grpo_step(policy, reference, optimizer, [s for i in picks for s in groups[i]], clip_eps=clip_eps,
-                         kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature, prepared=prepared)
-        if step["skipped"]:
-            stats["skipped"] += 1
-            continue
-        if not cap.keep_step():
-            break
-        losses.append(step["loss"])
-        kls.append(step["kl"])
-        stats["steps"] += 1
-    stats.update(update_kl=cap.update_kl, kl_capped=cap.capped, rejected_kl=cap.rejected_kl)
-    if losses:
-        stats.update(loss=float(np.mean(losses)), kl=float(np.mean(kls)))
-    if reference is not None:
-        stats["kl_to_initial"] = cap.kl_to(reference)
+        result = grpo_step(policy, reference, optimizer, [s for i in picks for s in groups[i]], clip_eps=clip_eps,
+                           kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature, prepared=prepared)
+        return None if result["skipped"] else result
+    kept, update = capped_steps(cap, steps, step, reference)
+    stats.update(update)
+    if kept:
+        stats.update(loss=float(np.mean([s["loss"] for s in kept])), kl=float(np.mean([s["kl"] for s in kept])))
     return stats

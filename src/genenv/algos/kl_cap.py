@@ -92,6 +92,29 @@ class KLCap:
         return torch.cat(kls).mean().item()
 
 
+def capped_steps(cap: KLCap, steps: int, step, reference=None) -> tuple[list[dict], dict]:
+    """Up to ``steps`` optimiser steps under ``cap``, the loop both simulator updates share: each ``step()`` (one
+    optimiser step; its statistics, or None when the step's guard skipped it) between the cap's ``before_step`` and
+    ``keep_step``; the update stops at the first step the cap undoes. Returns the kept steps' statistics and the
+    update's: ``steps``, ``skipped``, ``update_kl``, ``kl_capped``, ``rejected_kl`` and, given ``reference``,
+    ``kl_to_initial`` (:meth:`KLCap.kl_to`)."""
+    kept, skipped = [], 0
+    for _ in range(steps):
+        cap.before_step()
+        result = step()
+        if result is None:
+            skipped += 1
+            continue
+        if not cap.keep_step():
+            break
+        kept.append(result)
+    stats = {"steps": len(kept), "skipped": skipped, "update_kl": cap.update_kl, "kl_capped": cap.capped,
+             "rejected_kl": cap.rejected_kl}
+    if reference is not None:
+        stats["kl_to_initial"] = cap.kl_to(reference)
+    return kept, stats
+
+
 class StepUndo:
     """The weights ``optimizer`` steps and its state before one step, restorable bit for bit: a plain copy
     (``take()``) put back with the optimiser's own ``load_state_dict`` (``restore()``), which also restores the

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from genenv.algos.kl_cap import KLCap, sequence_kl
+from genenv.algos.kl_cap import KLCap, capped_steps, sequence_kl
 from genenv.algos.optim import guarded_step, shuffled_passes
 
 
@@ -74,8 +74,8 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
     cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl,
                  watch_start=reference is not None)
     minibatches = shuffled_passes(len(examples), batch_size, rng)
-    losses, nlls, kls = [], [], []
-    for _ in range(steps):
+
+    def step():
         batch, weights = _batch(policy, [examples[j] for j in next(minibatches)])
         policy.set_training(True)
         logp, _ = policy.token_logprobs(batch)
@@ -84,21 +84,13 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
             with torch.no_grad():
                 ref_logp, _ = reference.token_logprobs(batch)
         loss, parts = rwr_loss(logp, ref_logp, batch.response_mask, weights, kl_coef)
-        cap.before_step()
         if guarded_step(policy, optimizer, loss, grad_clip, "RWR") is None:
-            stats["skipped"] += 1
-            continue
-        if not cap.keep_step():
-            break
-        losses.append(loss.item())
-        nlls.append(parts["nll"])
-        kls.append(parts["kl"])
-        stats["steps"] += 1
-    stats.update(update_kl=cap.update_kl, kl_capped=cap.capped, rejected_kl=cap.rejected_kl)
-    if losses:
-        stats.update(loss=float(np.mean(losses)), nll=float(np.mean(nlls)), kl=float(np.mean(kls)))
-    if reference is not None:
-        stats["kl_to_initial"] = cap.kl_to(reference)
+            return None
+        return {"loss": loss.item(), **parts}
+    kept, update = capped_steps(cap, steps, step, reference)
+    stats.update(update)
+    if kept:
+        stats.update({name: float(np.mean([s[name] for s in kept])) for name in ("loss", "nll", "kl")})
     return stats
 
 
