@@ -144,6 +144,8 @@ def _old_run_folder_config() -> dict:
     old.pop("experimental")
     old["baseline"].pop("oracle_rule")
     old["curriculum_reward"].pop("p_hat_estimate")
+    old["agent"]["warmstart"]["corpus_size"] = 20000                      # (knobs no player read)
+    old["env"]["warmstart"].update(min_success=0.9, max_rounds=3, check_tasks=256)
     old["experimental"] = {"pg_reward": "rescaled", "oracle_rule": "frontier", "posterior_p_hat": False,
                            "learnability_seeds": False, "predicted_gate": False, "predicted_gate_window": 1024,
                            "predicted_seeds": False, "predicted_seed_bins": 4, "predicted_seed_window": 1024}

@@ -291,3 +291,24 @@ def test_a_domain_moved_to_another_module_keeps_its_warm_start_cache_key(tmp_pat
     sys.modules["edited"] = module
     spec.loader.exec_module(module)
     assert _cache_key("agent", cfg, cfg.agent, module.Moved()) != _cache_key("agent", cfg, cfg.agent, domains[0])
+
+
+def test_the_knobs_no_warm_start_read_are_gone_and_the_cache_keys_keep_them():
+    """Issue 76: agent.warmstart.corpus_size and the simulator's success check never did anything; they are no
+    knobs now (an old spelling is dropped with a warning), and a warm start's cache key holds the values they always
+    had, so the warm starts cached before are found again."""
+    import warnings
+
+    from genenv.config import DEAD_WARMSTART_KNOBS, RunConfig
+    from genenv.warmstart import _config_value
+    cfg = RunConfig()
+    assert not hasattr(cfg.agent.warmstart, "corpus_size") and not hasattr(cfg.env.warmstart, "min_success")
+    assert _config_value(cfg, "agent.warmstart")["corpus_size"] == 20000
+    assert {k: _config_value(cfg, "env.warmstart")[k] for k in ("min_success", "max_rounds", "check_tasks")} == \
+        {"min_success": 0.9, "max_rounds": 3, "check_tasks": 256}
+    assert len(DEAD_WARMSTART_KNOBS) == 4
+    with pytest.warns(FutureWarning, match="env.warmstart.check_tasks is removed"):
+        read = load_config("smoke", ["env.warmstart.check_tasks=7"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read.env.warmstart == load_config("smoke").env.warmstart

@@ -54,11 +54,27 @@ class WarmStartConfig:
     steps: int = knob(1000, "SFT steps per round", lo=0)
     batch_size: int = knob(64, "sequences per SFT step", lo=1)
     lr: float = knob(2e-3, "AdamW learning rate", lo=0.0)
+
+
+@dataclass
+class AgentWarmStartConfig(WarmStartConfig):
+    """The agent's warm start: SFT on the seed tasks, in rounds until it solves enough of them."""
+    min_success: float = knob(0.9, "required greedy success on fresh seed-distribution tasks (never the held-out "
+                              "set); below it another round is trained", lo=0.0, hi=1.0)
+    max_rounds: int = knob(3, "most SFT rounds before giving up with a warning", lo=1)
+    check_tasks: int = knob(256, "seed-distribution tasks in the min_success check (greedy)", lo=1)
+
+
+@dataclass
+class SimulatorWarmStartConfig(WarmStartConfig):
+    """The simulator's warm start: SFT on a corpus of tasks of every difficulty the domain writes."""
     corpus_size: int = knob(20000, "examples written for the warm-start corpus", lo=1)
-    min_success: float = knob(0.9, "agent only: required greedy success on fresh seed-distribution tasks "
-                              "(never the held-out set); below it another round is trained", lo=0.0, hi=1.0)
-    max_rounds: int = knob(3, "agent only: most SFT rounds before giving up with a warning", lo=1)
-    check_tasks: int = knob(256, "agent only: seed-distribution tasks in the min_success check (greedy)", lo=1)
+
+
+# the warm-start knobs each player never read, removed in issue 76, at the values they always had (what a warm
+# start's cache key holds for them, so no cached warm start retrains)
+DEAD_WARMSTART_KNOBS = {"agent.warmstart.corpus_size": 20000, "env.warmstart.min_success": 0.9,
+                        "env.warmstart.max_rounds": 3, "env.warmstart.check_tasks": 256}
 
 
 @dataclass
@@ -101,6 +117,7 @@ class PlayerConfig:
 @dataclass
 class AgentConfig(PlayerConfig):
     """The agent policy, trained with GRPO."""
+    warmstart: AgentWarmStartConfig = field(default_factory=AgentWarmStartConfig)
     lr: float = knob(1e-3, "AdamW learning rate of the agent's GRPO updates", lo=0.0)
     weight_decay: float = knob(0.0, "AdamW weight decay of the agent's GRPO updates", lo=0.0)
     warmup_steps: int = knob(0, "GRPO steps over which the learning rate rises linearly to lr (0 = none); "
@@ -189,6 +206,7 @@ class RwrConfig:
 class EnvConfig(PlayerConfig):
     """The environment simulator, trained by policy gradient on R_env (``update: pg``) or by the paper's
     reward-weighted regression (``update: rwr``)."""
+    warmstart: SimulatorWarmStartConfig = field(default_factory=SimulatorWarmStartConfig)
     backend: str = knob("local", "local: the simulator is env.model, trained by the curriculum; openai: an "
                         "OpenAI-compatible endpoint (env.openai) writes the tasks, frozen: for curricula that do not "
                         "train the simulator (random is the authors' setup; docs/frozen-simulator.md)",
@@ -504,9 +522,14 @@ def _moved_knobs(data: dict) -> dict:
             if _at(data, name) == value:
                 raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
                                   f"runs repeat with the code of commit {commit} (docs/results-log.md)")
-    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES)) and level_gate is _ABSENT):
+    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES, *DEAD_WARMSTART_KNOBS))
+            and level_gate is _ABSENT):
         return data
     data = copy.deepcopy(data)
+    for dead in DEAD_WARMSTART_KNOBS:   # a player never read it: dropped, whatever its value
+        if _at(data, dead) is not _ABSENT:
+            warnings.warn(f"{dead} is removed: that player's warm start never read it", FutureWarning, stacklevel=4)
+            _pop(data, dead)
     for old, (on, field_name, value) in MOVED_SWITCHES.items():   # first: a switch's old name may be a new section
         setting = _at(data, old)
         if setting is _ABSENT or isinstance(setting, dict):
@@ -751,5 +774,6 @@ def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, An
 
 __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
-           "TinyModelConfig", "WarmStartConfig", "load_config", "from_dict", "to_dict",
+           "TinyModelConfig", "WarmStartConfig", "AgentWarmStartConfig", "SimulatorWarmStartConfig",
+           "load_config", "from_dict", "to_dict",
            "parse_override", "describe"]

@@ -24,7 +24,7 @@ from safetensors.torch import load_model, save_model
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.checkpoint import load_optimizers, save_optimizers
-from genenv.config import ConfigError, RunConfig, to_dict
+from genenv.config import DEAD_WARMSTART_KNOBS, ConfigError, RunConfig, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import atomic_write_json, build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
@@ -58,7 +58,14 @@ def _config_value(cfg: RunConfig, dotted: str):
     value = cfg
     for part in dotted.split("."):
         value = getattr(value, part)
-    return to_dict(value) if dataclasses.is_dataclass(value) else value
+    if not dataclasses.is_dataclass(value):
+        return value
+    out = to_dict(value)
+    # a section with knobs its player never read (removed in issue 76): the values they always had, as the keys of
+    # the warm starts cached before held them
+    out.update({dead.rpartition(".")[2]: default for dead, default in DEAD_WARMSTART_KNOBS.items()
+                if dead.rpartition(".")[0] == dotted})
+    return out
 
 
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
