@@ -152,3 +152,17 @@ def test_domains_doc_example_is_a_complete_domain_that_passes_check_domain(tmp_p
                             capture_output=True, text=True, env={**__import__("os").environ,
                                                                  "PYTHONPATH": str(tmp_path)}, timeout=300)
     assert result.returncode == 0 and "every property holds" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_methods_phases_are_listed_in_the_loops_order():
+    """docs/method.md's numbered phases follow run_epoch's timed phases in the order the loop runs them (issue 76:
+    the simulator update was listed before the pools while the loop grows the pools first)."""
+    import inspect
+
+    from genenv import coevolve
+    timed = re.findall(r'timer\("([a-z_]+)"\)', inspect.getsource(coevolve.run_epoch))
+    loop = [p for p in timed if p not in ("checkpoint_wait", "credit")]
+    text = (ROOT / "docs" / "method.md").read_text()
+    listed = re.findall(r"^\d\. \*\*([a-z ]+)\*\*", text, re.M)
+    names = {"agent update": "agent_update", "simulator update": "env_update"}
+    assert [names.get(p, p) for p in listed] == loop
