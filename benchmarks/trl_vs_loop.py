@@ -83,12 +83,11 @@ def through_trl(cfg, domain, split, steps_per_round: int, workdir: Path) -> dict
         raise SystemExit(f"--steps-per-round {steps_per_round} must divide a round's {per_round} completions")
     config = GRPOConfig(
         output_dir=str(workdir / "trl"), max_steps=cfg.epochs * steps_per_round,
-        per_device_train_batch_size=per_round // steps_per_round,
         max_completion_length=min(cfg.agent.max_new_tokens, side.domain.agent_max_new_tokens),
         learning_rate=cfg.agent.lr, temperature=cfg.agent.temperature, top_k=0, top_p=1.0, beta=cfg.agent.kl_coef,
         seed=cfg.seed, logging_steps=1, report_to=[], save_strategy="no", disable_tqdm=True,
         lr_scheduler_type="constant", warmup_steps=0, use_cpu=cfg.device == "cpu", bf16=False,
-        **grpo_batch(side, generations))
+        **{**grpo_batch(side, generations), "per_device_train_batch_size": per_round // steps_per_round})
     callback = GenEnvCallback(side, reward, generations)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

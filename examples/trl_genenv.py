@@ -1,6 +1,7 @@
 """TRL's GRPOTrainer trains the agent; genenv's simulator writes its tasks and learns from their p_hat (issue 59).
 
     .venv/bin/python examples/trl_genenv.py --preset smoke --steps 20      # docs/trl.md: several processes, GPUs
+    torchrun --nproc_per_node 2 examples/trl_genenv.py --preset smoke --steps 4
 """
 
 import argparse
@@ -24,7 +25,7 @@ side = SimulatorSide(cfg, log=print)                        # the domain, curric
 agent, _ = warm_start_agent(cfg, side.domain, log=print)    # or any causal LM and its tokenizer
 reward = DomainReward(side)                                 # the domain's verifier as a TRL reward function
 config = GRPOConfig(
-    output_dir=args.out, max_steps=args.steps, per_device_train_batch_size=side.prompts_per_round * args.generations,
+    output_dir=args.out, max_steps=args.steps,   # grpo_batch: one round a step, split over the processes
     max_completion_length=cfg.agent.max_new_tokens, learning_rate=cfg.agent.lr, logging_steps=1, report_to=[],
     save_strategy="no", use_cpu=cfg.device == "cpu", bf16=False, **grpo_batch(side, args.generations))
 trainer = GRPOTrainer(model=agent.model, processing_class=agent.tokenizer, reward_funcs=reward, args=config,

@@ -51,7 +51,7 @@ def test_a_trl_run_trains_the_simulator_on_every_completions_reward(tmp_path):
     side.write_round = lambda r: written.setdefault(r, write_round(r))
     generations = 4
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=3, report_to=[],
-                      per_device_train_batch_size=side.prompts_per_round * generations, max_completion_length=8,
+                      max_completion_length=8,
                       logging_steps=1, save_strategy="no", learning_rate=1e-4, **grpo_batch(side, generations))
     callback = GenEnvCallback(side, reward, generations)
     trainer = GRPOTrainer(model=agent.model, reward_funcs=reward, args=args, train_dataset=task_stream(side),
@@ -145,7 +145,7 @@ def _trainer(out, stop_at=None, overrides=()):
     side.write_round = lambda r: written.setdefault(r, write_round(r))
     reward = DomainReward(side)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, max_steps=4, report_to=[], logging_steps=1,
-                      per_device_train_batch_size=side.prompts_per_round * 4, max_completion_length=8,
+                      max_completion_length=8,
                       save_strategy="steps", save_steps=2, learning_rate=1e-4, seed=3, **grpo_batch(side, 4))
     trainer = GRPOTrainer(model=agent.model, reward_funcs=reward, args=args, train_dataset=task_stream(side),
                           processing_class=agent.tokenizer, callbacks=[GenEnvCallback(side, reward, 4), Stop()])
@@ -214,3 +214,39 @@ def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():
     plain = SimulatorSide(load_config("smoke", ["threads=1"])).players
     assert not plain.env.has_lora and not plain.env.autocast_bf16
     assert len(plain.env_opt.param_groups[0]["params"]) == len(list(plain.env.model.parameters()))
+
+
+@pytest.mark.slow
+def test_the_documented_two_process_command_runs_as_written(tmp_path):
+    """docs/trl.md's `torchrun --nproc_per_node 2 examples/trl_genenv.py ...` line, word for word (issue 78: it
+    stopped in GRPOConfig, the per-device batch a whole round on each process): it finishes, and the main process
+    prints the rounds it observed."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    block = re.search(r"```bash\n(.*?)```", (root / "docs" / "trl.md").read_text().split("## Several processes")[1],
+                      re.S).group(1)
+    line = next(entry.split("#")[0].strip() for entry in block.splitlines() if entry.startswith("torchrun"))
+    words = shlex.split(line)
+    words[0] = str(Path(sys.executable).with_name("torchrun"))
+    words = [str(root / w) if w.endswith(".py") else w for w in words]
+    done = subprocess.run([*words, "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=900,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"\{'round': \d+, 'valid_fraction'", done.stdout)   # the main process observed rounds
+
+
+def test_grpo_batch_splits_a_round_over_the_processes_or_says_why_not():
+    from genenv.integrations.trl import grpo_batch
+
+    class Side:   # (grpo_batch reads only the round's size)
+        prompts_per_round = 12
+    assert grpo_batch(Side(), 4, processes=2)["per_device_train_batch_size"] == 24
+    assert grpo_batch(Side(), 4, processes=1)["generation_batch_size"] == 48
+    with pytest.raises(ConfigError, match=r"\(15\) must split evenly over the 2 processes"):
+        Side.prompts_per_round = 5
+        grpo_batch(Side(), 3, processes=2)
+    assert load_config("smoke")   # (the module imports without a process group)

@@ -36,8 +36,8 @@ reward = Recording(side)
 callback = GenEnvCallback(side, reward, generations)
 processes = 2
 args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, max_steps=steps, report_to=[], logging_steps=1,
-                  per_device_train_batch_size=side.prompts_per_round * generations // processes,
-                  max_completion_length=8, save_strategy="no", learning_rate=1e-4, **grpo_batch(side, generations))
+                  max_completion_length=8, save_strategy="no", learning_rate=1e-4,
+                  **grpo_batch(side, generations, processes))
 trainer = GRPOTrainer(model=agent.model, reward_funcs=reward, args=args, train_dataset=task_stream(side),
                       processing_class=agent.tokenizer, callbacks=[callback])
 trainer.train()

@@ -380,13 +380,30 @@ def restore_rng_state(checkpoint: Path, rank: int) -> None:
             torch.cuda.random.set_rng_state(saved["cuda"])
 
 
-def grpo_batch(side: SimulatorSide, num_generations: int) -> dict:
-    """The GRPOConfig settings that make one TRL generation batch one genenv round: ``generation_batch_size``
-    (``prompts_per_round * num_generations``), ``num_generations``, ``shuffle_dataset=False`` (a buffered
-    shuffle would read rounds ahead) and ``ignore_data_skip=True`` (a resumed run's stream goes on from its
-    checkpoint's round itself; skipping would write the skipped rounds again)."""
-    return {"generation_batch_size": side.prompts_per_round * num_generations, "num_generations": num_generations,
-            "shuffle_dataset": False, "ignore_data_skip": True}
+def launched_processes() -> int:
+    """The processes of this launch: the process group's size once it is set up, else the ``WORLD_SIZE`` that
+    ``torchrun`` and ``accelerate launch`` export (1 for a plain ``python``)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-__all__ = ["DomainReward", "GenEnvCallback", "SimulatorSide", "grouped_rewards", "grpo_batch", "task_stream"]
+def grpo_batch(side: SimulatorSide, num_generations: int, processes: int | None = None) -> dict:
+    """The GRPOConfig settings that make one TRL generation batch one genenv round, for any number of processes:
+    ``generation_batch_size`` (``prompts_per_round * num_generations``), ``per_device_train_batch_size`` (that round
+    split evenly over the ``processes``, :func:`launched_processes` by default, so one optimiser step takes one
+    round), ``num_generations``, ``shuffle_dataset=False`` (a buffered shuffle would read rounds ahead) and
+    ``ignore_data_skip=True`` (a resumed run's stream goes on from its checkpoint's round itself; skipping would
+    write the skipped rounds again). A round that does not split evenly is a ConfigError naming the numbers."""
+    processes = launched_processes() if processes is None else processes
+    round_size = side.prompts_per_round * num_generations
+    if processes < 1 or round_size % processes:
+        raise ConfigError(f"prompts_per_round: a round of {side.prompts_per_round} prompts x {num_generations} "
+                          f"completions ({round_size}) must split evenly over the {processes} processes; choose "
+                          "prompts_per_round (or the completions per prompt) so that it does")
+    return {"generation_batch_size": round_size, "per_device_train_batch_size": round_size // processes,
+            "num_generations": num_generations, "shuffle_dataset": False, "ignore_data_skip": True}
+
+
+__all__ = ["DomainReward", "GenEnvCallback", "SimulatorSide", "grouped_rewards", "grpo_batch", "launched_processes",
+           "task_stream"]
