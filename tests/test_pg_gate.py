@@ -308,3 +308,14 @@ def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
     hard = hard.updated(parsed=Task("57345678+98765432", "p", "a", 8))
     assert not gate(easy) and gate(hard)
     assert "paper" == information_label(cfg).split(" + ")[0] and not any("pg_gate" in e for e in information_used(cfg))
+
+
+def test_a_strategy_without_its_kinds_method_is_refused_when_built():
+    """Each kind of strategy declares the method it answers with (abstract): a registered class that lacks it fails
+    at its construction, before a run uses it, not at the first call."""
+    from genenv.signals import LevelRule, SeedDraw, Signal, SuccessEstimate
+    cfg = load_config("smoke")
+    for kind in (SeedDraw, Signal, LevelRule, SuccessEstimate):
+        incomplete = type(f"Incomplete{kind.__name__}", (kind,), {})
+        with pytest.raises(TypeError, match="abstract"):
+            incomplete(cfg)

@@ -206,11 +206,9 @@ def _named_benchmark(argv: list[str]) -> str | None:
 def add_benchmark_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     """The options benchmark ``name`` declares (its module's ``add_arguments``), as a group of ``parser``; nothing
     for a name no module declares (``_eval`` names the known ones)."""
-    from genenv.domains import benchmark_module, benchmark_modules  # noqa: PLC0415
-    if name not in benchmark_modules():
-        return
+    from genenv.domains import benchmark_module  # noqa: PLC0415
     module = benchmark_module(name)
-    if hasattr(module, "add_arguments"):
+    if module is not None and hasattr(module, "add_arguments"):
         module.add_arguments(parser.add_argument_group(f"--benchmark {name}"))
 
 

@@ -475,9 +475,6 @@ MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "le
                   "experimental.pg_reward": ("interior", "env.pg.signal", "interior"),
                   "env.pg.reward": ("interior", "env.pg.signal", "interior"),
                   "env.pg_reward": ("interior", "env.pg.signal", "interior")}
-# the fields those switches select, at their defaults (a run folder's config writes every field)
-_SWITCHED_DEFAULTS = {"env.seed_draw": "uniform", "env.pg.gate": "none", "env.pg.signal": "alpha",
-                      "curriculum_reward.p_hat_estimate": "empirical"}
 # values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
 REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
 _ABSENT = object()
@@ -539,7 +536,8 @@ def _moved_knobs(data: dict) -> dict:
             warnings.warn(f"{old} is deprecated (it was off: leave it out)", FutureWarning, stacklevel=4)
             continue
         current = _at(data, field_name)
-        if current not in (_ABSENT, _SWITCHED_DEFAULTS[field_name], value):
+        # (the field at its default counts as unset: a run folder's config writes every field)
+        if current not in (_ABSENT, _at(to_dict(RunConfig()), field_name), value):
             raise ConfigError(f"{old}: {setting!r} selects {field_name}={value}, and {field_name} is {current!r}; set "
                               f"{field_name} alone ({old} is deprecated)")
         warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} (an option that lost its decision "

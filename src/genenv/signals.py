@@ -18,6 +18,7 @@ experimental one; :func:`check_config` validates them when a config is built.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import importlib.metadata
 from collections.abc import Callable
@@ -48,13 +49,14 @@ NO_CREDIT = {"teacher_reward_mean": None, "teacher_probe_tasks": 0, "teacher_bac
              "teacher_forward_sequences": 0}
 
 
-class Strategy:
+class Strategy(abc.ABC):
     """Base of every registered strategy: built from the run's config, with its own knobs when it has any.
 
     ``knobs``: a dataclass of the strategy's settings, read from ``experimental.<section>`` (an experimental
     strategy's) and available as ``self.options``. ``information``: what it knows beyond the paper's method (the
     seed tasks, the verifier, the agent's rollouts), e.g. "domain levels"; None for nothing more.
-    ``experimental``: it lost its decision rule (``genenv config --describe`` lists it apart)."""
+    ``experimental``: it lost its decision rule (``genenv config --describe`` lists it apart). Each kind declares
+    the method its strategies answer with as abstract: a class that lacks it is refused when it is built."""
     name: ClassVar[str] = "base"
     knobs: ClassVar[type | None] = None
     section: ClassVar[str | None] = None
@@ -127,8 +129,9 @@ def load_plugins() -> None:
 class SeedDraw(Strategy):
     """``env.seed_draw``: the epoch's seed tasks from the training pool."""
 
+    @abc.abstractmethod
     def draw(self, pool: TaskPool, rng: np.random.Generator, epoch: int) -> list[Task]:
-        raise NotImplementedError
+        """The epoch's ``seeds_per_epoch`` seed tasks."""
 
 
 SEED_DRAWS = Registry("seed draw", "env.seed_draw")
@@ -165,8 +168,9 @@ class LevelRule(Strategy):
     (:func:`choose_level`)."""
 
     @staticmethod
+    @abc.abstractmethod
     def choose(stats: dict[int, LevelSuccess], alpha: float, rng: np.random.Generator, mastered: float) -> int:
-        raise NotImplementedError
+        """The level, from every level's statistics (none of them None)."""
 
 
 LEVEL_RULES = Registry("level rule", "baseline.oracle_rule")
@@ -267,9 +271,9 @@ class Signal(Strategy):
     def credit(self, domain, agent, state, generated: list, epoch: int) -> tuple[list, dict]:
         return generated, dict(NO_CREDIT)
 
+    @abc.abstractmethod
     def valid_reward(self, candidate) -> float:
         """A valid, rolled-out candidate's reward."""
-        raise NotImplementedError
 
 
 SIGNALS = Registry("signal", "env.pg.signal")
@@ -291,8 +295,9 @@ class SuccessEstimate(Strategy):
     """``curriculum_reward.p_hat_estimate``: p_hat of a group of rollout rewards."""
 
     @staticmethod
+    @abc.abstractmethod
     def rate(rewards, success_threshold: float) -> float:
-        raise NotImplementedError
+        """p_hat of a group's rewards, a rollout succeeding at ``success_threshold`` or above."""
 
 
 SUCCESS_ESTIMATES = Registry("p_hat estimate", "curriculum_reward.p_hat_estimate")
@@ -340,14 +345,14 @@ def check_config(cfg: RunConfig) -> None:
         knobs, settings = sections[key]
         built = value if isinstance(value, knobs) else from_dict(knobs, value, f"experimental.{key}.")
         if key not in chosen:
-            if built == knobs():
-                continue
             defaults = knobs()
+            if built == defaults:
+                continue
             changed = next(f.name for f in dataclasses.fields(knobs)
                            if getattr(built, f.name) != getattr(defaults, f.name))
             raise ConfigError(f"experimental.{key}.{changed}: set to {getattr(built, changed)!r}, a knob of "
                               f"{' and '.join(settings)}, which this run does not select; leave it at its default "
-                              f"({getattr(knobs(), changed)!r}) or select it")
+                              f"({getattr(defaults, changed)!r}) or select it")
         out[key] = built
     for key in chosen - set(out):
         out[key] = sections[key][0]()

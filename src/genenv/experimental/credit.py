@@ -3,6 +3,8 @@ reward on each valid, rolled-out generation (``teacher_reward``), which the pg u
 
 from __future__ import annotations
 
+import abc
+
 from genenv.metrics import mean
 from genenv.signals import NO_CREDIT, AlphaSignal
 
@@ -13,9 +15,9 @@ class CreditSignal(AlphaSignal):
     credits = True
     experimental = True
 
+    @abc.abstractmethod
     def rewards(self, domain, agent, state, valid: list, epoch: int, stats: dict) -> list[float]:
         """The reward of each of ``valid`` (the epoch's valid generations with rollouts); may add to ``stats``."""
-        raise NotImplementedError
 
     def credit(self, domain, agent, state, generated, epoch):
         valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
