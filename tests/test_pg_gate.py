@@ -120,7 +120,7 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     old = to_dict(load_config("smoke"))
     pg, rwr = old["env"].pop("pg"), old["env"].pop("rwr")
     old["env"].update({f"pg_{k}": v for k, v in pg.items()
-                       if k not in ("gate_mastered", "gate_window", "repeat_is_invalid", "signal")})   # (added since)
+                       if k not in ("gate_mastered", "gate_window", "signal")}, pg_invalid_reward=0.0)   # (added since)
     old["env"]["pg_gate_window"] = 512   # (now experimental.predicted_gate.window)
     old["env"].update(rwr_steps=2, rwr_batch=8, pool_replay=rwr["pool_replay"], pg_level_gate=True)
     old["env"]["seed_draw"] = "predicted"   # (its window is read only where its strategy is selected)
@@ -139,7 +139,8 @@ def _old_run_folder_config() -> dict:
     """A run folder's config.yaml as genenv wrote it before issue 76: every field, the experimental switches off."""
     from genenv.config import to_dict
     old = to_dict(load_config("smoke"))
-    old["env"]["pg"].update(probe_tasks=256, probe_side="all", likelihood_width=2.0)
+    old["env"]["pg"].update(probe_tasks=256, probe_side="all", likelihood_width=2.0, invalid_reward=0.0,
+                            repeat_is_invalid=False)
     old["env"]["progress"] = {"clusters": 8, "window": 2048, "min_count": 16, "exploration": 0.2}
     old.pop("experimental")
     old["baseline"].pop("oracle_rule")

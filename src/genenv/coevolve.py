@@ -80,7 +80,7 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.reward import challenger_rewards, repeated_generations, rwr_weights, scored
+from genenv.reward import challenger_rewards, rwr_weights, scored
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
@@ -200,11 +200,10 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (the signal
     ``env.pg.signal``), its seed group's mean subtracted, for the generations the gate lets earn
     (:func:`simulator_gate`; the others earn what a useless task earns)."""
-    ec = cfg.env
-    repeat = (repeated_generations(generated, lambda text: state.task_pool.joined_before(text, epoch))
-              if ec.pg.repeat_is_invalid else None)
-    rewards = challenger_rewards(generated, SIGNALS.make(cfg).valid_reward, ec.pg.invalid_reward,
-                                 simulator_gate(cfg, domain, state.task_pool), repeat)
+    ec, signal = cfg.env, SIGNALS.make(cfg)
+    rewards = challenger_rewards(generated, signal.valid_reward, signal.invalid_reward(),
+                                 simulator_gate(cfg, domain, state.task_pool),
+                                 signal.repeats(generated, lambda text: state.task_pool.joined_before(text, epoch)))
     groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,

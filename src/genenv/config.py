@@ -165,17 +165,11 @@ class OpenAIConfig:
 @dataclass
 class PgConfig:
     """``env.update=pg`` (beyond the paper): policy gradient on R_env rescaled within each seed's variations, and
-    the gate that says which valid tasks may earn it."""
+    the gate that says which valid tasks may earn it. An invalid generation earns 0, what a useless valid task
+    earns."""
     steps: int = knob(4, "optimiser steps per epoch (fewer when the max-KL cap stops the update)", lo=0)
     minibatch_groups: int = knob(16, "seed groups per step", lo=1)
     clip_eps: float = knob(0.2, "ratio clip", lo=0.0, hi=1.0)
-    invalid_reward: float = knob(0.0, "reward of an invalid generation, on the rescaled R_env scale where a task "
-                                 "always solved or always failed earns 0 and one at alpha earns 1", lo=-1.0, hi=1.0)
-    repeat_is_invalid: bool = knob(False, "a valid generation whose task is already in the pool, or was written "
-                                   "earlier in the same epoch, earns invalid_reward, as an invalid one does (beyond "
-                                   "the paper; the paper's information, no levels): with validity paid, a simulator "
-                                   "that repeats one solved task no longer earns for it (measured: "
-                                   "docs/benchmarks/apibank-comparison.md, pilot F)")
     gate: str = knob("none", "which valid tasks may earn their reward (a registered gate, genenv.signals.GATES); the "
                      "others earn 0, what a useless valid task earns. 'none': every valid task (the paper's "
                      "information); 'levels': only a task on a level the agent has not mastered (recent mean success "
@@ -449,7 +443,7 @@ def _check_sampler(cfg: RunConfig) -> None:
 # 42), and the knobs of the options that lost their decision rule under experimental.<section> (issues 56, 76). The
 # old names are read for one release with a FutureWarning (quietly from a run folder's config).
 MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.pg.minibatch_groups",
-               "env.pg_clip_eps": "env.pg.clip_eps", "env.pg_invalid_reward": "env.pg.invalid_reward",
+               "env.pg_clip_eps": "env.pg.clip_eps",
                "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate.window",
                "env.pg.gate_fit_window": "experimental.predicted_gate.window",
                "experimental.predicted_gate_window": "experimental.predicted_gate.window",
@@ -475,6 +469,12 @@ MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "le
                   "experimental.pg_reward": ("interior", "env.pg.signal", "interior"),
                   "env.pg.reward": ("interior", "env.pg.signal", "interior"),
                   "env.pg_reward": ("interior", "env.pg.signal", "interior")}
+# the pg reward's variants (issue 76: options that lost their decision rule), old name -> the knob of the
+# experimental signal env.pg.signal=penalised that holds it, and the value at which it changed nothing (an old name
+# at that value is dropped; at any other it selects that signal with the value)
+PENALTY_KNOBS = {"env.pg_invalid_reward": ("invalid_reward", 0.0), "env.pg.invalid_reward": ("invalid_reward", 0.0),
+                 "env.pg.repeat_is_invalid": ("repeats", False)}
+PENALISED_SIGNAL = "penalised"
 # values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
 REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
 _ABSENT = object()
@@ -519,7 +519,8 @@ def _moved_knobs(data: dict) -> dict:
             if _at(data, name) == value:
                 raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
                                   f"runs repeat with the code of commit {commit} (docs/results-log.md)")
-    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES, *DEAD_WARMSTART_KNOBS))
+    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES, *DEAD_WARMSTART_KNOBS,
+                                                  *PENALTY_KNOBS))
             and level_gate is _ABSENT):
         return data
     data = copy.deepcopy(data)
@@ -560,6 +561,27 @@ def _moved_knobs(data: dict) -> dict:
                                   "(env.pg_level_gate is deprecated)")
             warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
             _put(data, "env.pg.gate", "levels")
+    for old, (name, unchanged) in PENALTY_KNOBS.items():
+        setting = _at(data, old)
+        if setting is _ABSENT:
+            continue
+        _pop(data, old)
+        if setting == unchanged and isinstance(setting, bool) == isinstance(unchanged, bool):
+            warnings.warn(f"{old} is deprecated (at {unchanged!r} it changed nothing: leave it out)", FutureWarning,
+                          stacklevel=4)
+            continue
+        signal = _at(data, "env.pg.signal")
+        if signal not in (_ABSENT, "alpha", PENALISED_SIGNAL):
+            raise ConfigError(f"{old}: {setting!r} is now a knob of env.pg.signal={PENALISED_SIGNAL} (the alpha "
+                              f"signal with penalties), and env.pg.signal is {signal!r}; the two together run with "
+                              "the code of commit fbcbc37")
+        target = f"experimental.{PENALISED_SIGNAL}.{name}"
+        if _at(data, target) is not _ABSENT:
+            raise ConfigError(f"{old}: set {target} alone ({old} is its old name)")
+        warnings.warn(f"{old}={setting!r} is deprecated: write env.pg.signal={PENALISED_SIGNAL} {target}={setting!r} "
+                      "(an option that lost its decision rule)", FutureWarning, stacklevel=4)
+        _put(data, "env.pg.signal", PENALISED_SIGNAL)
+        _put(data, target, setting)
     return data
 
 

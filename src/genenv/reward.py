@@ -7,7 +7,7 @@ alpha-curriculum reward R_env = exp(-beta (p_hat - alpha)^2) (:func:`alpha_rewar
 
 Beyond the paper, the policy-gradient update (``env.update=pg``, :mod:`genenv.algos.env_pg`) pays each generation
 :func:`challenger_rewards`: a valid task what the run's signal says (by default R_env rescaled to [0, 1],
-:func:`frontier_reward`), 0 (or ``env.pg.invalid_reward``) for an invalid one, and 0 for a valid task that a gate
+:func:`frontier_reward`), what the signal says an invalid one earns (0), and 0 for a valid task that a gate
 shuts out (:mod:`genenv.signals`: :func:`level_gate` over :func:`open_levels` for the level gate). The per-level
 statistics the level gate shares with the oracle curriculum are here too (:func:`level_success`).
 Pure functions, unit-tested against hand-computed values (tests/test_reward.py).
@@ -117,7 +117,7 @@ def challenger_rewards(candidates, valid_reward: Callable, invalid_reward: float
     """The pg reward of each generation: ``valid_reward(c)`` for a valid task (the run's signal,
     :data:`genenv.signals.SIGNALS`; by default :func:`frontier_reward` of its R_env), ``invalid_reward`` for one the
     domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts out earns
-    0, what a useless valid task earns; with ``repeat`` (a predicate: :func:`repeated_generations`), a valid task it
+    0, what a useless valid task earns; with ``repeat`` (a predicate, from the signal's ``repeats``), a valid task it
     names earns ``invalid_reward``."""
     def reward(c) -> float:
         if repeat is not None and repeat(c):
@@ -131,18 +131,6 @@ def challenger_rewards(candidates, valid_reward: Callable, invalid_reward: float
 def rescaled(alpha: float = 0.5, beta: float = 2.0) -> Callable:
     """A candidate's R_env rescaled by :func:`frontier_reward` (the default signal's reward, for tests and tools)."""
     return lambda c: float(frontier_reward(c.r_env, alpha, beta))
-
-
-def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
-    """``env.pg.repeat_is_invalid``: a predicate on ``candidates`` naming each valid generation whose task text was
-    ``known`` before the epoch (in the pool) or was written by an earlier candidate of the list."""
-    seen, repeated = set(), set()
-    for c in candidates:
-        if c.valid:
-            if known(c.parsed.text) or c.parsed.text in seen:
-                repeated.add(id(c))
-            seen.add(c.parsed.text)
-    return lambda c: id(c) in repeated
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ never tests an option's name:
 
 - :data:`SEED_DRAWS` (``env.seed_draw``): which pool tasks the simulator writes variations of (its prompts).
 - :data:`GATES` (``env.pg.gate``): which valid generations may earn the pg update's reward.
-- :data:`SIGNALS` (``env.pg.signal``): what a valid generation earns under the pg update.
+- :data:`SIGNALS` (``env.pg.signal``): what a generation earns under the pg update.
 - :data:`SUCCESS_ESTIMATES` (``curriculum_reward.p_hat_estimate``): p_hat from a group of rollout rewards.
 - :data:`LEVEL_RULES` (``baseline.oracle_rule``): the level the oracle (and the frontier seed draw) picks.
 
@@ -274,6 +274,15 @@ class Signal(Strategy):
     @abc.abstractmethod
     def valid_reward(self, candidate) -> float:
         """A valid, rolled-out candidate's reward."""
+
+    def invalid_reward(self) -> float:
+        """What an invalid generation earns: 0, what a useless valid task earns."""
+        return 0.0
+
+    def repeats(self, generated: list, known: Callable[[str], bool]) -> Callable | None:
+        """A predicate naming the valid generations that earn :meth:`invalid_reward` as repeats (``known``: a task
+        text already in the pool before the epoch), or None for none."""
+        return None
 
 
 SIGNALS = Registry("signal", "env.pg.signal")

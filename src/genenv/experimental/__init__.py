@@ -36,6 +36,14 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "docs/results-log/issue13-attempts-1-4.md (attempt 2)",
                "dev, 8 seeds: -0.008 [-0.034, +0.010] (alpha 0.25) and +0.003 [-0.006, +0.013] (alpha 0.3) "
                "against the default reward; not adopted"),
+    Experiment("env.pg.signal=penalised", "the alpha signal with an invalid generation earning "
+               "experimental.penalised.invalid_reward and, with experimental.penalised.repeats, a repeated valid task "
+               "earning it too (formerly env.pg.invalid_reward, env.pg.repeat_is_invalid)",
+               "docs/benchmarks/apibank-comparison.md (pilots E, F, G)",
+               "F (invalid_reward -0.5) passed its pilot rule (valid generations 37% -> 61%), but the rise on seed 1 "
+               "was a collapse onto one solved request, the held-out comparison was never run, and constrained "
+               "decoding (93% valid) replaced it in the preset; G (repeats) was built and never run; no preset "
+               "selects it"),
     Experiment("baseline.oracle_rule=band", "the oracle writes at the level with the largest band share instead of "
                "the easiest unmastered one", "docs/results-log/issue13-sixteen-seeds.md",
                "dev, 8 seeds: 'frontier' minus 'band' +0.057 [+0.010, +0.108]; frontier adopted"),

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
+from genenv.config import knob
 from genenv.reward import alpha_reward
 from genenv.signals import (
     LEVEL_RULES,
     SEED_DRAWS,
     SIGNALS,
     SUCCESS_ESTIMATES,
+    AlphaSignal,
     LevelRule,
     SeedDraw,
     Signal,
@@ -46,6 +51,43 @@ class InteriorSignal(Signal):
     def valid_reward(self, candidate):
         cr = self.cfg.curriculum_reward
         return float(interior_reward(candidate.p_hat, cr.alpha, cr.beta))
+
+
+def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
+    """A predicate on ``candidates`` naming each valid generation whose task text was ``known`` before the epoch (in
+    the pool) or was written by an earlier candidate of the list."""
+    seen, repeated = set(), set()
+    for c in candidates:
+        if c.valid:
+            if known(c.parsed.text) or c.parsed.text in seen:
+                repeated.add(id(c))
+            seen.add(c.parsed.text)
+    return lambda c: id(c) in repeated
+
+
+@dataclass
+class PenaltyKnobs:
+    """``env.pg.signal=penalised``: what an invalid generation, and a repeat, earn."""
+    invalid_reward: float = knob(0.0, "what an invalid generation earns, on the rescaled R_env scale where a task "
+                                 "always solved or always failed earns 0 and one at alpha earns 1 (pilot F: -0.5)",
+                                 lo=-1.0, hi=1.0)
+    repeats: bool = knob(False, "a valid generation whose task is already in the pool, or was written earlier in the "
+                         "same epoch, earns invalid_reward too")
+
+
+@SIGNALS.register("penalised")
+class PenalisedSignal(AlphaSignal):
+    """The alpha signal, with an invalid generation earning ``experimental.penalised.invalid_reward`` and, with
+    ``repeats``, a valid task that repeats one already known earning it too (the paper's information, no levels)."""
+    experimental = True
+    knobs = PenaltyKnobs
+    section = "penalised"
+
+    def invalid_reward(self):
+        return float(self.options.invalid_reward)
+
+    def repeats(self, generated, known):
+        return repeated_generations(generated, known) if self.options.repeats else None
 
 
 def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:
