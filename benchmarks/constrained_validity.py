@@ -42,11 +42,10 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     split = data_split(cfg, domain)
     env, _ = warm_start_simulator(cfg, domain, log=lambda m: None)
-    env.constraint = simulator_constraint(cfg, domain, env)
     state = RunState()
     for task in training_seed_tasks(cfg, domain, split):
         state.task_pool.add(task, "seed", -1)
-    engine = LocalEngine(domain, Players(None, None, env, None, None, None))
+    engine = LocalEngine(domain, Players(None, None, env, None, None, None, simulator_constraint(cfg, domain, env)))
     candidates, seconds = [], 0.0
     for epoch in range(epochs):
         start = time.perf_counter()

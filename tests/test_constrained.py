@@ -39,11 +39,8 @@ def tiny():
 
 
 def _generate(policy, constraint, prompts, n=6, seed=11, keys=None, greedy=False):
-    policy.constraint = constraint
-    try:
-        return policy.generate(prompts, n=n, max_new_tokens=12, temperature=1.0, seed=seed, keys=keys, greedy=greedy)
-    finally:
-        policy.constraint = None
+    return policy.generate(prompts, n=n, max_new_tokens=12, temperature=1.0, seed=seed, keys=keys, greedy=greedy,
+                           constraint=constraint)
 
 
 def test_a_constrained_simulator_writes_only_the_shape(tiny):
@@ -63,12 +60,8 @@ def test_the_updates_log_probs_are_the_samplers_under_the_same_masks(tiny):
     domain, policy, constraint = tiny
     gens = [g for group in _generate(policy, constraint, ["12+34", "9+9"]) for g in group]
     batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
-    policy.constraint = constraint
-    try:
-        with torch.no_grad():
-            logp, entropy = policy.token_logprobs(batch, with_entropy=True)
-    finally:
-        policy.constraint = None
+    with torch.no_grad():
+        logp, entropy = policy.token_logprobs(batch, with_entropy=True, constraint=constraint)
     with torch.no_grad():
         free_logp, _ = policy.token_logprobs(batch)
     for row, g in enumerate(gens):
@@ -78,13 +71,11 @@ def test_the_updates_log_probs_are_the_samplers_under_the_same_masks(tiny):
     assert (logp[:, :4] > free_logp[:, :4] + 1e-3).any()   # the masks change the numbers
     assert torch.isfinite(entropy).all()
     # gradients flow through the allowed tokens only
-    policy.constraint = constraint
     try:
-        loss = -policy.token_logprobs(batch)[0].sum()
+        loss = -policy.token_logprobs(batch, constraint=constraint)[0].sum()
         loss.backward()
         assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.trainable_parameters())
     finally:
-        policy.constraint = None
         policy.model.zero_grad()
 
 
@@ -145,11 +136,7 @@ def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
     from genenv.domains.base import TaskShape
     policy, constraint = json_tiny
     def written(shape):
-        policy.constraint = shape
-        try:
-            return policy.generate(["ab"], n=32, max_new_tokens=30, temperature=1.0, seed=7)[0]
-        finally:
-            policy.constraint = None
+        return policy.generate(["ab"], n=32, max_new_tokens=30, temperature=1.0, seed=7, constraint=shape)[0]
     def closed(text):
         try:
             json.loads(text)
@@ -160,12 +147,8 @@ def test_under_a_budget_every_text_closes_and_the_update_replays_it(json_tiny):
     assert sum(map(closed, (g.text for g in without))) < len(without) // 2
     assert all(closed(g.text) for g in under)
     batch = policy.build_batch([g.prompt_ids for g in under], [g.token_ids for g in under])
-    policy.constraint = constraint(30)
-    try:
-        with torch.no_grad():
-            logp = policy.token_logprobs(batch)[0]
-    finally:
-        policy.constraint = None
+    with torch.no_grad():
+        logp = policy.token_logprobs(batch, constraint=constraint(30))[0]
     for row, g in enumerate(under):
         assert logp[row, :len(g.token_ids)].tolist() == pytest.approx(g.logprobs, abs=1e-5)
     # a shape's max_chars: every text closes within it too, where without it most run past

@@ -37,8 +37,8 @@ def local_ray():
 
 
 class _Players:
-    def __init__(self, agent, env):
-        self.agent, self.env = agent, env
+    def __init__(self, agent, env, env_constraint=None):
+        self.agent, self.env, self.env_constraint = agent, env, env_constraint
 
 
 def _addition_setup(tiny_policy):

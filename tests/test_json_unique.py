@@ -79,11 +79,7 @@ def sampler():
 
 
 def _written(policy, constraint, n=48):
-    policy.constraint = constraint
-    try:
-        return policy.generate(["ab"], n=n, max_new_tokens=80, temperature=1.0, seed=7)[0]
-    finally:
-        policy.constraint = None
+    return policy.generate(["ab"], n=n, max_new_tokens=80, temperature=1.0, seed=7, constraint=constraint)[0]
 
 
 def test_a_constrained_sampler_repeats_nothing_the_schema_declares_unique(sampler):
@@ -132,12 +128,8 @@ def test_the_masks_by_hand(sampler):
 def _update_logprobs(policy, constraint, gens) -> torch.Tensor:
     """The log-probs the update computes for ``gens`` under ``constraint`` (its masks replayed)."""
     batch = policy.build_batch([g.prompt_ids for g in gens], [g.token_ids for g in gens])
-    policy.constraint = constraint
-    try:
-        with torch.no_grad():
-            return policy.token_logprobs(batch)[0]
-    finally:
-        policy.constraint = None
+    with torch.no_grad():
+        return policy.token_logprobs(batch, constraint=constraint)[0]
 
 
 def test_the_updates_log_probs_are_the_samplers_with_the_repeat_masks(sampler):

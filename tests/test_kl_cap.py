@@ -114,7 +114,7 @@ def test_the_cap_estimates_kl_from_the_start_to_now_on_the_starts_samples():
     batch = SimpleNamespace(response_mask=torch.ones(len(tokens), 1))
     start = torch.log(torch.tensor([[p[t]] for t in tokens], dtype=torch.float64))
     now = torch.log(torch.tensor([[q[t]] for t in tokens], dtype=torch.float64))
-    policy_now = SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b: (now, None))
+    policy_now = SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b, **_: (now, None))
     exact = sum(pi * math.log(pi / qi) for pi, qi in zip(p, q))            # 0.6349
     assert update_kl(policy_now, [batch], [start]) == pytest.approx(exact, rel=1e-9)
     assert exact == pytest.approx(0.6349, abs=1e-4)
@@ -139,7 +139,7 @@ def test_kl_to_the_initial_simulator_is_weighted_by_now_over_the_sampler():
 
     def policy_of(probs):
         logp = torch.log(torch.tensor([[probs[t]] for t in tokens], dtype=torch.float64))
-        return SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b: (logp, None))
+        return SimpleNamespace(set_training=lambda training: None, token_logprobs=lambda b, **_: (logp, None))
 
     start = policy_of(start_p)
     cap = KLCap(start, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), [batch], max_kl=0.0,

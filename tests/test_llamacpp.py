@@ -265,18 +265,17 @@ def test_a_constrained_simulator_on_llama_cpp_writes_only_the_shape_as_on_transf
     vocab = int(policy.model.get_output_embeddings().weight.shape[0])
     shape = re.compile(domain.task_shape().regex)
     prompts = ["Write an addition task like 123+456.", "Another one, please."]
-    policy.constraint = TokenConstraint(domain.task_shape(), policy.tokenizer, vocab, policy.eos_token_id, "addition")
+    constraint = TokenConstraint(domain.task_shape(), policy.tokenizer, vocab, policy.eos_token_id, "addition")
     try:
-        reference = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3)
+        reference = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3, constraint=constraint)
         policy.fast_sampler = sampler
-        engine = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3)
+        engine = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3, constraint=constraint)
         for group in (*reference, *engine):
             assert all(g.finished and shape.fullmatch(g.text) for g in group), [g.text for g in group]
         same = sum(a.token_ids == b.token_ids for ga, gb in zip(reference, engine) for a, b in zip(ga, gb))
         assert same >= 2   # of 4: the same keyed draws where the two engines' logits agree
     finally:
         policy.fast_sampler = None
-        policy.constraint = None
 
 
 def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):

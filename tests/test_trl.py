@@ -193,10 +193,12 @@ def test_a_frozen_simulator_on_an_endpoint_writes_the_rounds_and_resumes(tmp_pat
 
 
 def test_the_simulator_side_samples_under_the_constraint_when_asked():
-    """env.constrained reaches a TRL run's simulator and its KL reference, as it does genenv's own loop."""
+    """env.constrained reaches a TRL run's simulator (its sampling, its update and KL terms: the players' one
+    constraint, passed to each call), as it does genenv's own loop."""
     side = SimulatorSide(load_config("smoke", ["threads=1", "env.constrained=true"]))
-    assert side.players.env.constraint is not None and side.players.env_ref.constraint is side.players.env.constraint
-    assert SimulatorSide(load_config("smoke", ["threads=1"])).players.env.constraint is None
+    assert side.players.env_constraint is not None
+    assert not hasattr(side.players.env, "constraint") and not hasattr(side.players.env_ref, "constraint")
+    assert SimulatorSide(load_config("smoke", ["threads=1"])).players.env_constraint is None
 
 
 def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():

@@ -208,7 +208,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,
-                     recompute_old_logprobs=ec.sampler != "transformers")
+                     recompute_old_logprobs=ec.sampler != "transformers", constraint=players.env_constraint)
 
 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
@@ -229,7 +229,8 @@ def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunSt
     weights = rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
     weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
     return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr.steps,
-                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng)
+                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng,
+                      constraint=players.env_constraint)
 
 
 # the simulator's update rules by ``env.update``: each from the epoch's generations to its optimiser steps' result

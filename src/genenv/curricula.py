@@ -64,10 +64,11 @@ class Curriculum:
         return None
 
     def fixed_set(self, cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], rng: np.random.Generator,
-                  journal: Path | None = None) -> tuple[list[Candidate], str] | None:
+                  journal: Path | None = None, constraint=None) -> tuple[list[Candidate], str] | None:
         """The training set written once before training (not validated yet) and who wrote it; None: none.
         ``journal``: where the simulator's shards are kept as they are written (:func:`write_once`), so a run
-        killed while writing resumes where it stopped."""
+        killed while writing resumes where it stopped; ``constraint``: the simulator's task shape
+        (``env.constrained``), for the simulator's generations."""
         return None
 
     def draw(self, cfg: RunConfig, pool: TaskPool, rng: np.random.Generator, n: int) -> list[Task]:
@@ -93,8 +94,8 @@ class RandomSimulator(Curriculum):
 class Static(Curriculum):
     """``baseline.static_variations`` simulator variations per seed task, written once (paper's GenEnv-Static)."""
 
-    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None):
-        return write_once(cfg, domain, env, seeds, cfg.baseline.static_variations, journal), "simulator"
+    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None, constraint=None):
+        return write_once(cfg, domain, env, seeds, cfg.baseline.static_variations, journal, constraint), "simulator"
 
 
 @register_curriculum("offline")
@@ -103,14 +104,14 @@ class Offline(Curriculum):
     domain's own (valid tasks of every level, the strong-teacher analogue of Gemini) or the warm-started
     simulator (paper's Gemini-Offline rows)."""
 
-    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None):
+    def fixed_set(self, cfg, domain, env, seeds, rng, journal=None, constraint=None):
         from genenv.generation import Candidate  # noqa: PLC0415 (torch: imported when a run needs it)
         extra = int(round((cfg.baseline.offline_multiplier - 1.0) * len(seeds)))
         if cfg.baseline.offline_generator == "domain":
             return [Candidate(-1, task, "", [], [], task.text, task) for task in domain.reference_tasks(rng, extra)], \
                 "domain"
         picks = rng.choice(len(seeds), size=extra, replace=True)
-        return write_once(cfg, domain, env, [seeds[i] for i in picks], 1, journal), "simulator"
+        return write_once(cfg, domain, env, [seeds[i] for i in picks], 1, journal, constraint), "simulator"
 
 
 @register_curriculum("learnability")
@@ -186,13 +187,14 @@ def information_label(cfg: RunConfig) -> str:
 
 
 def write_once(cfg: RunConfig, domain: Domain, env: Policy, seeds: list[Task], n: int,
-               journal: Path | None = None) -> list[Candidate]:
+               journal: Path | None = None, constraint=None) -> list[Candidate]:
     """A fixed set's generations: no success statistics in the prompt (nothing is known before training). Shards
     already in ``journal`` are read back, not written again (a run killed while writing resumes there)."""
     from genenv.generation import simulator_sampling, write_tasks  # noqa: PLC0415
     return write_tasks(domain, env, seeds, [None] * len(seeds), n, phase_seed(cfg.seed, -1, "fixed_set_generate"),
                        **simulator_sampling(cfg, domain),
-                       progress=f"{cfg.curriculum} set (generations)" if cfg.progress else None, journal=journal)
+                       progress=f"{cfg.curriculum} set (generations)" if cfg.progress else None, journal=journal,
+                       constraint=constraint)
 
 
 def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Task], split: DataSplit,

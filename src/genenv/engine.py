@@ -34,11 +34,12 @@ from genenv.rollout import rollout_shard
 ROLES = ("agent", "env")
 
 
-def run_shard(role: str, domain: Domain, policy, shard: dict):
-    """One shard: the agent's rollout groups of some tasks, or the simulator's generations for some prompts."""
+def run_shard(role: str, domain: Domain, policy, shard: dict, constraint=None):
+    """One shard: the agent's rollout groups of some tasks, or the simulator's generations for some prompts (under
+    the simulator's ``constraint``, ``env.constrained``)."""
     if role == "agent":
         return rollout_shard(domain, policy, **shard)
-    return write_shard(policy, **shard)
+    return write_shard(policy, **shard, constraint=constraint)
 
 
 class LocalEngine:
@@ -51,7 +52,7 @@ class LocalEngine:
 
     def run_shards(self, role: str, shards: list[dict]) -> list:
         policy = self.players.agent if role == "agent" else self.players.env
-        return [run_shard(role, self.domain, policy, shard) for shard in shards]
+        return [run_shard(role, self.domain, policy, shard, self.players.env_constraint) for shard in shards]
 
     def weights_changed(self, role: str) -> None:
         """Nothing to send: the shards use the driver's players themselves."""
@@ -100,10 +101,10 @@ def _check_resources(ray, ec) -> None:
 class _Worker:
     """One actor: replicas of both players and the domain; runs shards with the weights version it was sent."""
 
-    def __init__(self, domain: Domain, agent, env, versions: dict, threads: int, device: str):
+    def __init__(self, domain: Domain, agent, env, versions: dict, threads: int, device: str, env_constraint=None):
         import torch  # noqa: PLC0415 (in the actor's process)
         torch.set_num_threads(threads)
-        self.domain = domain
+        self.domain, self.env_constraint = domain, env_constraint
         self.policies = {"agent": agent, "env": env}
         for policy in self.policies.values():
             if hasattr(policy, "model"):   # (a remote simulator has no local model)
@@ -120,7 +121,7 @@ class _Worker:
         if self.versions[role] != version:
             raise RuntimeError(f"worker {os.getpid()} holds {role} weights version {self.versions[role]}, "
                                f"the shard was sent for version {version}")
-        return run_shard(role, self.domain, self.policies[role], shard)
+        return run_shard(role, self.domain, self.policies[role], shard, self.env_constraint)
 
     def state(self) -> dict:
         """Its process id and the weights versions it holds (for tests and diagnostics)."""
@@ -154,14 +155,15 @@ class RayEngine:
         self._remote = ray.remote(num_cpus=ec.cpus_per_worker, num_gpus=ec.gpus_per_worker)(_Worker)
         self.versions = {role: 0 for role in ROLES}
         self._domain = ray.put(domain)   # it never changes: one copy in the object store for every actor
+        self._constraint = ray.put(players.env_constraint)   # nor does the simulator's task shape
         self.actors = self._new_actors(ec.workers)
 
     # ------------------------------------------------------------------ actors and weights
     def _new_actors(self, count: int) -> list:
         """``count`` fresh actors holding the driver's current players (put in the object store once for all)."""
         agent, env = self.ray.put(self.players.agent), self.ray.put(self.players.env)
-        return [self._remote.remote(self._domain, agent, env, self.versions, self.cfg.threads, self.cfg.device)
-                for _ in range(count)]
+        return [self._remote.remote(self._domain, agent, env, self.versions, self.cfg.threads, self.cfg.device,
+                                    self._constraint) for _ in range(count)]
 
     def weights_changed(self, role: str) -> None:
         """The driver updated ``role``'s weights: the next shards need the new version (put once, here)."""

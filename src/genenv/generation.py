@@ -62,7 +62,7 @@ def simulator_sampling(cfg: RunConfig, domain: Domain) -> dict:
 
 def write_tasks(domain: Domain, env: Policy, seeds: list[Task], rates: list[float | None], n: int, sample_seed: int,
                 *, max_new_tokens: int, temperature: float, batch_size: int, run_shards=None,
-                progress: str | None = None, journal: Path | None = None) -> list[Candidate]:
+                progress: str | None = None, journal: Path | None = None, constraint=None) -> list[Candidate]:
     """``n`` simulator generations per seed, prompted with the seed and its success rate (not parsed yet).
 
     Written in shards of as many seeds as fill one generate() batch (:func:`genenv.rollout.tasks_per_shard`);
@@ -71,7 +71,8 @@ def write_tasks(domain: Domain, env: Policy, seeds: list[Task], rates: list[floa
     ``progress`` when given: the set written once before training is hundreds of generations). With ``journal``
     (a JSON Lines file) each shard written here is appended to it as it finishes and a shard already there, for
     the same prompts and sampling settings, is read back instead of written again: a run killed while writing
-    its fixed set resumes where it stopped, with the same generations to the last log-prob."""
+    its fixed set resumes where it stopped, with the same generations to the last log-prob. ``constraint``: the
+    simulator's task shape (``env.constrained``; an engine's ``run_shards`` holds its own)."""
     contexts = [domain.simulator_prompt(seed, {"success_rate": rate}) for seed, rate in zip(seeds, rates)]
     per_shard = tasks_per_shard(batch_size, n)
     shards = [dict(contexts=contexts[first:first + per_shard], first_index=first, n=n, sample_seed=sample_seed,
@@ -88,7 +89,7 @@ def write_tasks(domain: Domain, env: Policy, seeds: list[Task], rates: list[floa
                 if index in written:
                     results.append(written[index])
                     continue
-                results.append(write_shard(env, **shard))
+                results.append(write_shard(env, **shard, constraint=constraint))
                 if journal is not None:
                     append_jsonl(journal, {"shard": index, "key": shard_key(shard),
                                            "generations": [[dataclasses.asdict(g) for g in gens]
@@ -116,12 +117,13 @@ def read_journal(journal: Path, shards: list[dict]) -> dict[int, list[list[Gener
 
 
 def write_shard(env: Policy, contexts: list[str], *, first_index: int, n: int, sample_seed: int,
-                max_new_tokens: int, temperature: float, batch_size: int) -> list[list[Generation]]:
+                max_new_tokens: int, temperature: float, batch_size: int,
+                constraint=None) -> list[list[Generation]]:
     """The simulator's ``n`` generations for each of ``contexts``, the slice of an epoch's prompts that starts at
-    index ``first_index`` (keys (index, j))."""
+    index ``first_index`` (keys (index, j)), sampled under ``constraint`` (``env.constrained``) when given."""
     keys = grid_keys(first_index, len(contexts), n)
     return env.generate(contexts, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=sample_seed,
-                        batch_size=batch_size, keys=keys)
+                        batch_size=batch_size, keys=keys, constraint=constraint)
 
 
 def validated(domain: Domain, candidates: list[Candidate], split: DataSplit) -> list[Candidate]:

@@ -18,13 +18,16 @@ from genenv.seeding import phase_seed
 
 @dataclass
 class Players:
-    """The two policies, their frozen initial copies (KL references) and their optimisers."""
+    """The two policies, their frozen initial copies (KL references), their optimisers, and the simulator's task
+    shape (``env.constrained``: a :class:`genenv.constrained.TokenConstraint` the simulator samples under and its
+    updates and KL terms score under, passed to each call; None: unconstrained)."""
     agent: Policy
     agent_ref: Policy
     env: Policy
     env_ref: Policy
     agent_opt: torch.optim.Optimizer
     env_opt: torch.optim.Optimizer | None   # None: a frozen remote simulator (env.backend=openai)
+    env_constraint: object | None = None
 
     def model_seconds(self) -> float:
         return sum(p.model_seconds for p in (self.agent, self.agent_ref, self.env, self.env_ref))
@@ -92,24 +95,24 @@ def simulator_constraint(cfg: RunConfig, domain, env: Policy):
 def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Players:
     """From the warm-started players (or a resumed run's initial ones): their KL references, optional LoRA
     adapters, and the optimisers (:func:`prepare_player` for each). With ``env.constrained`` (``domain`` given), the
-    simulator and its reference sample and score under the domain's task shape."""
+    domain's task shape compiled for the simulator (:func:`simulator_constraint`), which the simulator samples
+    under and its updates score under."""
+    constraint = simulator_constraint(cfg, domain, env) if domain is not None else None
     agent_ref, agent_opt = prepare_player(cfg, "agent", agent)
-    env_ref, env_opt = prepare_player(cfg, "env", env, domain)
-    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt)
+    env_ref, env_opt = prepare_player(cfg, "env", env)
+    return Players(agent, agent_ref, env, env_ref, agent_opt, env_opt, constraint)
 
 
-def prepare_player(cfg: RunConfig, name: str, policy, domain=None) -> tuple:
-    """One player (``name``: "agent" or "env") set up as its config section says: the task shape (the simulator,
-    with ``domain`` given), LoRA adapters (``lora_rank``), gradient checkpointing, prefix-cached sampling, the
-    llama.cpp sampler, bfloat16 autocast on both sides of the KL; returns (its KL reference, its optimiser). A
-    fully fine-tuned player's reference is a frozen copy of it; a LoRA player's is the same model with its adapters
-    switched off (its base weights never change: no copy needed). A frozen endpoint (``env.backend=openai``) is
-    its own reference and has no optimiser. genenv's loop and the TRL integration's simulator both come here."""
+def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
+    """One player (``name``: "agent" or "env") set up as its config section says: LoRA adapters (``lora_rank``),
+    gradient checkpointing, prefix-cached sampling, the llama.cpp sampler, bfloat16 autocast on both sides of the
+    KL; returns (its KL reference, its optimiser). A fully fine-tuned player's reference is a frozen copy of it; a
+    LoRA player's is the same model with its adapters switched off (its base weights never change: no copy
+    needed). A frozen endpoint (``env.backend=openai``) is its own reference and has no optimiser. genenv's loop
+    and the TRL integration's simulator both come here."""
     if isinstance(policy, RemoteSimulator):
         return policy, None
     player = cfg.agent if name == "agent" else cfg.env
-    if name == "env" and domain is not None:
-        policy.constraint = simulator_constraint(cfg, domain, policy)   # before the reference: it copies it
     if player.lora_rank > 0:
         if not policy.has_lora:
             policy.apply_lora(player.lora_rank, seed=phase_seed(cfg.seed, -1, f"lora_{name}"))

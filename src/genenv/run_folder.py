@@ -130,7 +130,7 @@ def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, spli
     for task in seeds:
         state.task_pool.add(task, "seed", -1)
     fixed = curriculum.fixed_set(cfg, domain, players.env, seeds, phase_rng(cfg.seed, -1, "fixed_set"),
-                                 journal=run_dir / FIXED_SET_JOURNAL)
+                                 journal=run_dir / FIXED_SET_JOURNAL, constraint=players.env_constraint)
     if fixed is not None:
         add_fixed_set(cfg, domain, state.task_pool, seeds, split, *fixed, run_dir, log)
     return players, state

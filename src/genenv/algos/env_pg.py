@@ -40,20 +40,22 @@ def reward_groups(candidates, rewards) -> list[list[PolicySample]]:
 
 def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *, steps: int, minibatch_groups: int,
               clip_eps: float, kl_coef: float, max_kl: float, grad_clip: float, temperature: float,
-              rng: np.random.Generator, recompute_old_logprobs: bool = False) -> dict:
+              rng: np.random.Generator, recompute_old_logprobs: bool = False, constraint=None) -> dict:
     """``steps`` clipped-surrogate steps on minibatches of ``minibatch_groups`` groups (passes over the groups,
     each a fresh shuffle), capped in KL like RWR. Returns the mean loss and KL-to-reference of the kept steps,
-    the update's KL, the simulator's KL to ``reference`` after it, kept steps, and the KL of an undone step."""
+    the update's KL, the simulator's KL to ``reference`` after it, kept steps, and the KL of an undone step.
+    ``constraint``: the task shape the generations were sampled under (``env.constrained``): every log-prob is
+    the constrained distribution's."""
     stats = {"loss": float("nan"), "kl": float("nan"), "update_kl": 0.0, "kl_to_initial": None, "steps": 0,
              "kl_capped": 0, "rejected_kl": None, "skipped": 0}
     if not groups or steps <= 0:
         return stats
     if recompute_old_logprobs:   # samples another engine drew (sampler=llama.cpp): the trainer's own log-probs
-        groups = with_trainer_logprobs(policy, groups, temperature=temperature)
+        groups = with_trainer_logprobs(policy, groups, temperature=temperature, constraint=constraint)
     samples = [s for group in groups for s in group]
     chunks = [samples[i:i + 64] for i in range(0, len(samples), 64)]
     watched = [policy.build_batch([s.prompt_ids for s in c], [s.response_ids for s in c]) for c in chunks]
-    cap = KLCap(policy, optimizer, watched, max_kl, watch_start=reference is not None)
+    cap = KLCap(policy, optimizer, watched, max_kl, watch_start=reference is not None, constraint=constraint)
     # Every sample in one watched batch: a step on every group (minibatch_groups >= the groups, the usual case)
     # takes a reordering of its rows instead of building the batch again
     whole = prepare_samples(policy, samples, batch=watched[0]) if len(watched) == 1 else None
@@ -66,7 +68,8 @@ def pg_update(policy, reference, optimizer, groups: list[list[PolicySample]], *,
         if whole is not None and len(picks) == len(groups):
             prepared = whole.reordered([int(first[i]) + k for i in picks for k in range(len(groups[i]))])
         result = grpo_step(policy, reference, optimizer, [s for i in picks for s in groups[i]], clip_eps=clip_eps,
-                           kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature, prepared=prepared)
+                           kl_coef=kl_coef, grad_clip=grad_clip, temperature=temperature, prepared=prepared,
+                           constraint=constraint)
         return None if result["skipped"] else result
     kept, update = capped_steps(cap, steps, step, reference)
     stats.update(update)

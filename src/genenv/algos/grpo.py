@@ -116,7 +116,7 @@ def prepare_samples(policy, samples: list[PolicySample], batch: SequenceBatch | 
 def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip_eps=0.2, kl_coef=0.001,
               entropy_coef=0.0, grad_clip=1.0, temperature=1.0, micro_batch: int = 0, lr: float | None = None,
               warmup_steps: int = 0, prepared: PreparedSamples | None = None, shared_prefix: bool = False,
-              group_sizes: list[int] | None = None) -> dict:
+              group_sizes: list[int] | None = None, constraint=None) -> dict:
     """One gradient step on ``samples``. A non-finite loss or gradient skips the step (``skipped``=1).
 
     ``prepared``: ``samples`` already laid out as tensors (:func:`prepare_samples`; used when the step takes them
@@ -131,7 +131,10 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
     ``shared_prefix``: each group's common prompt is encoded once (:mod:`genenv.models.packing`), for the policy
     and the KL reference; ``group_sizes`` says how many consecutive samples form each group (default: the
     samples with one identical prompt, consecutive). The same loss and gradients up to floating-point summation
-    order. Micro-batches then hold whole groups (at least one), about ``micro_batch`` samples each."""
+    order. Micro-batches then hold whole groups (at least one), about ``micro_batch`` samples each.
+
+    ``constraint``: the distribution the samples were drawn from (the simulator's task shape, ``env.constrained``),
+    for the policy's and the reference's log-probs alike."""
     policy.set_training(True)
     stats: dict = {}
     whole = micro_batch <= 0 or micro_batch >= len(samples)
@@ -152,7 +155,7 @@ def grpo_step(policy, reference, optimizer, samples: list[PolicySample], *, clip
         for chunk, chunk_sizes in zip(chunks, sizes):
             part, part_stats = _grpo_micro_loss(policy, reference, chunk, tokens, clip_eps, kl_coef, entropy_coef,
                                                 temperature, prepared if whole and not shared_prefix else None,
-                                                chunk_sizes)
+                                                chunk_sizes, constraint)
             for key, value in {**part_stats, "loss": part.item()}.items():
                 stats[key] = stats.get(key, 0.0) + value
             yield part
@@ -207,7 +210,7 @@ def _old_and_advantages(policy, samples: list[PolicySample], width: int) -> tupl
 
 
 def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entropy_coef, temperature,
-                     prepared=None, group_sizes=None):
+                     prepared=None, group_sizes=None, constraint=None):
     """The loss of ``samples`` (their share of a minibatch of ``tokens`` response tokens, or their own mean);
     ``group_sizes`` given: each group's common prompt encoded once (:mod:`genenv.models.packing`)."""
     if group_sizes is not None:
@@ -217,13 +220,13 @@ def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entr
         mask = torch.from_numpy(packed.response_mask).to(policy.device)
 
         def logprobs(model, **options):
-            return model.packed_token_logprobs(packed, **options)
+            return model.packed_token_logprobs(packed, constraint=constraint, **options)
     else:
         prepared = prepared or prepare_samples(policy, samples)
         old, advantages, mask = prepared.old_logprobs, prepared.advantages, prepared.batch.response_mask
 
         def logprobs(model, **options):
-            return model.token_logprobs(prepared.batch, **options)
+            return model.token_logprobs(prepared.batch, constraint=constraint, **options)
     logp, entropy = logprobs(policy, temperature=temperature, with_entropy=True, entropy_grad=entropy_coef > 0)
     ref_logp = None
     if reference is not None and kl_coef > 0:
@@ -244,11 +247,12 @@ def informative_samples(groups) -> list[list[PolicySample]]:
 
 
 def with_trainer_logprobs(policy, groups: list[list[PolicySample]], *, temperature: float = 1.0,
-                          micro_batch: int = 0, shared_prefix: bool = False) -> list[list[PolicySample]]:
+                          micro_batch: int = 0, shared_prefix: bool = False,
+                          constraint=None) -> list[list[PolicySample]]:
     """The groups with every sample's old log-probs recomputed by ``policy`` now (eval mode, no gradients), whole
     groups about ``micro_batch`` samples at a time, each group's prompt encoded once with ``shared_prefix``. For
     samples another engine drew (``sampler=llama.cpp``): the importance ratio then compares the trainer with
-    itself, never with the engine's arithmetic."""
+    itself, never with the engine's arithmetic. ``constraint``: the distribution they were drawn from."""
     policy.set_training(False)
     recomputed: dict[int, list[PolicySample]] = {}   # by id of the group it replaces (chunks reorder groups)
     with torch.no_grad():
@@ -257,11 +261,11 @@ def with_trainer_logprobs(policy, groups: list[list[PolicySample]], *, temperatu
             if shared_prefix:
                 packed = pack_groups([[(s.prompt_ids, s.response_ids) for s in group] for group in chunk],
                                      policy.tokenizer.pad_token_id)
-                logp, _ = policy.packed_token_logprobs(packed, temperature=temperature)
+                logp, _ = policy.packed_token_logprobs(packed, temperature=temperature, constraint=constraint)
             else:
                 logp, _ = policy.token_logprobs(policy.build_batch([s.prompt_ids for s in samples],
                                                                    [s.response_ids for s in samples]),
-                                                temperature=temperature)
+                                                temperature=temperature, constraint=constraint)
             rows = iter(logp.float().cpu().numpy())
             for group in chunk:
                 recomputed[id(group)] = [PolicySample(s.prompt_ids, s.response_ids,

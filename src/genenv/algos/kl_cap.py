@@ -27,11 +27,11 @@ def sequence_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor) 
     return (k3_kl(logp, ref_logp) * mask).sum(-1)
 
 
-def update_kl(policy, batches, start_logps) -> float:
+def update_kl(policy, batches, start_logps, constraint=None) -> float:
     """KL(start || now): the mean per-sequence k3 estimate with the start's log-probs ``start_logps`` as the
     sampling side and ``policy``'s log-probs now as the other, on ``batches`` (sampled by the start)."""
     kls = [sequence_kl(start, now, batch.response_mask)
-           for batch, now, start in zip(batches, logprobs_on(policy, batches), start_logps)]
+           for batch, now, start in zip(batches, logprobs_on(policy, batches, constraint), start_logps)]
     return torch.cat(kls).mean().item()
 
 
@@ -45,22 +45,24 @@ def weighted_sequence_kl(sampler_logp: torch.Tensor, logp: torch.Tensor, ref_log
     return weights * sequence_kl(logp, ref_logp, mask)
 
 
-def logprobs_on(policy, batches) -> list[torch.Tensor]:
-    """The policy's per-token log-probs on ``batches``, in eval mode and without gradients."""
+def logprobs_on(policy, batches, constraint=None) -> list[torch.Tensor]:
+    """The policy's per-token log-probs on ``batches``, in eval mode and without gradients (under ``constraint``,
+    the distribution the sequences were drawn from, when given)."""
     policy.set_training(False)
     with torch.no_grad():
-        return [policy.token_logprobs(batch)[0] for batch in batches]
+        return [policy.token_logprobs(batch, constraint=constraint)[0] for batch in batches]
 
 
 class KLCap:
     """Watch one update of ``policy`` on ``batches`` (SequenceBatch): ``before_step()`` then, after the optimiser
     step, ``keep_step()`` (False: the step's KL(start || now), :func:`update_kl`, passed ``max_kl`` and it was
     undone; stop). ``max_kl`` 0: no cap. ``watch_start``: keep the start's log-probs without a cap too (for
-    :meth:`kl_to`)."""
+    :meth:`kl_to`). ``constraint``: every log-prob under the distribution the sequences were drawn from."""
 
-    def __init__(self, policy, optimizer, batches, max_kl: float, watch_start: bool = False):
+    def __init__(self, policy, optimizer, batches, max_kl: float, watch_start: bool = False, constraint=None):
         self.policy, self.optimizer, self.batches, self.max_kl = policy, optimizer, batches, max_kl
-        self.start_logps = logprobs_on(policy, batches) if max_kl > 0 or watch_start else []
+        self.constraint = constraint
+        self.start_logps = logprobs_on(policy, batches, constraint) if max_kl > 0 or watch_start else []
         self.update_kl, self.capped, self.rejected_kl = 0.0, 0, None
         self._undo = StepUndo(optimizer)
 
@@ -71,7 +73,7 @@ class KLCap:
     def keep_step(self) -> bool:
         if self.max_kl <= 0:
             return True
-        kl = update_kl(self.policy, self.batches, self.start_logps)
+        kl = update_kl(self.policy, self.batches, self.start_logps, self.constraint)
         if kl <= self.max_kl:
             self.update_kl = kl
             return True
@@ -85,8 +87,8 @@ class KLCap:
         cap, or ``watch_start``). After the update, with the initial simulator: ``env_kl_to_initial``. (Until
         2026-11-28 this was k3 with ``reference`` as the sampling side, which it is not after the first update: a
         few sequences the initial simulator finds unlikely took single epochs' estimates to 100-13,000 nats.)"""
-        now = logprobs_on(self.policy, self.batches)
-        ref = logprobs_on(reference, self.batches)
+        now = logprobs_on(self.policy, self.batches, self.constraint)
+        ref = logprobs_on(reference, self.batches, self.constraint)
         kls = [weighted_sequence_kl(start, n, r, batch.response_mask)
                for batch, start, n, r in zip(self.batches, self.start_logps, now, ref)]
         return torch.cat(kls).mean().item()

@@ -55,8 +55,9 @@ def _batch(policy, examples: list[WeightedExample]):
 
 def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *, steps: int, batch_size: int,
                kl_coef: float = 0.05, max_kl: float = 0.5, grad_clip: float = 1.0,
-               rng: np.random.Generator) -> dict:
-    """``steps`` optimiser steps of weighted regression on ``examples``, capped in KL.
+               rng: np.random.Generator, constraint=None) -> dict:
+    """``steps`` optimiser steps of weighted regression on ``examples``, capped in KL (every log-prob under
+    ``constraint``, the simulator's task shape, when given: ``env.constrained``).
 
     Minibatches of ``batch_size`` are drawn in passes over the set, each pass a fresh shuffle, so a set that
     fits one minibatch still gets ``steps`` steps. After every step the KL between the simulator and the
@@ -72,17 +73,17 @@ def rwr_update(policy, reference, optimizer, examples: list[WeightedExample], *,
         return stats
     whole_set = [_batch(policy, examples[i:i + batch_size]) for i in range(0, len(examples), batch_size)]
     cap = KLCap(policy, optimizer, [batch for batch, _ in whole_set], max_kl,
-                 watch_start=reference is not None)
+                 watch_start=reference is not None, constraint=constraint)
     minibatches = shuffled_passes(len(examples), batch_size, rng)
 
     def step():
         batch, weights = _batch(policy, [examples[j] for j in next(minibatches)])
         policy.set_training(True)
-        logp, _ = policy.token_logprobs(batch)
+        logp, _ = policy.token_logprobs(batch, constraint=constraint)
         ref_logp = None
         if reference is not None and kl_coef > 0:
             with torch.no_grad():
-                ref_logp, _ = reference.token_logprobs(batch)
+                ref_logp, _ = reference.token_logprobs(batch, constraint=constraint)
         loss, parts = rwr_loss(logp, ref_logp, batch.response_mask, weights, kl_coef)
         if guarded_step(policy, optimizer, loss, grad_clip, "RWR") is None:
             return None

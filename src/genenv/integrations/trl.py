@@ -51,7 +51,7 @@ from genenv.engine import LocalEngine
 from genenv.generation import Candidate
 from genenv.io import atomic_write_json
 from genenv.metrics import mean
-from genenv.players import Players, RunState, prepare_player
+from genenv.players import Players, RunState, prepare_player, simulator_constraint
 from genenv.rollout import Episode
 from genenv.signals import SIGNALS
 from genenv.splits import data_split, training_seed_tasks
@@ -102,8 +102,9 @@ class SimulatorSide:
         if not self.main_process:
             return
         env, _ = warm_start_simulator(cfg, self.domain, log=log)
-        env_ref, env_opt = prepare_player(cfg, "env", env, self.domain)   # as genenv's loop sets its simulator up
-        self.players = Players(None, None, env, env_ref, None, env_opt)
+        constraint = simulator_constraint(cfg, self.domain, env)   # as genenv's loop sets its simulator up
+        env_ref, env_opt = prepare_player(cfg, "env", env)
+        self.players = Players(None, None, env, env_ref, None, env_opt, constraint)
         self.state = RunState()
         for task in training_seed_tasks(cfg, self.domain, self.split):
             self.state.task_pool.add(task, "seed", -1)

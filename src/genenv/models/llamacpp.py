@@ -135,12 +135,13 @@ class LlamaCppSampler:
 
     # ---------------------------------------------------------------- sampling
     def sample(self, prompt_ids: list[list[int]], n: int, max_new_tokens: int, temperature: float,
-               uniforms: torch.Tensor | None, stop=None) -> list[list[tuple[list[int], list[float]]]]:
+               uniforms: torch.Tensor | None, stop=None,
+               constraint=None) -> list[list[tuple[list[int], list[float]]]]:
         """For each prompt, ``n`` (tokens, log-probs) pairs, sample j of prompt i drawn with the uniforms of row
         i * n + j of ``uniforms`` ([prompts * n, max_new_tokens]; None: greedy). The tokens end at the EOS token
         when one was drawn; the log-probs are llama.cpp's at ``temperature`` (empty when greedy), for the record
         only: the updates recompute them with the trainer (``recompute_old_logprobs``). ``stop``: ``Policy.generate``'s
-        (a sample it says True for ends there).
+        (a sample it says True for ends there); ``constraint``: its masks (``env.constrained``), the same draw.
 
         The samples decode in windows of up to ``parallel`` sequences, several prompts side by side when they fit
         (:meth:`_windows`), each prompt's cells copied from the cells it shares with the prompt before it."""
@@ -152,7 +153,8 @@ class LlamaCppSampler:
         out: list[list] = [[None] * n for _ in prompt_ids]
         for window in self._windows(prompt_ids, n, max_new_tokens):
             for (i, first, _), pair in zip(window, self._decode_window(prompt_ids, window, n, max_new_tokens,
-                                                                       temperature, uniforms, stop)):
+                                                                       temperature, uniforms, stop,
+                                                                       constraint)):
                 out[i][first:first + len(pair)] = pair
         return out
 
@@ -180,7 +182,8 @@ class LlamaCppSampler:
             windows.append(window)
         return windows
 
-    def _decode_window(self, prompt_ids, window, n, max_new_tokens, temperature, uniforms, stop=None) -> list[list]:
+    def _decode_window(self, prompt_ids, window, n, max_new_tokens, temperature, uniforms, stop=None,
+                       constraint=None) -> list[list]:
         """Decode one window's jobs side by side: job k's samples in sequences ``base_k`` onwards. Before, sequence
         0 holds the last window's last prompt (``self._prompt``) and no other sequence anything; after, the same
         for this window's last prompt."""
@@ -208,7 +211,7 @@ class LlamaCppSampler:
         rows = None
         if uniforms is not None:
             rows = torch.cat([uniforms[i * n + first:i * n + first + count] for i, first, count in window])
-        drawn = self._decode_together(logits, starts, max_new_tokens, temperature, rows, stop)
+        drawn = self._decode_together(logits, starts, max_new_tokens, temperature, rows, stop, constraint)
         for seq in range(base):   # keep only the last prompt's cells, in sequence 0
             if seq != held_seq:
                 self._forget(seq, 0)
@@ -224,7 +227,8 @@ class LlamaCppSampler:
         return out
 
     def _decode_together(self, logits: list[np.ndarray], starts: list[int], max_new_tokens: int, temperature: float,
-                         uniforms: torch.Tensor | None, stop=None) -> list[tuple[list[int], list[float]]]:
+                         uniforms: torch.Tensor | None, stop=None,
+                         constraint=None) -> list[tuple[list[int], list[float]]]:
         """Sample k in sequence k of the cache, which holds its prompt of ``starts[k]`` tokens whose last logits
         are ``logits[k]``; every sample decoded one token per step, each step's tokens drawn together
         (:func:`genenv.models.policy.keyed_draw`, the transformers path's own draw)."""
@@ -234,7 +238,6 @@ class LlamaCppSampler:
         logprobs: list[list[float]] = [[] for _ in range(count)]
         rows = list(logits)
         alive = list(range(count))
-        constraint = self.policy.constraint   # env.constrained: the transformers path's masks, the same draw
         matchers = constraint.start(count) if constraint is not None else None
         for t in range(max_new_tokens):
             scores = torch.from_numpy(np.stack([rows[k] for k in alive]))

@@ -212,9 +212,6 @@ class Policy:
         self.prefill_once = False
         self.autocast_bf16 = False   # PlayerConfig.autocast: bf16 matrix products, float32 weights
         self.fast_sampler = None     # PlayerConfig.sampler=llama.cpp: a LlamaCppSampler draws the tokens
-        # env.constrained: a genenv.constrained.TokenConstraint; sampling and log-probs are then the constrained
-        # distribution's (each step's logits outside the shape's allowed tokens masked out)
-        self.constraint = None
 
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -276,7 +273,6 @@ class Policy:
     def frozen_copy(self) -> "Policy":
         """A deep copy with gradients off: the reference policy for KL penalties."""
         ref = Policy(copy.deepcopy(self.model), self.tokenizer, self.device, self.use_chat_template)
-        ref.constraint = self.constraint   # the KL's two sides on the same (constrained) distribution
         ref.model.eval()
         for param in ref.model.parameters():
             param.requires_grad_(False)
@@ -289,7 +285,6 @@ class Policy:
             raise ValueError("base_view needs LoRA adapters (apply_lora first); use frozen_copy otherwise")
         view = Policy(self.model, self.tokenizer, self.device, self.use_chat_template)
         view._adapters_off = True
-        view.constraint = self.constraint
         return view
 
     def _forward_context(self):
@@ -364,8 +359,12 @@ class Policy:
     def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  greedy: bool = False, seed: int = 0, batch_size: int = 512,
                  prompt_ids: list[list[int]] | None = None, keys=None,
-                 stop: Callable[[list[int]], bool] | None = None) -> list[list[Generation]]:
+                 stop: Callable[[list[int]], bool] | None = None, constraint=None) -> list[list[Generation]]:
         """Sample ``n`` responses for every prompt. Returns one list of ``n`` generations per prompt.
+
+        ``constraint`` (a :class:`genenv.constrained.TokenConstraint`, ``env.constrained``): each step's logits
+        outside the allowed tokens are masked out, so the tokens and log-probs are the constrained distribution's
+        (score them with the same ``constraint`` in :meth:`token_logprobs`).
 
         ``stop`` (optional) is asked after every drawn token with the sequence's new tokens so far; when it says
         True the sequence ends there, unfinished (``finished`` False, no EOS), as it would at ``max_new_tokens``:
@@ -393,7 +392,8 @@ class Policy:
                                  f"x n={n}); give one key per sequence")
             uniforms = torch.from_numpy(sequence_uniforms(seed, keys, max_new_tokens))
         if self.fast_sampler is not None:
-            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms, stop)
+            return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms, stop,
+                                            constraint)
         # Decoding is generate()'s greedy step either way: a sampled rollout's tokens are drawn by _KeyedSampler,
         # which applies the temperature and keeps each drawn token's log-prob.
         gen_config = GenerationConfig(
@@ -405,24 +405,25 @@ class Policy:
             for start in range(0, len(flat), batch_size):
                 chunk = flat[start:start + batch_size]
                 chunk_uniforms = None if uniforms is None else uniforms[start:start + batch_size]
-                out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature, stop))
+                out.extend(self._generate_chunk(chunk, gen_config, chunk_uniforms, temperature, stop, constraint))
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
     def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature,
-                            uniforms, stop=None) -> list[list[Generation]]:
+                            uniforms, stop=None, constraint=None) -> list[list[Generation]]:
         """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`) from the same
         per-sequence ``uniforms`` (None: greedy). The log-probs are the engine's: an update recomputes what it
         trains on (``recompute_old_logprobs``)."""
         with self.timed():
             drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature,
-                                                                  uniforms, stop) for pair in samples]
+                                                                  uniforms, stop, constraint) for pair in samples]
         eos = self.eos_token_id
         texts = self.decode_many([tokens for tokens, _ in drawn])
         out = [Generation(list(ids), tokens, text, logprobs, eos in tokens)
                for ids, (tokens, logprobs), text in zip(flat, drawn, texts)]
         return [out[i * n:(i + 1) * n] for i in range(len(prompt_ids))]
 
-    def _generate_chunk(self, chunk, gen_config, uniforms, temperature, stop=None) -> list[Generation]:
+    def _generate_chunk(self, chunk, gen_config, uniforms, temperature, stop=None,
+                        constraint=None) -> list[Generation]:
         lengths_np = np.fromiter((len(ids) for ids in chunk), dtype=np.int64, count=len(chunk))
         width = int(lengths_np.max())
         left_padded = np.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=np.int64)
@@ -432,9 +433,9 @@ class Policy:
         lengths = torch.from_numpy(lengths_np)
         attention = (torch.arange(width).unsqueeze(0) >= (width - lengths).unsqueeze(1)).long()
         sampler = None
-        if uniforms is not None or self.constraint is not None:
+        if uniforms is not None or constraint is not None:
             sampler = _KeyedSampler(float(temperature), None if uniforms is None else uniforms.to(self.device), width,
-                                    self.constraint, len(chunk))
+                                    constraint, len(chunk))
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = self._prefill_once(chunk, input_ids, attention) if self.prefill_once else None
         stopper = _StopWhen(stop, width, len(chunk), self.eos_token_id) if stop is not None else None
@@ -508,14 +509,15 @@ class Policy:
                              torch.from_numpy(response_mask.astype(np.float32)).to(dev), width)
 
     def token_logprobs(self, batch: SequenceBatch, temperature: float = 1.0, with_entropy: bool = False,
-                       entropy_grad: bool = False):
+                       entropy_grad: bool = False, constraint=None):
         """Log-probs of the response tokens ([B, R]) and optionally the per-token entropy.
 
         Only the response positions reach the LM head (``logits_to_keep``), and a token's log-prob is its logit
         minus the log-sum-exp of its row, so no log-softmax over the vocabulary is materialised: the one
         [B, R, V] tensor is the logits themselves (what autograd keeps for the backward pass). The entropy is
         computed row block by row block without gradients unless ``entropy_grad`` (an entropy bonus in the
-        loss needs them)."""
+        loss needs them). ``constraint``: the distribution :meth:`generate` drew from under that constraint (each
+        response's masks replayed from its tokens)."""
         resp_width = batch.response_ids.shape[1]
         # model time (profiling) covers the forward pass and the head's log-softmax: the policy's log-probs
         with self.timed():
@@ -524,13 +526,13 @@ class Policy:
                                     position_ids=batch.position_ids, logits_to_keep=resp_width + 1,
                                     use_cache=False).logits
             # position width-1+t predicts response token t
-            allowed = (None if self.constraint is None
-                       else self.constraint.response_masks(batch.response_ids.cpu(), batch.response_mask.cpu()))
+            allowed = (None if constraint is None
+                       else constraint.response_masks(batch.response_ids.cpu(), batch.response_mask.cpu()))
             return _response_logprobs(logits[:, :resp_width], batch.response_ids, temperature, with_entropy,
                                       entropy_grad, allowed)
 
     def packed_token_logprobs(self, packed, temperature: float = 1.0, with_entropy: bool = False,
-                              entropy_grad: bool = False):
+                              entropy_grad: bool = False, constraint=None):
         """:meth:`token_logprobs` of a shared-prefix packed batch (:func:`genenv.models.packing.pack_groups`):
         the same [N, R] log-probs (and entropy), each group's common prompt run once. The attention mask goes in
         as a 4D mask the model's own attention applies (boolean for sdpa; for eager additive: 0 where a column
@@ -546,7 +548,7 @@ class Policy:
                                     position_ids=torch.from_numpy(packed.position_ids).to(dev),
                                     logits_to_keep=torch.from_numpy(packed.keep).to(dev), use_cache=False).logits
             index = torch.from_numpy(packed.logit_index).to(dev)
-            allowed = (None if self.constraint is None else self.constraint.response_masks(
+            allowed = (None if constraint is None else constraint.response_masks(
                 torch.from_numpy(packed.response_ids), torch.from_numpy(packed.response_mask)))
             return _response_logprobs(logits[index], torch.from_numpy(packed.response_ids).to(dev), temperature,
                                       with_entropy, entropy_grad, allowed)

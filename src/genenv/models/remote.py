@@ -77,8 +77,9 @@ class RemoteSimulator:
 
     def generate(self, prompts: list[str], n: int = 1, max_new_tokens: int = 16, temperature: float = 1.0,
                  greedy: bool = False, seed: int = 0, batch_size: int = 512, prompt_ids=None,
-                 keys=None) -> list[list[Generation]]:
-        """``n`` answers per prompt, one request each (``concurrency`` at a time), in order."""
+                 keys=None, constraint=None) -> list[list[Generation]]:
+        """``n`` answers per prompt, one request each (``concurrency`` at a time), in order. (``constraint`` is
+        always None: ``env.constrained`` needs the model's own logits, which an endpoint does not send.)"""
         if keys is None:
             keys = grid_keys(0, len(prompts), n)
         jobs = [(prompt, _request_seed(seed, keys[i * n + j])) for i, prompt in enumerate(prompts) for j in range(n)]
