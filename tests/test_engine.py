@@ -30,8 +30,9 @@ def _stable(rows):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray with 2 CPUs for the module (starting Ray takes seconds)."""
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    """One local Ray with 2 CPUs for the module (starting Ray takes seconds), started as the engine starts one."""
+    from genenv.engine import init_local_ray
+    init_local_ray(ray, num_cpus=2, num_gpus=0)
     yield
     ray.shutdown()
 
@@ -141,6 +142,19 @@ def test_more_actors_than_the_cluster_can_place_is_one_clear_error(tiny_policy, 
     with pytest.raises(ConfigError, match=r"engine.workers: 3 actors x engine.cpus_per_worker=1 need 3 CPUs, the "
                                           r"Ray cluster has 2;"):
         make_engine(load_config("smoke", ["engine.workers=3"]), domain, players)
+
+
+def test_the_local_rays_actors_run_at_the_drivers_priority(local_ray):
+    """Ray nices its workers by 15 unless told: beside busy jobs the run's own actors starved (issue 77)."""
+    @ray.remote
+    class Probe:
+        def niceness(self):
+            return os.nice(0)
+    probe = Probe.remote()
+    try:
+        assert ray.get(probe.niceness.remote()) == os.nice(0)
+    finally:
+        ray.kill(probe, no_restart=True)   # (its CPU is the next test's)
 
 
 def test_a_killed_actor_is_replaced_and_its_shard_redone(tiny_policy, local_ray):

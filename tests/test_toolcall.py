@@ -214,9 +214,11 @@ def test_smollm2_gguf_converts_to_a_working_hf_folder(disposable_dir, monkeypatc
 def test_a_simulator_task_longer_than_max_task_chars_is_rejected_with_its_length():
     """max_task_chars kept only short seed tasks but let a 200k-character simulator task through (issue 38)."""
     short = make_domain("toolcall", max_task_chars=800)
-    long_task = _with(question="set an alarm " + "x" * 200_000)
+    long_task = _with(question="set an alarm " + "x" * 20_000)
     result = short.parse_and_validate(long_task)
     assert isinstance(result, Invalid) and "longer than max_task_chars 800" in result.reason
+    huge = short.parse_and_validate(_with(question="set an alarm " + "x" * 200_000))   # past every domain's limit
+    assert isinstance(huge, Invalid) and "Domain.simulator_text_limit" in huge.reason
     assert isinstance(short.parse_and_validate(json.dumps(GOOD)), Task)
 
 

@@ -22,6 +22,16 @@ Like Gymnasium's ``env_checker``: a domain author runs it on their own class bef
   (an object, a list of objects, a number, true, null, a 100,000-character string) is handled as any simulator
   text is: no raise, a Task or an Invalid with a reason.
 
+- ``bounded_simulator_text`` and ``bounded_agent_response``: hostile texts a careful fuzzer of JSON and free text
+  tries (:func:`hostile_texts`: numbers past Python's integer digit limit, float overflow and NaN, nesting
+  100,000 deep, arrays and objects of thousands of members, duplicate keys, lone surrogates and NUL bytes, one word
+  or one character repeated, texts at the size limit and one past it), as simulator output and as every action of
+  an episode until its step limit: each call timed. A text within ``Domain.simulator_text_limit`` /
+  ``agent_text_limit`` must be handled by ``parse_task``/``validate`` / ``score``/``step`` as the properties above
+  say within ``Domain.call_seconds`` (per step); one past it must be refused, unread, by the loop's entry point
+  (``Domain.parse_and_validate`` / ``checked_step``) with a reason. A call over its bound is stopped and is a
+  failure naming the text's class and the time.
+
 The texts come from a seeded generator (random characters, the domain's alphabet, mutations of real tasks and
 answers, malformed JSON, very long and non-ASCII text), so a check repeats exactly; nothing is evaluated. The
 test suite feeds the same property functions with hypothesis.
@@ -33,15 +43,17 @@ import json
 import math
 import re
 import string
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from genenv.constrained import grammar_problem, shape_unbounded_places
 from genenv.domains.base import Domain, Invalid, Task, TaskShape, seed_round_trip_problem
+from genenv.timeouts import CallTimeout, time_limit
 
 PROPERTIES = ("seed_round_trip", "task_shape", "simulator_text", "wrong_json_types", "agent_response",
-              "null_response", "null_in_format")
+              "null_response", "null_in_format", "bounded_simulator_text", "bounded_agent_response")
 _PUNCTUATION_ONLY = ("", " ", "\n", "\t  \n", ".", "?", "!?", "...", "-", "{}", "[]", "[{}]", "[{}, {}]", "()", ",;:",
                      "\"\"", "''", "answer:", "answer: ?")
 # a structure with nothing in it: lists and objects of meaningless keys (a plan of empty days; an empty answer)
@@ -359,6 +371,86 @@ def fuzz_texts(rng: np.random.Generator, n: int, real: list[str], alphabet: str 
     return out
 
 
+def hostile_texts(limit: int, real: list[str]) -> list[tuple[str, str]]:
+    """(class, text) pairs that break parsers and scorers which are not bounded: numbers past Python's integer
+    digit limit (bare, in JSON, inside each of ``real``'s JSON objects), float overflow and NaN literals, deep
+    nesting, arrays and objects sized to ``limit`` characters, duplicate keys, lone surrogates and NUL bytes, one
+    word or character repeated to the limit, each of ``real`` padded to the limit, and texts past it."""
+    digits = "9" * 5000
+    out = [("a number past the digit limit", digits), ("a JSON number past the digit limit", '{"a": %s}' % digits),
+           ("a negative number past the digit limit", "[-%s]" % digits),
+           ("a float past the digit limit", "0.%se%s" % (digits, digits[:4000])),
+           ("float overflow and NaN", '{"a": 1e400, "b": NaN, "c": -Infinity, "d": -0}'),
+           ("deep nesting (arrays)", "[" * 100_000 + "]" * 100_000),
+           ("deep nesting (objects)", '{"a": ' * 30_000 + "1" + "}" * 30_000),
+           ("duplicate keys", "{" + ", ".join(f'"a": {i}' for i in range(2000)) + "}"),
+           ("lone surrogates", "\\ud800" * 200 + "\ud800\udfff" + '{"a": "\\udc00"}'),
+           ("NUL bytes", "\x00" * 1000 + '{"a": "\x00"}')]
+    for text in real:
+        if text.startswith("{") and text.endswith("}"):
+            out.append(("a real task with a number past the digit limit", text[:-1] + ', "n": %s}' % digits))
+    sized = [("an array of thousands of members", "[" + "0," * limit),
+             ("an object of thousands of keys", "{" + "".join(f'"k{i}":{i},' for i in range(limit // 8))),
+             ("one word repeated to the size limit", "search: " + "word " * limit),
+             ("one character to the size limit", "x" * limit), ("lines to the size limit", "\n" * limit),
+             ("backslashes to the size limit", "\\" * limit), ("a string to the size limit", '{"a": "' + "y" * limit)]
+    out += [(label, text[:limit]) for label, text in sized]
+    out += [("a real text padded to the size limit", (text + " " * limit)[:limit]) for text in real[:2]]
+    out += [("one past the size limit", "x" * (limit + 1)),
+            ("an object of 50,000 keys", json.dumps({f"k{i}": i for i in range(50_000)})),
+            ("a text of 1.5 MB", ("search: " + "ab " * 500_000)[:1_500_000])]
+    return out
+
+
+def _timed(bound: float, call) -> str | None:
+    """``call()``'s problem (None: none), stopped at ``bound`` seconds: a call that ran that long is a problem,
+    whatever it returned (code under test may catch the stop and return a verdict)."""
+    start = time.perf_counter()
+    try:
+        with time_limit(bound):
+            problem = call()
+    except CallTimeout:
+        problem = None
+    seconds = time.perf_counter() - start
+    if seconds >= bound:
+        return f"ran {seconds:.1f} s, past its bound of {bound:g} s (Domain.call_seconds)"
+    return problem
+
+
+def bounded_simulator_problem(domain: Domain, label: str, text: str) -> str | None:
+    """None when ``text`` as simulator output is handled within the domain's bounds: within
+    ``simulator_text_limit`` by ``parse_task``/``validate`` as :func:`simulator_text_problem` says, in
+    ``call_seconds``; past it refused by :meth:`Domain.parse_and_validate` with a reason, as fast."""
+    if len(text) <= domain.simulator_text_limit:
+        problem = _timed(domain.call_seconds, lambda: simulator_text_problem(domain, text))
+    else:
+        def refused():
+            verdict = domain.parse_and_validate(text)
+            if not isinstance(verdict, Invalid) or not verdict.reason:
+                return f"a text of {len(text)} characters, past simulator_text_limit, was not refused"
+            return None
+        problem = _timed(domain.call_seconds, refused)
+    return None if problem is None else f"{label} ({len(text)} characters): {problem}"
+
+
+def bounded_agent_problem(domain: Domain, task: Task, label: str, text: str) -> str | None:
+    """None when ``text`` as the agent's action (every action of an episode until its step limit) is handled within
+    the domain's bounds: within ``agent_text_limit`` scored as :func:`agent_response_problem` says, in
+    ``call_seconds`` a step; past it refused by :meth:`Domain.checked_step` (reward 0, the reason in ``error``)."""
+    steps = 1 + (max(1, domain.max_turns) if domain.multi_turn else 0)
+    if len(text) <= domain.agent_text_limit:
+        problem = _timed(domain.call_seconds * steps, lambda: agent_response_problem(domain, task, text))
+    else:
+        def refused():
+            state, _ = domain.reset(task, seed=0)
+            result = domain.checked_step(state, text)
+            if result.reward != 0.0 or not result.error:
+                return f"an action of {len(text)} characters, past agent_text_limit, was not refused"
+            return None
+        problem = _timed(domain.call_seconds, refused)
+    return None if problem is None else f"{label} ({len(text)} characters): {problem}"
+
+
 # ---------------------------------------------------------------------------------------- the checker
 
 def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int = 8,
@@ -399,6 +491,8 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
             task = domain.parse_and_validate(text)
             if isinstance(task, Task) and all(task.text != s.text for s in seeds):
                 accepted.append(task)
+    for label, text in hostile_texts(domain.simulator_text_limit, [t.text for t in seeds[:2]]):
+        record("bounded_simulator_text", text, bounded_simulator_problem(domain, label, text))
     per_seed = max(1, examples // max(1, len(seeds)))
     for task in seeds:
         for text in type_confused_texts(task.text, rng, per_seed):
@@ -407,6 +501,10 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
     if not checked:
         return report
     answers = [t.answer or "" for t in checked]
+    for task in checked[:2]:
+        actions = [response for _, _, response in domain.warmstart_examples(task)][:2]
+        for label, text in hostile_texts(domain.agent_text_limit, actions + [task.answer or ""]):
+            record("bounded_agent_response", text, bounded_agent_problem(domain, task, label, text))
     per_task = max(1, examples // len(checked))
     for task in checked:
         for response in targeted_texts([task]) + fuzz_texts(rng, per_task, answers + [task.prompt],
@@ -420,7 +518,8 @@ def check_domain(domain: Domain, examples: int = 200, seed: int = 0, tasks: int 
     return report
 
 
-__all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "check_domain", "formatted_null_responses",
+__all__ = ["PROPERTIES", "DomainCheck", "Failure", "agent_response_problem", "bounded_agent_problem",
+           "bounded_simulator_problem", "check_domain", "formatted_null_responses", "hostile_texts",
            "fuzz_texts", "json_part", "targeted_texts", "type_confused_texts",
            "null_response_problem", "null_responses", "response_rewards", "seed_round_trip_problem", "shape_problem",
            "simulator_text_problem"]

@@ -111,6 +111,9 @@ def epoch_metrics(curriculum: str, scoring: dict, domain: Domain, generates: boo
         "train_success_mean": mean(all_success),
         "train_difficulty_mean": mean([domain.difficulty(grp[0].task) for grp in groups if grp]),
         "train_success_by_level": level_means(zip([e.task.level for e in all_episodes], all_success)),
+        # rollouts a step of which was cut short (Domain.checked_step: an action too long, a step too slow or one
+        # that raised), by kind: each earned 0
+        "answer_errors": dict(Counter(error_kind(e.error) for e in all_episodes if e.error)),
         **eval_stats,
         **agent_stats,
         **env_stats,
@@ -125,6 +128,13 @@ def epoch_metrics(curriculum: str, scoring: dict, domain: Domain, generates: boo
         "model_time_fraction": model_seconds / total if total > 0 else None,
         "peak_rss_mb_by_phase": dict(timer.peak_rss_mb),
     }
+
+
+def error_kind(reason: str) -> str:
+    """A step's error without the text it quotes: "step error: KeyError: 'x'" -> "step error: KeyError", "past the
+    size limit: longer than 65536 characters ..." -> "past the size limit"."""
+    parts = reason.split(":")
+    return ":".join(parts[:2]) if reason.startswith("step error:") else parts[0]
 
 
 def level_means(pairs) -> dict[str, float]:
@@ -171,7 +181,7 @@ def write_samples(run_dir: Path, epoch: int, candidates: list[Candidate], rollou
                        p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
                        teacher_reward=g.teacher_reward,
                        rollouts=[{"response": e.final_action, "reward": e.reward,
-                                  "terminated": e.terminated, "truncated": e.truncated}
+                                  "terminated": e.terminated, "truncated": e.truncated, "error": e.error}
                                  for e in g.episodes[:rollouts_shown]])
         else:
             row.update(r_env=0.0, in_band=False)

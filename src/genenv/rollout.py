@@ -34,6 +34,7 @@ class Episode:
     reward: float = 0.0
     terminated: bool = False
     truncated: bool = False
+    error: str | None = None   # why a step was cut short (Domain.checked_step: too long, too slow, it raised)
 
     @property
     def response_tokens(self) -> int:
@@ -109,8 +110,9 @@ def rollout_shard(domain: Domain, policy, tasks: list[Task], *, first_index: int
         still_active = []
         for i, gens in zip(active, generations):
             gen = gens[0]
-            result = domain.step(states[i], gen.text)
+            result = domain.checked_step(states[i], gen.text)
             episode = episodes[i]
+            episode.error = episode.error or result.error
             episode.turns.append(Turn(gen.prompt_ids, gen.token_ids, gen.logprobs, gen.text, result.reward))
             episode.reward += result.reward
             states[i] = result.state
@@ -143,9 +145,9 @@ def _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens,
     for task, state, gens in zip(tasks, states, generations):
         group = []
         for gen in gens:
-            result = domain.step(copy.copy(state), gen.text)
+            result = domain.checked_step(copy.copy(state), gen.text)
             group.append(Episode(task, [Turn(gen.prompt_ids, gen.token_ids, gen.logprobs, gen.text, result.reward)],
-                                 result.reward, terminated=True, truncated=False))
+                                 result.reward, terminated=True, truncated=False, error=result.error))
         groups.append(group)
     return groups
 

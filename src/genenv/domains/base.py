@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from genenv.config import ConfigError
+from genenv.timeouts import CallTimeout, time_limit
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class StepResult:
     terminated: bool
     truncated: bool
     state: Any = None
+    error: str | None = None   # set by Domain.checked_step: why the step was cut short (its reward is then 0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,13 @@ class Domain(abc.ABC):
     ``ordered_levels`` (a capability: ``levels()`` are ordered by difficulty, easiest first, so a
     method may read them in training: ``env.pg.gate=levels``; such a method has the oracle's information, not the
     paper's). ``name`` is set by :func:`register`.
+
+    Bounds on untrusted text (docs/domains.md, "Bounded work"): the loop reads a simulator's text through
+    :meth:`parse_and_validate` and an agent's action through :meth:`checked_step`, which refuse a text longer
+    than ``simulator_text_limit`` / ``agent_text_limit`` characters before any parsing (the reason names the
+    limit), stop a call after ``call_seconds`` (Python code only: the size limits keep single C calls short), and
+    turn any exception into an Invalid or a 0 reward with the reason. The defaults hold every built-in domain's
+    longest legitimate task and answer many times over; a domain whose texts are longer raises them.
     """
 
     name: str = "base"
@@ -115,6 +124,9 @@ class Domain(abc.ABC):
     ordered_levels: bool = False   # levels() are difficulty buckets, easiest first (what the level gate reads)
     reward_range: tuple[float, float] = (0.0, 1.0)   # every reward score/step returns lies in it
     null_response_floor: float = 0.0   # the most a response with nothing in it may earn (genenv check-domain)
+    simulator_text_limit: int = 65_536   # characters of simulator text read; a longer text is Invalid unread
+    agent_text_limit: int = 65_536       # characters of one agent action read; a longer one earns 0 unread
+    call_seconds: float = 10.0           # the longest one parse + validate, or one step, may run
 
     # -------------------------------------------------------------- data
     def data_fingerprint(self) -> str | None:
@@ -220,14 +232,52 @@ class Domain(abc.ABC):
 
     # -------------------------------------------------------------- conveniences
     def parse_and_validate(self, text: str) -> Task | Invalid:
+        """``parse_task`` then ``validate`` of untrusted simulator text, bounded: a text past
+        ``simulator_text_limit`` is Invalid before it is read, a call past ``call_seconds`` is stopped, and an
+        exception is an Invalid naming it (a parser bug must not end the run). Never raises."""
+        if not isinstance(text, str):
+            return Invalid("not text", _clipped(repr(text)))
+        if len(text) > self.simulator_text_limit:
+            return Invalid(f"past the size limit: longer than {self.simulator_text_limit} characters "
+                           "(Domain.simulator_text_limit)", _clipped(text))
         try:
-            parsed = self.parse_task(text)
-            if isinstance(parsed, Invalid):
-                return parsed
-            return self.validate(parsed)
-        except Exception as err:  # the simulator's text is untrusted: a parser bug must not end the run
-            message = f"parser error: {type(err).__name__}: {err}"   # the message says which bug it is
-            return Invalid(message if len(message) <= 200 else message[:197] + "...", text)
+            with time_limit(self.call_seconds):
+                parsed = self.parse_task(text)
+                if isinstance(parsed, Invalid):
+                    return parsed
+                return self.validate(parsed)
+        except CallTimeout:
+            return Invalid(f"past the time limit: parse_task and validate ran over {self.call_seconds:g} s "
+                           "(Domain.call_seconds)", _clipped(text))
+        except Exception as err:  # noqa: BLE001 (untrusted text: whatever a parser raises is this text's verdict)
+            return Invalid(_clipped(f"parser error: {type(err).__name__}: {err}", 200), text)
+
+    def checked_step(self, state: Any, action: str) -> StepResult:
+        """``step`` on an agent's untrusted action, bounded as :meth:`parse_and_validate` is: an action past
+        ``agent_text_limit`` earns 0 unread, a step past ``call_seconds`` is stopped, and a step that raises earns
+        0; each ends the episode (terminated) with the reason in ``error``. Never raises."""
+        if not isinstance(action, str):
+            return StepResult("", 0.0, True, False, state, "not text")
+        if len(action) > self.agent_text_limit:
+            return StepResult("", 0.0, True, False, state,
+                              f"past the size limit: longer than {self.agent_text_limit} characters "
+                              "(Domain.agent_text_limit)")
+        try:
+            with time_limit(self.call_seconds):
+                result = self.step(state, action)
+            if not isinstance(result, StepResult):
+                raise TypeError(f"step returned {type(result).__name__}, not a StepResult")
+            return result
+        except CallTimeout:
+            return StepResult("", 0.0, True, False, state,
+                              f"past the time limit: step ran over {self.call_seconds:g} s (Domain.call_seconds)")
+        except Exception as err:  # noqa: BLE001 (untrusted text: a scoring bug must not end the run)
+            return StepResult("", 0.0, True, False, state, _clipped(f"step error: {type(err).__name__}: {err}", 200))
+
+
+def _clipped(text: str, limit: int = 1000) -> str:
+    """``text`` cut to ``limit`` characters (a rejected text's record in the samples, not the whole of it)."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class LeveledDomain(Domain):

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
+
+from genenv.domains.base import Invalid
+from genenv.domains.jsontask import loads_untrusted
 
 RECEPTACLE_TYPES = ("armchair", "bathtubbasin", "bed", "cabinet", "coffeemachine", "coffeetable", "countertop",
                     "desk", "diningtable", "drawer", "dresser", "fridge", "garbagecan", "microwave", "safe",
@@ -113,8 +116,8 @@ class State:
 
 # ------------------------------------------------------------------ parsing and grounding
 def _pairs_without_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    counts = Counter(k for k, _ in pairs)   # (counted once: keys.count per key was quadratic in the object's size)
+    duplicated = sorted(k for k, count in counts.items() if count > 1)
     if duplicated:
         raise WorldError(f"duplicate name {duplicated[0]!r}")
     return dict(pairs)
@@ -231,10 +234,9 @@ def parse_world(text: str) -> World:
         raise WorldError("no JSON object")
     if end <= start:
         raise WorldError("malformed JSON: cut off before its closing brace")
-    try:
-        data = json.loads(text[start:end + 1], object_pairs_hook=_pairs_without_duplicates)
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise WorldError(f"malformed JSON: {type(err).__name__}") from None
+    data = loads_untrusted(text[start:end + 1], object_pairs_hook=_pairs_without_duplicates)
+    if isinstance(data, Invalid):
+        raise WorldError(data.reason)
     return world_from_json(data)
 
 
