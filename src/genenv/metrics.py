@@ -113,7 +113,7 @@ def epoch_metrics(curriculum: str, scoring: dict, domain: Domain, generates: boo
         "train_success_by_level": level_means(zip([e.task.level for e in all_episodes], all_success)),
         # rollouts a step of which was cut short (Domain.checked_step: an action too long, a step too slow or one
         # that raised), by kind: each earned 0
-        "answer_errors": dict(Counter(error_kind(e.error) for e in all_episodes if e.error)),
+        "answer_errors": dict(Counter(reason_kind(e.error) for e in all_episodes if e.error)),
         **eval_stats,
         **agent_stats,
         **env_stats,
@@ -130,11 +130,10 @@ def epoch_metrics(curriculum: str, scoring: dict, domain: Domain, generates: boo
     }
 
 
-def error_kind(reason: str) -> str:
-    """A step's error without the text it quotes: "step error: KeyError: 'x'" -> "step error: KeyError", "past the
-    size limit: longer than 65536 characters ..." -> "past the size limit"."""
-    parts = reason.split(":")
-    return ":".join(parts[:2]) if reason.startswith("step error:") else parts[0]
+def reason_kind(reason: str) -> str:
+    """One kind of reason, whatever the text it quotes: its first two colon-separated parts ("parser error:
+    KeyError: 'x'" -> "parser error: KeyError"; "step error: KeyError: 'x'" -> "step error: KeyError")."""
+    return ":".join(reason.split(":")[:2])
 
 
 def level_means(pairs) -> dict[str, float]:
@@ -237,8 +236,7 @@ def rejection_warning(m: dict, share: float = 0.5) -> str | None:
     generated = m.get("generated") or 0
     reasons: Counter = Counter()
     for reason, count in (m.get("invalid_reasons") or {}).items():
-        # one kind of reason, whatever the text it quotes: "parser error: KeyError: 'x'" -> "parser error: KeyError"
-        reasons[":".join(reason.split(":")[:2])] += count
+        reasons[reason_kind(reason)] += count
     if generated < 4 or not reasons:
         return None
     reason, count = reasons.most_common(1)[0]
