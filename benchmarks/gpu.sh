@@ -58,7 +58,7 @@ speed)
         --large-batch 512 --repeats 5 "${common[@]}" --side-by-side 1,4,16 --seconds 15 2>&1 \
         | grep --line-buffered -v -e Warning -e deprecated | tee -a "$OUT"/speed.md
     # the same machine's CPU, two threads (the project's CPU machines have two cores): the inference rows and
-    # rollouts at an eighth of the prompts (its training phases: docs/scaling.md's roofline on this project's CPU)
+    # rollouts at an eighth of the prompts (its training phases: docs/llamacpp.md's roofline on this project's CPU)
     [ "${SPEED_CPU:-1}" = 1 ] && python3 -u benchmarks/roofline.py --device cpu --threads 2 --dtype float32 --repeats 1 --phases prefill,decode \
         --model .gpu/a/smollm2-shape --rollouts 8 --group-size 8 --max-new-tokens 128 2>&1 \
         | grep --line-buffered -v -e Warning -e deprecated | tee -a "$OUT"/speed.md

@@ -8,7 +8,7 @@ has zero advantage everywhere. Before a long comparison, this samples ``--group`
 temperature and token budget) of ``--per-level`` dev tasks per level with the preset's warm-started agent (or the
 base model, ``--no-warmstart``) and prints, per level, the mean sampled success, greedy success, and the shares
 of groups all failed, mixed and all solved. The dev set only, never the held-out set. A model and domain with
-few mixed groups at every level give a curriculum nothing to choose between (docs/benchmarks/reasoning-gym.md).
+few mixed groups at every level give a curriculum nothing to choose between (docs/results-log/reasoning-gym-smollm2.md).
 """
 
 import json

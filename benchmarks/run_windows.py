@@ -5,7 +5,7 @@ cap undid), in-band tasks, the agent's GRPO steps per 1,000 rollouts and where t
 
 Reads each run folder's ``metrics.jsonl`` (a run still going counts the epochs it has finished) and prints one
 line per ``window`` epochs, then the evaluations (epoch, dev, held-out). The settings pilot of issue 41
-(docs/benchmarks/apibank-comparison.md) states its decision rules on these sums.
+(docs/results-log/apibank-comparison.md) states its decision rules on these sums.
 """
 
 from __future__ import annotations

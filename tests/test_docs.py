@@ -131,11 +131,11 @@ def test_the_domain_page_example_trains(tmp_path):
 
 
 def test_method_doc_curriculum_example_is_one_class(tmp_path, monkeypatch):
-    """docs/method.md's new curriculum: one class, registered, runs through the loop with the same budget."""
+    """docs/curricula.md's new curriculum: one class, registered, runs through the loop with the same budget."""
     from genenv.coevolve import rollout_budget, run
     from genenv.curricula import curriculum_names
     from genenv.io import read_jsonl
-    (tmp_path / "unsolved_curriculum.py").write_text(_python_blocks(ROOT / "docs" / "method.md")[0])
+    (tmp_path / "unsolved_curriculum.py").write_text(_python_blocks(ROOT / "docs" / "curricula.md")[0])
     monkeypatch.syspath_prepend(str(tmp_path))
     __import__("unsolved_curriculum")
     assert "unsolved" in curriculum_names()
@@ -169,3 +169,11 @@ def test_the_methods_phases_are_listed_in_the_loops_order():
     listed = re.findall(r"^\d\. \*\*([a-z ]+)\*\*", text, re.M)
     names = {"agent update": "agent_update", "simulator update": "env_update"}
     assert [names.get(p, p) for p in listed] == loop
+
+
+def test_every_user_guide_page_is_under_12_kB():
+    """Issue 76, item 6: the user guide (README, docs/*.md, benchmark pages) stays readable in one sitting; the lab
+    notebook (docs/results-log/) is exempt."""
+    guide = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md") if "results-log" not in p.parts)]
+    sizes = {str(p.relative_to(ROOT)): len(p.read_bytes()) for p in guide}
+    assert {page: size for page, size in sizes.items() if size >= 12_000} == {}

@@ -354,7 +354,7 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     ev_p.add_argument("--sampler", default="auto", choices=("auto", "transformers", "llama.cpp"),
                       help="where the answers are decoded: auto (default: llama.cpp where it can decode the model, a "
                            "packaged one on the CPU with llama-cpp-python installed; else transformers), llama.cpp "
-                           "(16 answers side by side; docs/scaling.md) or transformers")
+                           "(16 answers side by side; docs/llamacpp.md) or transformers")
     ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
                       help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
                            "avx512_bf16; f32 closest to transformers)")

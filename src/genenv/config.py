@@ -105,7 +105,7 @@ class PlayerConfig:
                        "packaged GGUF model such as smollm2, llama-cpp-python built by `make install`; the weights "
                        "synced after every update that changed them; the updates recompute old log-probs with the "
                        "trainer; reproducible on one machine and build, not bit for bit across them: "
-                       "docs/scaling.md)", choices=("transformers", "llama.cpp"))
+                       "docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
     sampler_dtype: str = knob("f16", "sampler=llama.cpp: the weights it decodes with: f32 (the trainer's, KV cache "
                              "f32 too), f16 or bf16 (half the memory traffic), q8_0 (8-bit blocks, a quarter; "
                              "greedy answers can differ where two tokens are within rounding)",
@@ -143,7 +143,7 @@ class AgentConfig(PlayerConfig):
                             "memory); 0 = the whole minibatch at once", lo=0)
     shared_prefix: bool = knob(False, "GRPO encodes each group's common prompt once and its responses against "
                                "it (Prefix Grouper): the same loss and gradients up to floating-point summation "
-                               "order; pays where prompts are long (real benchmarks), docs/scaling.md")
+                               "order; pays where prompts are long (real benchmarks), docs/speed.md")
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 One maintained library does the grammar work: llguidance (a dependency-free abi3 wheel; its numpy path, no
 torch.compile). It was chosen over xgrammar by ``benchmarks/constrained_overhead.py`` (at commit 0c7cab3;
-docs/benchmarks/constrained-library.md): both cost well under 1% of a SmolLM2 decoding step per token on this CPU
+docs/results-log/constrained-library.md): both cost well under 1% of a SmolLM2 decoding step per token on this CPU
 and a few percent of the tiny model's, and xgrammar declares triton, torch and transformers as requirements where
 llguidance declares none.
 

@@ -39,7 +39,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("env.pg.signal=penalised", "the alpha signal with an invalid generation earning "
                "experimental.penalised.invalid_reward and, with experimental.penalised.repeats, a repeated valid task "
                "earning it too (formerly env.pg.invalid_reward, env.pg.repeat_is_invalid)",
-               "docs/benchmarks/apibank-comparison.md (pilots E, F, G)",
+               "docs/results-log/apibank-comparison.md (pilots E, F, G)",
                "F (invalid_reward -0.5) passed its pilot rule (valid generations 37% -> 61%), but the rise on seed 1 "
                "was a collapse onto one solved request, the held-out comparison was never run, and constrained "
                "decoding (93% valid) replaced it in the preset; G (repeats) was built and never run; no preset "
@@ -78,7 +78,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
 # options taken out of the code (issue 56), with the commit whose code still runs them and where they were measured
 REMOVED: dict[str, tuple[str, str]] = {
     "env.pg.gate=greedy": ("d99c82e", "docs/results-log/issue37-dev.md: the greedy gate lost on dev"),
-    "domain.options.catalog (api-bank)": ("d99c82e", "docs/benchmarks/apibank-comparison.md: the API catalog in "
+    "domain.options.catalog (api-bank)": ("d99c82e", "docs/results-log/apibank-comparison.md: the API catalog in "
                                           "the simulator's prompt was not adopted"),
 }
 
