@@ -167,12 +167,48 @@ def test_config_describe_shows_the_presets_values():
     with contextlib.redirect_stdout(out):
         assert main(["config", "--describe", "--preset", "default"]) == 0
     main_part, _, experimental = out.getvalue().partition("\nexperimental: ")
+    main_part, _, components = main_part.partition("\ncomponents: ")
     rows = {line.split()[0]: line.split()[1] for line in main_part.splitlines()}
     assert rows["agent.lr"] == "0.001" and rows["env.pg.gate"] == "'levels'" and rows["epochs"] == "200"
     assert not any(name.startswith("experimental") for name in rows)   # the main knobs first, then the others
     listed = [line.split()[0] for line in experimental.splitlines()[1:]]
     assert "env.pg.signal=probe_gain" in listed and "experimental.probe_gain.tasks" in listed
     assert "env.seed_draw=frontier" not in listed   # a main-path strategy is not experimental
+    # a component's knobs under their component, each naming the choice that reads it
+    component_rows = {line.split()[0]: line for line in components.splitlines()[1:]}
+    assert "agent.tiny.hidden_size" not in rows and "(agent.model=tiny)" in component_rows["agent.tiny.hidden_size"]
+    assert "(env.backend=openai)" in component_rows["env.openai.base_url"]
+    assert "(env.sampler=llama.cpp)" in component_rows["env.llamacpp.context"]
+
+
+def test_the_main_config_has_at_most_110_knobs():
+    """Issue 76, item 2: the main config lists what a user reaches for; a component's knobs (the tiny model's shape,
+    the OpenAI endpoint, the llama.cpp sampler) and the experimental options are listed apart."""
+    from genenv.config import describe, describe_components
+    main_rows = [name for name, _, _ in describe()]
+    component_rows = [name for name, _, _ in describe_components()]
+    assert len(main_rows) <= 110, len(main_rows)
+    assert not set(main_rows) & set(component_rows)
+    assert {"agent.tiny.num_layers", "env.tiny.num_layers", "env.openai.model", "agent.llamacpp.dtype"} <= set(
+        component_rows)
+
+
+def test_a_components_knob_is_read_only_where_the_component_is_selected():
+    """A knob of a component the run does not select would do nothing: set by the user it is an error naming it
+    and the choice that reads it; set by the preset (whose tiny shape belongs to its tiny model) it is dropped."""
+    with pytest.raises(ConfigError, match=r"agent\.tiny\.hidden_size: set to 32, a knob of agent\.model=tiny, but "
+                                          r"agent\.model is 'smollm2'"):
+        load_config("default", ["agent.model=smollm2", "agent.tiny.hidden_size=32"])
+    with pytest.raises(ConfigError, match=r"env\.openai\.model: .* a knob of env\.backend=openai"):
+        load_config("default", ["env.openai.model=qwen"])
+    with pytest.raises(ConfigError, match=r"env\.llamacpp\.context: .* env\.sampler=llama\.cpp"):
+        load_config("default", ["env.llamacpp.context=512"])
+    smoke = load_config("smoke")
+    assert smoke.agent.tiny.hidden_size == 32   # the preset's tiny shape, read where its tiny model is
+    moved = load_config("smoke", ["agent.model=smollm2"])
+    assert moved.agent.tiny == type(smoke.agent.tiny)() and moved.env.tiny == smoke.env.tiny
+    # a knob set at the value the preset's section would have held is not an error, the section is dropped
+    assert load_config("smoke", ["agent.model=smollm2", "agent.tiny.num_layers=2"]).agent.tiny.hidden_size == 64
 
 
 def test_one_layer_of_defaults_a_preset_names_only_what_differs():

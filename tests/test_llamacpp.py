@@ -54,8 +54,11 @@ def test_the_sampler_is_refused_where_it_cannot_run():
         load_config("smoke", ["agent.sampler=llama.cpp"])
     with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
         load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
-    with pytest.raises(ConfigError, match="agent.sampler_dtype"):
-        load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.sampler_dtype=q4"])
+    with pytest.raises(ConfigError, match=r"agent\.llamacpp\.dtype"):
+        load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.llamacpp.dtype=q4"])
+    with pytest.warns(FutureWarning, match=r"agent\.sampler_dtype is deprecated: write agent\.llamacpp\.dtype"):
+        cfg = load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.sampler_dtype=q8_0"])
+    assert cfg.agent.llamacpp.dtype == "q8_0"
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,8 @@ NOT_IN_WARMSTART = {
     "agent.warmup_steps",
     # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
     "agent.shared_prefix", "agent.prefix_cached_sampling", "env.prefix_cached_sampling", "agent.autocast",
-    "env.autocast", "trackers", "tracker_project", "agent.sampler", "agent.sampler_dtype", "agent.sampler_context",
-    "env.sampler", "env.sampler_dtype", "env.sampler_context",
+    "env.autocast", "trackers", "tracker_project", "agent.sampler", "agent.llamacpp",
+    "env.sampler", "env.llamacpp",
     # a remote simulator has no warm start and no cache entry
     "env.backend", "env.openai",
     # warm starts always run in the driver

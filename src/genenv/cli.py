@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from genenv.config import ConfigError, describe, load_config, preset_names, presets_dir, to_dict
+from genenv.config import ConfigError, describe, describe_components, load_config, preset_names, presets_dir, to_dict
 
 # The heavy modules (torch, transformers) are imported by the commands that do work, so that `--help`, a config
 # error and `genenv domains` answer at once (they took 7-9 s when this module imported everything).
@@ -266,6 +266,9 @@ def _config(args) -> int:
     check_config(cfg)
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
         for name, value, help_text in describe(values=cfg):
+            print(f"{name:40s} {value!r:12}  {help_text}")
+        print("\ncomponents: the knobs of one choice, read only where the field named selects it")
+        for name, value, help_text in describe_components(cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
         from genenv.signals import describe_experimental  # noqa: PLC0415
         print("\nexperimental: options measured and not adopted (docs/results-log/), selected by the field named, "

@@ -33,6 +33,13 @@ def knob(default: Any, help: str, *, choices: tuple | None = None, lo: float | N
     return field(default=default, metadata=meta)
 
 
+def section(cls: type, help: str, *, of: str, when: str):
+    """A dataclass field holding the knobs of one component, read only where the sibling field ``of`` is ``when``
+    (``agent.tiny`` where ``agent.model=tiny``). ``genenv config --describe`` lists them under the component, apart
+    from the main knobs; setting one while its component is not selected is an error naming it."""
+    return field(default_factory=cls, metadata={"help": help, "component": (of, when)})
+
+
 @dataclass
 class TinyModelConfig:
     """Llama-architecture model built from scratch (the embedded default; no download).
@@ -46,6 +53,16 @@ class TinyModelConfig:
     num_layers: int = knob(2, "transformer blocks", lo=1)
     num_heads: int = knob(4, "attention heads (must divide hidden_size)", lo=1)
     max_positions: int = knob(64, "longest prompt + response in tokens", lo=8)
+
+
+@dataclass
+class LlamaCppConfig:
+    """``sampler=llama.cpp``: how the packaged GGUF model decodes (docs/llamacpp.md)."""
+    dtype: str = knob("f16", "the weights it decodes with: f32 (the trainer's, KV cache f32 too), f16 or bf16 (half "
+                      "the memory traffic), q8_0 (8-bit blocks, a quarter; greedy answers can differ where two tokens "
+                      "are within rounding)", choices=("f32", "f16", "bf16", "q8_0"))
+    context: int = knob(4096, "KV cells, a prompt plus its samples' tokens (a prompt's samples decode side by side as "
+                        "many as fit)", lo=64)
 
 
 @dataclass
@@ -82,7 +99,8 @@ class PlayerConfig:
     """What both players (agent and simulator) have: a model, its warm start and how it runs."""
     model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
                       "Face model folder")
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    tiny: TinyModelConfig = section(TinyModelConfig, "the shape of the model built from scratch", of="model",
+                                    when="tiny")
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     dtype: str = knob("float32", "weights dtype of a real model (bfloat16 halves memory; use on a GPU)",
                       choices=("float32", "bfloat16"))
@@ -106,12 +124,7 @@ class PlayerConfig:
                        "synced after every update that changed them; the updates recompute old log-probs with the "
                        "trainer; reproducible on one machine and build, not bit for bit across them: "
                        "docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
-    sampler_dtype: str = knob("f16", "sampler=llama.cpp: the weights it decodes with: f32 (the trainer's, KV cache "
-                             "f32 too), f16 or bf16 (half the memory traffic), q8_0 (8-bit blocks, a quarter; "
-                             "greedy answers can differ where two tokens are within rounding)",
-                             choices=("f32", "f16", "bf16", "q8_0"))
-    sampler_context: int = knob(4096, "sampler=llama.cpp: KV cells, a prompt plus its samples' tokens (a prompt's "
-                               "samples decode side by side as many as fit)", lo=64)
+    llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes", of="sampler", when="llama.cpp")
 
 
 @dataclass
@@ -205,7 +218,7 @@ class EnvConfig(PlayerConfig):
                         "OpenAI-compatible endpoint (env.openai) writes the tasks, frozen: for curricula that do not "
                         "train the simulator (random is the authors' setup; docs/frozen-simulator.md)",
                         choices=("local", "openai"))
-    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    openai: OpenAIConfig = section(OpenAIConfig, "the endpoint that writes the tasks", of="backend", when="openai")
     variations: int = knob(4, "tasks written per seed task (n in the paper)", lo=1)
     seed_draw: str = knob("uniform", "how each epoch's seed tasks (the simulator's prompts) are drawn from the "
                           "training pool (a registered seed draw, genenv.signals.SEED_DRAWS): 'uniform'; or 'frontier' "
@@ -458,7 +471,10 @@ MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.p
                "env.pg.probe_side": "experimental.probe_gain.side",
                "env.pg.likelihood_width": "experimental.answer_likelihood.width",
                **{f"env.progress.{name}": f"experimental.progress.{name}"
-                  for name in ("clusters", "window", "min_count", "exploration")}}
+                  for name in ("clusters", "window", "min_count", "exploration")},
+               # the llama.cpp sampler's knobs, a component's section (issue 76)
+               **{f"{player}.sampler_{name}": f"{player}.llamacpp.{name}"
+                  for player in ("agent", "env") for name in ("dtype", "context")}}
 # switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
 # the old name at any other value selects nothing (it was off)
 MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
@@ -583,6 +599,51 @@ def _moved_knobs(data: dict) -> dict:
         _put(data, "env.pg.signal", PENALISED_SIGNAL)
         _put(data, target, setting)
     return data
+
+
+def component_sections(cfg=None) -> list[tuple[str, str, str]]:
+    """(dotted section, dotted selecting field, the value that selects it) for every component section of the
+    config (:func:`section`): ``("agent.tiny", "agent.model", "tiny")``, ..."""
+    out = []
+
+    def walk(cls, prefix):
+        for f in dataclasses.fields(cls):
+            tp = typing.get_type_hints(cls)[f.name]
+            if "component" in f.metadata:
+                of, when = f.metadata["component"]
+                out.append((f"{prefix}{f.name}", f"{prefix}{of}", when))
+            elif _is_dataclass_type(tp):
+                walk(tp, f"{prefix}{f.name}.")
+    walk(RunConfig, "")
+    return out
+
+
+def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
+    """A component section that differs from its defaults while its component is not selected: an error naming the
+    knob when the config file or an override set it, and dropped (back to its defaults) when only the preset did
+    (``--preset smoke agent.model=FOLDER``: the preset's tiny shape belongs to its tiny model, as its domain options
+    belong to its domain). A run folder's config is read as it was started (:func:`run_config`)."""
+    for dotted, selector, when in component_sections():
+        *parents, last = dotted.split(".")
+        owner = _attr(cfg, ".".join(parents))
+        current, defaults = getattr(owner, last), type(getattr(owner, last))()
+        if _attr(cfg, selector) == when or current == defaults:
+            continue
+        given = _at(later, dotted)
+        changed = [f.name for f in dataclasses.fields(defaults) if isinstance(given, dict) and f.name in given
+                   and getattr(current, f.name) != getattr(defaults, f.name)]
+        if not changed:
+            setattr(owner, last, defaults)
+            continue
+        raise ConfigError(f"{dotted}.{changed[0]}: set to {getattr(current, changed[0])!r}, a knob of "
+                          f"{selector}={when}, but {selector} is {_attr(cfg, selector)!r}; leave it out or set "
+                          f"{selector}={when}")
+
+
+def _attr(obj, dotted: str):
+    for part in filter(None, dotted.split(".")):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _check_update_rule(cfg: RunConfig) -> None:
@@ -761,6 +822,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
     merged = _deep_merge(data, later)
     cfg = from_dict(RunConfig, merged)
+    _drop_unselected_sections(cfg, later)
     _check_update_rule(cfg)
     if (notes is not None and ordered_levels is not None and cfg.curriculum == "genenv"
             and ordered_levels(cfg.domain.name) is False):
@@ -784,6 +846,8 @@ def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, An
     for f in dataclasses.fields(cls):
         if cls is RunConfig and f.name == "experimental":   # (genenv.signals.describe_experimental lists these)
             continue
+        if "component" in f.metadata:   # (describe_components lists these)
+            continue
         value = getattr(values, f.name)
         if dataclasses.is_dataclass(value):
             rows.extend(describe(type(value), f"{prefix}{f.name}.", value))
@@ -792,8 +856,19 @@ def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, An
     return rows
 
 
+def describe_components(values: RunConfig | None = None) -> list[tuple[str, Any, str]]:
+    """(dotted name, value, help) for every knob of a component section, its help saying which choice reads it."""
+    values = RunConfig() if values is None else values
+    rows = []
+    for dotted, selector, when in component_sections():
+        for name, value, help_text in describe(type(_attr(values, dotted)), f"{dotted}.", _attr(values, dotted)):
+            rows.append((name, value, f"{help_text} ({selector}={when})"))
+    return rows
+
+
 __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
            "TinyModelConfig", "WarmStartConfig", "AgentWarmStartConfig", "SimulatorWarmStartConfig",
            "load_config", "from_dict", "to_dict",
-           "parse_override", "describe"]
+           "parse_override", "describe", "describe_components", "component_sections", "LlamaCppConfig",
+           "OpenAIConfig"]

@@ -69,8 +69,8 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
 
     try:
-        return packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.sampler_dtype,
-                                context=player.sampler_context, parallel=max(cfg.agent.group_size, cfg.env.variations))
+        return packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.llamacpp.dtype,
+                                context=player.llamacpp.context, parallel=max(cfg.agent.group_size, cfg.env.variations))
     except EngineNotAvailable as error:
         raise ConfigError(f"{name}.sampler: {error}") from None
 
