@@ -351,7 +351,7 @@ print("decoded", len(tokens))
 
 @pytest.mark.slow
 def test_the_installed_build_decodes_a_quantized_models_multi_token_prompt():
-    """The crash that made the build portable (docs/scaling.md, issue 60): the native build's AMX kernels segfaulted
+    """The crash that made the build portable (docs/llamacpp.md, issue 60): the native build's AMX kernels segfaulted
     on a quantized model's first multi-token prompt. Run in a process of its own, so a crash fails this test (exit
     status -11) instead of taking pytest down with it."""
     import subprocess

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import json
 import typing
 import warnings
 from dataclasses import dataclass, field
@@ -434,7 +435,42 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     # and experimental sections by genenv.signals.check_config: both sit above this module; a run checks both first)
     if cls is RunConfig:
         _check_sampler(obj)
+        _check_shared_prefix(obj)
     return obj
+
+
+def sliding_window_of(model_config: dict) -> int | None:
+    """The sliding window (in tokens) some attention layers of a model read through, from its ``config.json``, or
+    None: ``sliding_window`` set, with a layer of ``layer_types`` that slides (Gemma 3, Qwen2 with
+    ``use_sliding_window``) or, without ``layer_types``, every layer (Mistral v0.1)."""
+    window = model_config.get("sliding_window")
+    if not window:
+        return None
+    types = model_config.get("layer_types")
+    if types is not None:
+        return int(window) if "sliding_attention" in types else None
+    return None if model_config.get("use_sliding_window") is False else int(window)
+
+
+def _check_shared_prefix(cfg: RunConfig) -> None:
+    """``agent.shared_prefix`` packs a group's responses after one copy of its prompt, so a token's distance to
+    the prompt's start is not its column: a sliding-window layer's mask cannot be written over those columns (the
+    log-probs differ once a sequence is longer than the window). Refused at start for such a model folder."""
+    if not cfg.agent.shared_prefix:
+        return
+    config_file = Path(cfg.agent.model).expanduser() / "config.json"
+    if not config_file.is_file():
+        return
+    try:
+        model_config = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return   # (an unreadable folder is refused, naming it, where the model is loaded)
+    window = sliding_window_of(model_config) if isinstance(model_config, dict) else None
+    if window:
+        raise ConfigError(f"agent.shared_prefix: {model_config.get('model_type', 'this model')} attends through a "
+                          f"sliding window of {window} tokens in some layers, which the shared-prefix mask cannot "
+                          "express (a packed token's column is not its distance to the prompt); set "
+                          "agent.shared_prefix=false (agent.model)")
 
 
 def _check_sampler(cfg: RunConfig) -> None:
