@@ -173,6 +173,51 @@ def test_the_simulators_pg_update_steps_on_every_family(folders, name):
     assert any(not a.equal(b) for a, b in zip(policy.model.parameters(), before))
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_llama_cpp_decodes_the_same_tokens_as_transformers_from_the_folders_own_gguf(folders, name):
+    """Item 2: the GGUF written from the folder itself (its config, tokenizer and weights, no template) decodes on
+    llama.cpp the same greedy tokens as transformers (f32), with log-probs within float rounding."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (make install builds it)")
+    from genenv.models.llamacpp import packaged_sampler
+    from genenv.models.registry import llamacpp_refusal
+    assert llamacpp_refusal(str(folders[name])) is None
+    policy = Policy.load(folders[name])
+    rng = np.random.default_rng(4)
+    low = len(policy.tokenizer.all_special_ids) + 260
+    prompts = [rng.integers(low, len(policy.tokenizer), size=int(rng.integers(3, 9))).tolist() for _ in range(3)]
+    sampler = packaged_sampler(policy, str(folders[name]), threads=1, dtype="f32", context=256, parallel=4)
+    uniforms = torch.rand(len(prompts), 10, generator=torch.Generator().manual_seed(0))
+    try:
+        greedy = sampler.sample(prompts, 1, 10, 0.0, None)
+        sampled = sampler.sample(prompts, 1, 10, 1.0, uniforms)
+    finally:
+        sampler.close()
+    for prompt, [(tokens, _)], [(drawn, logprobs)] in zip(prompts, greedy, sampled):
+        with torch.no_grad():
+            reference = policy.model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False,
+                                              eos_token_id=None, pad_token_id=policy.tokenizer.pad_token_id)
+            assert tokens and reference[0, len(prompt):len(prompt) + len(tokens)].tolist() == tokens, name
+            trainer = policy.token_logprobs(policy.build_batch([prompt], [drawn]))[0][0][:len(drawn)]
+        assert logprobs == pytest.approx(trainer.tolist(), abs=1e-3), name
+
+
+@pytest.mark.slow
+def test_the_trl_example_trains_every_family(folders, tmp_path, monkeypatch, capsys):
+    """Item 1: docs/trl.md's example (TRL's GRPOTrainer on genenv's task stream and verifier) with each family's
+    folder as both players: its rounds run and the simulator side logs them."""
+    import runpy
+    from pathlib import Path
+    pytest.importorskip("trl", reason="trl is not installed (pip install 'genenv[trl]')")
+    example = Path(__file__).resolve().parent.parent / "examples" / "trl_genenv.py"
+    for name, folder in folders.items():
+        monkeypatch.setattr("sys.argv", [str(example), "--preset", "smoke", "--steps", "2", "--out",
+                                         str(tmp_path / name), f"agent.model={folder}", f"env.model={folder}",
+                                         *SMOKE])
+        runpy.run_path(str(example), run_name="__main__")
+        rounds = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{'round': ")]
+        assert [line.split(",")[0] for line in rounds] == ["{'round': 0", "{'round': 1"], name
+
+
 def _stable(rows):
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 

@@ -49,9 +49,15 @@ def test_old_logprobs_are_recomputed_by_the_trainer_in_the_buffers_order(tiny_po
             assert sample.old_logprobs == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_the_sampler_is_refused_where_it_cannot_run():
-    with pytest.raises(ConfigError, match=r"agent\.sampler: llama.cpp decodes a packaged GGUF model .*'tiny'"):
-        load_config("smoke", ["agent.sampler=llama.cpp"])
+def test_the_sampler_falls_back_to_transformers_where_llama_cpp_cannot_decode(tiny_policy):
+    """Issue 78, item 2: a model llama.cpp cannot decode (the tiny model's character tokenizer) is decoded by
+    transformers, with one line in the run's log saying why; llama.cpp beside Ray workers is refused."""
+    from genenv.players import llama_cpp_sampler
+    cfg = load_config("smoke", ["agent.sampler=llama.cpp"])
+    lines = []
+    assert llama_cpp_sampler(cfg, "agent", tiny_policy, cfg.agent, log=lines.append) is None
+    assert lines == ["agent.sampler=llama.cpp: llama.cpp cannot decode 'tiny': its tokenizer is a character one, "
+                     "not a BPE; decoding with transformers instead"]
     with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
         load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
     with pytest.raises(ConfigError, match=r"agent\.llamacpp\.dtype"):
@@ -156,7 +162,8 @@ def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
     """`genenv eval --sampler llama.cpp` on a model folder, or with an unknown weight type: one line naming the flag,
     before any model loads."""
     from genenv.benchmarking import load_eval_policy
-    with pytest.raises(ValueError, match=r"--sampler: llama.cpp decodes a packaged GGUF model \(smollm2\)"):
+    with pytest.raises(ValueError, match=r"--sampler: llama.cpp cannot decode '.*no-such-model': not a model "
+                                         r"folder \(no readable config.json\)"):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
     with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
         load_eval_policy("smollm2", print, "cpu", 1, sampler="vllm")
@@ -301,7 +308,8 @@ def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):
 def test_a_model_folder_in_a_packaged_models_image_is_decoded_on_llama_cpp(tmp_path, monkeypatch):
     """A trained agent's folder (the packaged model's architecture and tokenizer, its own weights) is written in the
     packaged GGUF's image, so llama.cpp decodes it and --sampler auto picks it; a folder differing in one
-    architecture field or in its vocabulary is refused with the reason, as is one that is not a model folder."""
+    architecture field is not in the image (its GGUF is written from the folder itself, issue 78); an architecture,
+    a rope scaling or a tokenizer the writer does not carry is refused with the reason."""
     import importlib.util
     import json
     import shutil
@@ -326,9 +334,16 @@ def test_a_model_folder_in_a_packaged_models_image_is_decoded_on_llama_cpp(tmp_p
     assert eval_sampler("auto", str(trained), "cpu") == "llama.cpp"
 
     (trained / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
-    assert packaged_image(str(trained)) is None
-    assert "a model folder with one's architecture and tokenizer" in llamacpp_refusal(str(trained))
+    assert packaged_image(str(trained)) is None   # not in the image: its GGUF is written from the folder itself
+    assert llamacpp_refusal(str(trained)) is None and eval_sampler("auto", str(trained), "cpu") == "llama.cpp"
+    (trained / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    assert "architecture 'gpt2' is not written as GGUF here" in llamacpp_refusal(str(trained))
     assert eval_sampler("auto", str(trained), "cpu") == "transformers"
+    (trained / "config.json").write_text(json.dumps({**config, "rope_scaling": {"rope_type": "yarn", "factor": 4}}))
+    assert "rope scaling" in llamacpp_refusal(str(trained))
+    (trained / "tokenizer.json").write_text(json.dumps({**tokenizer, "model": {"type": "WordLevel", "vocab": {}}}))
+    (trained / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))
+    assert "its tokenizer is 'WordLevel', not a BPE" in llamacpp_refusal(str(trained))
     (trained / "config.json").write_text(json.dumps(config))
     (trained / "tokenizer.json").write_text(json.dumps({**tokenizer, "added_tokens": []}))
     assert packaged_image(str(trained)) is None

@@ -58,7 +58,7 @@ class TinyModelConfig:
 
 @dataclass
 class LlamaCppConfig:
-    """``sampler=llama.cpp``: how the packaged GGUF model decodes (docs/llamacpp.md)."""
+    """``sampler=llama.cpp``: how llama.cpp decodes (docs/llamacpp.md)."""
     dtype: str = knob("f16", "the weights it decodes with: f32 (the trainer's, KV cache f32 too), f16 or bf16 (half "
                       "the memory traffic), q8_0 (8-bit blocks, a quarter; greedy answers can differ where two tokens "
                       "are within rounding)", choices=("f32", "f16", "bf16", "q8_0"))
@@ -120,11 +120,11 @@ class PlayerConfig:
                                         "variations) from one prefill of it, its KV cache copied to each: the "
                                         "same tokens for the same keys up to floating-point differences; pays "
                                         "where prompts are long (real benchmarks)")
-    sampler: str = knob("transformers", "where generations are decoded: 'llama.cpp' (beyond transformers: a "
-                       "packaged GGUF model such as smollm2, llama-cpp-python built by `make install`; the weights "
-                       "synced after every update that changed them; the updates recompute old log-probs with the "
-                       "trainer; reproducible on one machine and build, not bit for bit across them: "
-                       "docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
+    sampler: str = knob("transformers", "where generations are decoded: 'llama.cpp' (llama-cpp-python, built by "
+                       "`make install`; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 or Phi-3 with a BPE "
+                       "tokenizer, another model decoded by transformers with one line saying why; the weights synced "
+                       "after every update that changed them; reproducible on one machine and build, not bit for bit "
+                       "across them: docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
     llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes", of="sampler", when="llama.cpp")
 
 
@@ -474,16 +474,10 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
 
 
 def _check_sampler(cfg: RunConfig) -> None:
-    """``{agent,env}.sampler=llama.cpp`` needs a packaged GGUF model (its file is the template the trained weights
-    are written in) and runs in the run's own process."""
+    """``{agent,env}.sampler=llama.cpp`` runs in the run's own process. (A model llama.cpp cannot decode is
+    decoded by transformers, with one line in the run's log: :func:`genenv.players.llama_cpp_sampler`.)"""
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
-        if player.sampler == "transformers":
-            continue
-        from genenv.models.registry import llamacpp_refusal  # noqa: PLC0415 (imports transformers: only when asked)
-        refusal = llamacpp_refusal(player.model)
-        if refusal:
-            raise ConfigError(f"{name}.sampler: {refusal} ({name}.model)")
-        if cfg.engine.workers > 0:
+        if player.sampler == "llama.cpp" and cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "
                               f"{name}.sampler=transformers")
 

@@ -63,16 +63,24 @@ class RunState:
         return state
 
 
-def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
+def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player, log=print):
     """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
-    in the image of its packaged GGUF file. One clear error when llama-cpp-python is missing."""
+    as GGUF (in the image of its packaged file, or from its own config and tokenizer), loaded once here so that a
+    model llama.cpp cannot decode is found at the start: then None (transformers decodes) and one line in the log
+    saying why. One clear error when llama-cpp-python is missing."""
     from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
 
     try:
-        return packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.llamacpp.dtype,
-                                context=player.llamacpp.context, parallel=max(cfg.agent.group_size, cfg.env.variations))
+        sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.llamacpp.dtype,
+                                   context=player.llamacpp.context,
+                                   parallel=max(cfg.agent.group_size, cfg.env.variations))
+        sampler.sync()
+        return sampler
     except EngineNotAvailable as error:
         raise ConfigError(f"{name}.sampler: {error}") from None
+    except ValueError as error:
+        log(f"{name}.sampler=llama.cpp: {str(error).splitlines()[0]}; decoding with transformers instead")
+        return None
 
 
 def simulator_constraint(cfg: RunConfig, domain, env: Policy):

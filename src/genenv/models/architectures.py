@@ -61,7 +61,7 @@ FAMILIES: dict[str, Family] = {
                           {"num_key_value_heads": 1, "head_dim": 16, "sliding_window": 512,
                            "query_pre_attn_scalar": 16, "tie_word_embeddings": True}),
     "phi3": Family("phi3", PHI3, "sentencepiece", "<s>", "<|end|>", "<|endoftext|>",
-                   ("</s>", "<|user|>", "<|assistant|>", "<|system|>"), {"num_key_value_heads": 2}),
+                   ("<unk>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"), {"num_key_value_heads": 2}),
     "mistral": Family("mistral", MISTRAL, "sentencepiece", "<s>", "</s>", "<unk>", ("[INST]", "[/INST]"),
                       {"num_key_value_heads": 1, "head_dim": 16, "sliding_window": None}),
 }

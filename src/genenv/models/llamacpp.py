@@ -60,10 +60,11 @@ class LlamaCppSampler:
     threads (the run's ``threads``); ``dtype``: the GGUF's weights (f32 keeps the trainer's numbers; f16/bf16 halve
     the memory traffic); ``context``: the KV cells a window's prompts and their samples' tokens share."""
 
-    def __init__(self, policy, template: str | Path, threads: int = 1, dtype: str = "f32", context: int = 4096,
-                 parallel: int = 16, folder: str | Path | None = None):
+    def __init__(self, policy, template: str | Path | None, threads: int = 1, dtype: str = "f32",
+                 context: int = 4096, parallel: int = 16, folder: str | Path | None = None):
         self.llama_cpp = llama_cpp_module()
-        self.policy, self.template, self.threads, self.dtype = policy, Path(template), threads, dtype
+        self.policy, self.threads, self.dtype = policy, threads, dtype
+        self.template = None if template is None else Path(template)
         self.context, self.parallel = context, parallel
         self._folder = tempfile.TemporaryDirectory(prefix="genenv-gguf-", dir=folder)
         self._model = self._ctx = self._batch = None
@@ -82,11 +83,14 @@ class LlamaCppSampler:
             return
         from llama_cpp import _internals  # noqa: PLC0415
 
-        from genenv.models.gguf_export import write_gguf  # noqa: PLC0415
+        from genenv.models.gguf_export import write_gguf, write_gguf_from_model  # noqa: PLC0415
 
         start = time.perf_counter()
         path = Path(self._folder.name) / "policy.gguf"
-        write_gguf(self.policy, self.template, path, dtype=self.dtype)
+        if self.template is None:
+            write_gguf_from_model(self.policy, path, dtype=self.dtype)
+        else:
+            write_gguf(self.policy, self.template, path, dtype=self.dtype)
         self._close_model()
         lc = self.llama_cpp
         model_params = lc.llama_model_default_params()
@@ -266,12 +270,15 @@ class LlamaCppSampler:
 
 
 def packaged_sampler(policy, model: str, **options) -> LlamaCppSampler:
-    """A :class:`LlamaCppSampler` for ``policy``, loaded from the packaged model named ``model`` (smollm2) or the
-    one a model folder ``model`` is in the image of (:func:`~genenv.models.registry.packaged_image`), its weights
-    written in the image of that package's GGUF file; ``options`` as the class takes them."""
+    """A :class:`LlamaCppSampler` for ``policy`` of ``model``: its weights written in the image of the packaged
+    GGUF file of the packaged model named ``model`` (smollm2) or of the one a model folder ``model`` is in the image
+    of (:func:`~genenv.models.registry.packaged_image`), else a GGUF written from the policy's own config and
+    tokenizer (:func:`~genenv.models.gguf_export.write_gguf_from_model`); ``options`` as the class takes them. A
+    model llama.cpp cannot decode (:func:`~genenv.models.registry.llamacpp_refusal`) is a ValueError."""
     from genenv.models.registry import KNOWN_MODELS, llamacpp_refusal, packaged_file, packaged_image  # noqa: PLC0415
 
+    refusal = llamacpp_refusal(model)
+    if refusal:
+        raise ValueError(refusal)
     name = packaged_image(model)
-    if name is None:
-        raise ValueError(llamacpp_refusal(model))
-    return LlamaCppSampler(policy, packaged_file(KNOWN_MODELS[name]), **options)
+    return LlamaCppSampler(policy, None if name is None else packaged_file(KNOWN_MODELS[name]), **options)

@@ -77,14 +77,35 @@ def packaged_image(model: str) -> str | None:
     return None
 
 
+def folder_gguf_refusal(model: str) -> str | None:
+    """Why a GGUF cannot be written from the model folder ``model`` itself
+    (:func:`genenv.models.gguf_export.write_gguf_from_model`): not a folder, an architecture or setting the writer
+    does not carry (:func:`~genenv.models.gguf_export.gguf_refusal`), or a tokenizer that is not a BPE in
+    ``tokenizer.json``; None when it can."""
+    from genenv.models.gguf_export import gguf_refusal  # noqa: PLC0415
+
+    folder = Path(model).expanduser()
+    config, tokenizer = _json(folder / "config.json"), _json(folder / "tokenizer.json")
+    if not isinstance(config, dict):
+        return "not a model folder (no readable config.json)"
+    refusal = gguf_refusal(config)
+    if refusal:
+        return refusal
+    kind = (tokenizer.get("model") or {}).get("type") if isinstance(tokenizer, dict) else None
+    if kind != "BPE":
+        return f"its tokenizer is {'not in a tokenizer.json' if tokenizer is None else repr(kind)}, not a BPE"
+    return None
+
+
 def llamacpp_refusal(model: str) -> str | None:
-    """Why llama.cpp cannot decode ``model`` (it decodes a packaged GGUF model, or a model folder in one's image,
-    :func:`packaged_image`: that file is the template the weights are written in), or None when it can. One
-    wording for the run's config check and ``genenv eval --sampler``."""
+    """Why llama.cpp cannot decode ``model``, or None when it can: a packaged GGUF model, or a model folder in one's
+    image (:func:`packaged_image`: its weights are written in that file's image), or a folder of an architecture a
+    GGUF is written for from the folder itself (:func:`folder_gguf_refusal`). One wording for the run and
+    ``genenv eval --sampler``."""
     if packaged_image(model) is not None:
         return None
-    return (f"llama.cpp decodes a packaged GGUF model ({', '.join(KNOWN_MODELS)}) or a model folder with one's "
-            f"architecture and tokenizer (one trained from it, converted on this machine), not {model!r}")
+    refusal = "its tokenizer is a character one, not a BPE" if model == "tiny" else folder_gguf_refusal(model)
+    return None if refusal is None else f"llama.cpp cannot decode {model!r}: {refusal}"
 
 
 def packaged_file(spec: PackagedModel) -> Path:
