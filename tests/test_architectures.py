@@ -218,6 +218,37 @@ def test_the_trl_example_trains_every_family(folders, tmp_path, monkeypatch, cap
         assert [line.split(",")[0] for line in rounds] == ["{'round': 0", "{'round': 1"], name
 
 
+def test_models_check_says_what_each_family_gets(folders, tmp_path, capsys):
+    """Item 3: `genenv models check FOLDER`: the architecture, the parameters, the chat template, llama.cpp, the
+    shared prefix (refused for Gemma 3's sliding window), LoRA's targets, a memory estimate for the preset; the first
+    problem in plain words (exit status 1), a folder that is not one named."""
+    from genenv.cli import main
+    from genenv.models.check import check_model
+    for name, folder in folders.items():
+        report = check_model(folder, load_config("own-model", [f"agent.model={folder}", f"env.model={folder}"]))
+        rows = dict(report.rows)
+        assert rows["architecture"].startswith(name) and report.problem is None, (name, report.problems)
+        assert int(rows["parameters"].split()[0].replace(",", "")) == sum(
+            p.numel() for p in Policy.load(folder).model.parameters())
+        assert repr(ASSISTANT_TURN[name])[1:-1] in rows["chat template"] and rows["llama.cpp"].startswith("yes"), name
+        assert rows["shared prefix"].startswith("refused" if name == "gemma3_text" else "yes"), name
+        assert set(rows["LoRA targets"].split(", ")) == LINEAR_LAYERS[name]
+        assert re.fullmatch(r"about [0-9.]+ GB for this preset .* prompt tokens\), plus the process \(410 MB\)",
+                            rows["memory"]), rows["memory"]
+    assert main(["models", "check", str(folders["qwen3"]), "--preset", "smoke"]) == 0
+    assert "llama.cpp      yes, a GGUF written from the folder" in capsys.readouterr().out
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for item in folders["mistral"].iterdir():
+        (broken / item.name).write_bytes(item.read_bytes())
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "vocab_size": 300}))
+    assert main(["models", "check", str(broken)]) == 1
+    assert "the embeddings 300 rows: a token past them cannot be embedded" in capsys.readouterr().out
+    assert main(["models", "check", str(tmp_path / "nothing")]) == 1
+    assert "not a Hugging Face model folder" in capsys.readouterr().out
+
+
 def _stable(rows):
     return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 

