@@ -223,7 +223,7 @@ def test_models_check_says_what_each_family_gets(folders, tmp_path, capsys):
     shared prefix (refused for Gemma 3's sliding window), LoRA's targets, a memory estimate for the preset; the first
     problem in plain words (exit status 1), a folder that is not one named."""
     from genenv.cli import main
-    from genenv.models.check import check_model
+    from genenv.model_check import check_model
     for name, folder in folders.items():
         report = check_model(folder, load_config("own-model", [f"agent.model={folder}", f"env.model={folder}"]))
         rows = dict(report.rows)

@@ -236,9 +236,9 @@ def _models(args) -> int:
 
 
 def _check_model(args) -> int:
-    """``genenv models check FOLDER``: the report of :func:`genenv.models.check.check_model`; exit status 1 when it
+    """``genenv models check FOLDER``: the report of :func:`genenv.model_check.check_model`; exit status 1 when it
     found a problem, 2 for a bad preset or override."""
-    from genenv.models.check import check_model  # noqa: PLC0415
+    from genenv.model_check import check_model  # noqa: PLC0415
     from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, resolve_model  # noqa: PLC0415
     try:
         folder = str(resolve_model(args.name, log=lambda m: print(m, file=sys.stderr))) \
