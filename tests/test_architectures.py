@@ -33,6 +33,8 @@ ASSISTANT_TURN = {"llama": "<|start_header_id|>assistant<|end_header_id|>\n\n", 
                   "qwen3": "<|im_start|>assistant\n", "gemma3_text": "<start_of_turn>model\n",
                   "phi3": "<|assistant|>\n", "mistral": "[/INST]"}
 SMOKE = ["threads=1", "progress=false"]
+# a short warm start where a test checks that a path runs on the family, not what GRPO makes of its groups
+SHORT_WARM_START = ["agent.warmstart.steps=20", "env.warmstart.steps=20"]
 
 
 def _addition_texts() -> list[str]:
@@ -210,12 +212,12 @@ def test_the_trl_example_trains_every_family(folders, tmp_path, monkeypatch, cap
     pytest.importorskip("trl", reason="trl is not installed (pip install 'genenv[trl]')")
     example = Path(__file__).resolve().parent.parent / "examples" / "trl_genenv.py"
     for name, folder in folders.items():
-        monkeypatch.setattr("sys.argv", [str(example), "--preset", "smoke", "--steps", "2", "--out",
+        monkeypatch.setattr("sys.argv", [str(example), "--preset", "smoke", "--steps", "1", "--out",
                                          str(tmp_path / name), f"agent.model={folder}", f"env.model={folder}",
-                                         *SMOKE])
+                                         *SMOKE, *SHORT_WARM_START])
         runpy.run_path(str(example), run_name="__main__")
         rounds = [line for line in capsys.readouterr().out.splitlines() if line.startswith("{'round': ")]
-        assert [line.split(",")[0] for line in rounds] == ["{'round': 0", "{'round': 1"], name
+        assert rounds and rounds[0].startswith("{'round': 0, 'valid_fraction': "), name
 
 
 def test_models_check_says_what_each_family_gets(folders, tmp_path, capsys):
