@@ -631,7 +631,7 @@ def _moved_knobs(data: dict) -> dict:
     return data
 
 
-def component_sections(cfg=None) -> list[tuple[str, str, str]]:
+def component_sections() -> list[tuple[str, str, str]]:
     """(dotted section, dotted selecting field, the value that selects it) for every component section of the
     config (:func:`section`): ``("agent.tiny", "agent.model", "tiny")``, ..."""
     out = []
@@ -655,9 +655,9 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
     belong to its domain). A run folder's config is read as it was started (:func:`run_config`)."""
     for dotted, selector, when in component_sections():
         *parents, last = dotted.split(".")
-        owner = _attr(cfg, ".".join(parents))
+        owner = knob_value(cfg, ".".join(parents))
         current, defaults = getattr(owner, last), type(getattr(owner, last))()
-        if _attr(cfg, selector) == when or current == defaults:
+        if knob_value(cfg, selector) == when or current == defaults:
             continue
         given = _at(later, dotted)
         changed = [f.name for f in dataclasses.fields(defaults) if isinstance(given, dict) and f.name in given
@@ -666,14 +666,15 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
             setattr(owner, last, defaults)
             continue
         raise ConfigError(f"{dotted}.{changed[0]}: set to {getattr(current, changed[0])!r}, a knob of "
-                          f"{selector}={when}, but {selector} is {_attr(cfg, selector)!r}; leave it out or set "
+                          f"{selector}={when}, but {selector} is {knob_value(cfg, selector)!r}; leave it out or set "
                           f"{selector}={when}")
 
 
-def _attr(obj, dotted: str):
+def knob_value(cfg, dotted: str):
+    """The value at dotted path ``dotted`` of a config (``"env.pg.gate"``); ``""`` is the config itself."""
     for part in filter(None, dotted.split(".")):
-        obj = getattr(obj, part)
-    return obj
+        cfg = getattr(cfg, part)
+    return cfg
 
 
 def _check_update_rule(cfg: RunConfig) -> None:
@@ -891,7 +892,8 @@ def describe_components(values: RunConfig | None = None) -> list[tuple[str, Any,
     values = RunConfig() if values is None else values
     rows = []
     for dotted, selector, when in component_sections():
-        for name, value, help_text in describe(type(_attr(values, dotted)), f"{dotted}.", _attr(values, dotted)):
+        section_values = knob_value(values, dotted)
+        for name, value, help_text in describe(type(section_values), f"{dotted}.", section_values):
             rows.append((name, value, f"{help_text} ({selector}={when})"))
     return rows
 
@@ -900,5 +902,5 @@ __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
            "TinyModelConfig", "WarmStartConfig", "AgentWarmStartConfig", "SimulatorWarmStartConfig",
            "load_config", "from_dict", "to_dict",
-           "parse_override", "describe", "describe_components", "component_sections", "LlamaCppConfig",
+           "parse_override", "describe", "describe_components", "component_sections", "knob_value", "LlamaCppConfig",
            "OpenAIConfig"]

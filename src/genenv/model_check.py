@@ -47,17 +47,11 @@ class ModelReport:
         return "\n".join(lines)
 
 
-def _linear_layers(model) -> list[str]:
-    """The short names of the blocks' linear layers: what LoRA's all-linear adapts (the output layer left out)."""
+def _block_linears(model) -> list[tuple[str, torch.nn.Linear]]:
+    """The blocks' linear layers by name: what LoRA's all-linear adapts (the output layer left out)."""
     output = model.get_output_embeddings()
-    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                   if isinstance(module, torch.nn.Linear) and module is not output})
-
-
-def _lora_parameters(model, rank: int) -> int:
-    output = model.get_output_embeddings()
-    return sum(rank * (module.in_features + module.out_features) for module in model.modules()
-               if isinstance(module, torch.nn.Linear) and module is not output)
+    return [(name, module) for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and module is not output]
 
 
 def longest_prompt_tokens(cfg, tokenizer, tasks: int = 64) -> int:
@@ -174,11 +168,9 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
     window = sliding_window_of(raw)
     report.rows.append(("shared prefix", f"refused: a sliding window of {window} tokens in some layers" if window
                         else "yes (agent.shared_prefix=true)"))
-    report.rows.append(("LoRA targets", ", ".join(_linear_layers(model))))
-    if cfg is not None:
-        if cfg.agent.shared_prefix and window:
-            report.problems.append(f"agent.shared_prefix: this model reads some layers through a sliding window "
-                                   f"of {window} tokens, which the shared-prefix mask cannot express")
+    linears = _block_linears(model)
+    report.rows.append(("LoRA targets", ", ".join(sorted({name.rsplit(".", 1)[-1] for name, _ in linears}))))
+    if cfg is not None:   # (agent.shared_prefix on a sliding window is refused where cfg was read)
         prompt = None
         if tokenizer is not None:
             try:
@@ -186,7 +178,8 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
             except Exception as error:  # noqa: BLE001 (a domain that needs data not given: say so, go on)
                 report.rows.append(("memory", f"not estimated: the domain's prompts: {str(error).splitlines()[0]}"))
         if prompt is not None:
-            estimate = memory_estimate(cfg, parameters, config, _lora_parameters(model, 1), prompt)
+            per_rank = sum(module.in_features + module.out_features for _, module in linears)
+            estimate = memory_estimate(cfg, parameters, config, per_rank, prompt)
             coevolution = estimate["agent"] + estimate["env"] + estimate["activations"]
             report.rows.append(("memory", f"about {estimate['total'] / 1024:.1f} GB for this preset with the folder "
                                           f"as both players: the larger of a warm start trained here "

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from genenv.config import ConfigError, from_dict
+from genenv.config import ConfigError, from_dict, knob_value
 from genenv.reward import (
     LevelSuccess,
     frontier_reward,
@@ -102,13 +102,6 @@ class Registry:
     def make(self, cfg: RunConfig) -> Strategy:
         """The strategy ``cfg`` selects, built from it."""
         return self.selected(cfg)(cfg)
-
-
-def knob_value(cfg, dotted: str):
-    value = cfg
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
 
 
 _LOADED: list[bool] = [False]

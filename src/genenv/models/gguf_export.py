@@ -78,6 +78,16 @@ def _file_type(gguf, dtype: str):
             "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[dtype]
 
 
+def _start(gguf, out: str | Path, arch: str, dtype: str):
+    """A GGUFWriter for architecture ``arch`` writing a temporary file beside ``out`` (renamed by :func:`_finish`),
+    with ``dtype`` checked; returns (writer, temporary, out, start time)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    out = Path(out)
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    return gguf.GGUFWriter(str(temporary), arch), temporary, out, time.perf_counter()
+
+
 def _finish(writer, temporary: Path, out: Path, count: int, start: float) -> dict:
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -93,9 +103,6 @@ def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32"
     renamed, so a reader never sees half a file."""
     import gguf  # noqa: PLC0415 (part of the real extra)
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
-    start = time.perf_counter()
     config = policy.model.config
     reader = gguf.GGUFReader(str(template))
     arch = str(reader.fields["general.architecture"].contents())
@@ -105,9 +112,7 @@ def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32"
     if blocks != config.num_hidden_layers:
         raise ValueError(f"{template}: {blocks} blocks, the policy has {config.num_hidden_layers}")
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, blocks)
-    out = Path(out)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    writer = gguf.GGUFWriter(str(temporary), arch)
+    writer, temporary, out, start = _start(gguf, out, arch, dtype)
     for key, field in reader.fields.items():
         if key.startswith(SKIPPED_FIELDS) or key == "general.architecture":
             continue
@@ -194,9 +199,6 @@ def write_gguf_from_model(policy, out: str | Path, dtype: str = "f32") -> dict:
     (:func:`gguf_refusal`). Written to a temporary file and renamed."""
     import gguf  # noqa: PLC0415
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
-    start = time.perf_counter()
     config = policy.model.config
     refusal = gguf_refusal(config.to_dict())
     if refusal:
@@ -204,9 +206,7 @@ def write_gguf_from_model(policy, out: str | Path, dtype: str = "f32") -> dict:
     arch, arch_name, rotary, norm_offset = ARCHITECTURES[config.model_type]
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
-    out = Path(out)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    writer = gguf.GGUFWriter(str(temporary), arch)
+    writer, temporary, out, start = _start(gguf, out, arch, dtype)
     # (a neutral name: llama.cpp sets some tokens' attributes by the model's name, "phi3" -> "<unk>" must exist)
     writer.add_name("genenv policy")
     writer.add_context_length(int(config.max_position_embeddings))
