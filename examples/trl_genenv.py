@@ -9,7 +9,7 @@ import argparse
 from trl import GRPOConfig, GRPOTrainer
 
 from genenv.config import load_config
-from genenv.integrations.trl import DomainReward, GenEnvCallback, SimulatorSide, grpo_batch, task_stream
+from genenv.integrations.trl import GenEnvCallback, SimulatorSide, domain_scorer, grpo_batch, task_stream
 from genenv.warmstart import warm_start_agent
 
 parser = argparse.ArgumentParser()
@@ -23,13 +23,14 @@ args = parser.parse_args()
 cfg = load_config(args.preset, args.overrides)
 side = SimulatorSide(cfg, log=print)                        # the domain, curriculum, simulator and pools
 agent, _ = warm_start_agent(cfg, side.domain, log=print)    # or any causal LM and its tokenizer
-reward = DomainReward(side)                                 # the domain's verifier as a TRL reward function
+scorer = domain_scorer(side, agent.tokenizer)   # the domain's verifier: a reward function, or tools (multi-turn)
 config = GRPOConfig(
     output_dir=args.out, max_steps=args.steps,   # grpo_batch: one round a step, split over the processes
-    max_completion_length=cfg.agent.max_new_tokens, learning_rate=cfg.agent.lr, logging_steps=1, report_to=[],
-    save_strategy="no", use_cpu=cfg.device == "cpu", bf16=False, **grpo_batch(side, args.generations))
-trainer = GRPOTrainer(model=agent.model, processing_class=agent.tokenizer, reward_funcs=reward, args=config,
-                      train_dataset=task_stream(side), callbacks=[GenEnvCallback(side, reward, args.generations)])
+    max_completion_length=cfg.agent.max_new_tokens * side.domain.max_turns, learning_rate=cfg.agent.lr,
+    logging_steps=1, report_to=[], save_strategy="no", use_cpu=cfg.device == "cpu", bf16=False,
+    **grpo_batch(side, args.generations))
+trainer = GRPOTrainer(model=agent.model, processing_class=agent.tokenizer, args=config, train_dataset=task_stream(side),
+                      callbacks=[GenEnvCallback(side, scorer, args.generations)], **scorer.trainer_arguments())
 trainer.train()
 for row in side.metrics[-3:]:
     print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})

@@ -10,10 +10,13 @@ import torch
 pytest.importorskip("trl", reason="trl is not installed (the trl extra; `make install` adds it)")
 
 from genenv.config import ConfigError, load_config  # noqa: E402
+from genenv.domains import Task  # noqa: E402
 from genenv.integrations.trl import (  # noqa: E402
+    DomainEnvironments,
     DomainReward,
     GenEnvCallback,
     SimulatorSide,
+    domain_scorer,
     grouped_rewards,
     grpo_batch,
     task_stream,
@@ -78,10 +81,16 @@ def test_a_trl_run_trains_the_simulator_on_every_completions_reward(tmp_path):
 
 
 def test_what_trl_cannot_host_is_refused_with_the_field_named():
-    for overrides, field in ((["env.pg.signal=probe_gain"], "env.pg.signal"), (["curriculum=static"], "curriculum"),
-                             (["domain.name=household"], "domain.name")):
+    for overrides, field in ((["env.pg.signal=probe_gain"], "env.pg.signal"), (["curriculum=static"], "curriculum")):
         with pytest.raises(ConfigError, match=field):
             SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
+    # a multi-turn domain runs through TRL's tool calls: an agent whose chat template cannot render them is refused
+    from genenv.warmstart import warm_start_agent
+    cfg = load_config("multihop-smoke", ["threads=1"])
+    side = SimulatorSide(cfg)
+    agent, _ = warm_start_agent(cfg, side.domain, log=lambda m: None)   # the tiny model: no chat template
+    with pytest.raises(ConfigError, match="agent.model: domain 'multihop' is multi-turn"):
+        domain_scorer(side, agent.tokenizer)
 
 
 def test_the_example_runs(tmp_path):
@@ -96,11 +105,11 @@ def test_the_example_runs(tmp_path):
     assert "'round': 1" in done.stdout and "'env_steps': 4" in done.stdout
 
 
-@pytest.mark.slow
-def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_completions(tmp_path):
-    """`torchrun --nproc_per_node 2` (gloo on CPU; accelerate reads its environment): the main process alone holds
-    the simulator and writes each round, both processes get the same tasks, each scores its share of the
-    completions, and the main process observes every round once with the completions of both."""
+def _two_processes(out, steps: int, generations: int, preset: str, *overrides) -> tuple[dict, dict]:
+    """tests/trl_two_processes.py under `torchrun --nproc_per_node 2` (gloo on CPU; accelerate reads its
+    environment), checked: the main process alone holds the simulator and writes each round, both processes get the
+    same tasks, each scores its share of the completions, and the main process observes every round once with the
+    completions of both. Returns what each process saw."""
     import subprocess
     import sys
     from collections import Counter
@@ -108,21 +117,38 @@ def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_complet
     root = Path(__file__).resolve().parents[1]
     torchrun = Path(sys.executable).with_name("torchrun")
     done = subprocess.run([str(torchrun), "--nproc_per_node", "2", str(root / "tests" / "trl_two_processes.py"),
-                           str(tmp_path), "3"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+                           str(out), str(steps), str(generations), preset, *overrides], capture_output=True,
+                          text=True, timeout=900, cwd=out)
     assert done.returncode == 0, done.stderr[-3000:]
-    main, other = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    main, other = (json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1))
     assert main["size"] == 2 and main["main"] and main["has_simulator"]
     assert not other["main"] and not other["has_simulator"] and other["observed"] == []
-    assert main["written"] == other["written"] and len(main["written"]) >= 3
-    per_round = main["prompts_per_round"] * 4
+    assert main["written"] == other["written"] and len(main["written"]) >= steps
+    per_round = main["prompts_per_round"] * generations
     mine, theirs = Counter(r for r, _, _ in main["scored"]), Counter(r for r, _, _ in other["scored"])
-    assert [row["round"] for row in main["observed"]] == [0, 1, 2]
-    for round_index in (0, 1, 2):
+    assert [row["round"] for row in main["observed"]] == list(range(steps))
+    for round_index in range(steps):
         assert mine[round_index] > 0 and theirs[round_index] > 0                 # each process scored a share
         assert mine[round_index] + theirs[round_index] == per_round              # and the main one saw them all
         texts = {text for r, text, _ in main["scored"] + other["scored"] if r == round_index}
         assert texts == set(main["written"][str(round_index)])
+        counts = Counter(text for r, text, _ in main["scored"] + other["scored"] if r == round_index)
+        assert all(count % generations == 0 for count in counts.values())   # a prompt's G completions, its task
+    return main, other
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_rounds_and_the_main_one_learns_from_all_completions(tmp_path):
+    main, _ = _two_processes(tmp_path, 3, 4, "smoke")
     assert any(row["env_steps"] > 0 for row in main["observed"])
+
+
+@pytest.mark.slow
+def test_a_multi_turn_domain_in_two_processes(tmp_path):
+    """multihop through TRL's tool calls in two processes, the agent a tool-calling Qwen2 folder: the same rounds
+    on both, every episode's reward on the main one, each prompt's completions on its task."""
+    folder = _tool_calling_qwen(tmp_path)
+    _two_processes(tmp_path, 2, 2, "multihop-smoke", f"agent.model={folder}", "agent.warmstart.steps=2")
 
 
 def _trainer(out, stop_at=None, overrides=()):
@@ -244,11 +270,124 @@ def test_the_documented_two_process_command_runs_as_written(tmp_path):
 def test_grpo_batch_splits_a_round_over_the_processes_or_says_why_not():
     from genenv.integrations.trl import grpo_batch
 
-    class Side:   # (grpo_batch reads only the round's size)
+    class Side:   # (grpo_batch reads only the round's size and whether its domain is multi-turn)
         prompts_per_round = 12
+        domain = type("Domain", (), {"multi_turn": False})
     assert grpo_batch(Side(), 4, processes=2)["per_device_train_batch_size"] == 24
     assert grpo_batch(Side(), 4, processes=1)["generation_batch_size"] == 48
     with pytest.raises(ConfigError, match=r"\(15\) must split evenly over the 2 processes"):
         Side.prompts_per_round = 5
         grpo_batch(Side(), 3, processes=2)
     assert load_config("smoke")   # (the module imports without a process group)
+
+
+# ---------------------------------------------------------------- multi-turn domains: TRL's tool calls are the actions
+def test_a_multi_turn_episode_through_the_environments_tool_earns_what_genenvs_rollout_earns():
+    """DomainEnvironment on multihop: the expert's actions through its tool give the episode genenv's rollouts give
+    (the sum of checked_step's rewards), an action past the end changes nothing, and get_reward keeps (round, task,
+    reward) for the callback; a wrong answer earns 0."""
+    import numpy as np
+
+    from genenv.integrations.trl import DomainEnvironment
+    side = SimulatorSide(load_config("multihop-smoke", ["threads=1"]), main_process=False)
+    domain = side.domain
+    task = domain.seed_tasks(np.random.default_rng(0), 1)[0]
+    row = {"prompt": side.agent_prompt(task), "task": json.dumps(task.to_json()), "round": 3}
+    assert row["prompt"][0]["role"] == "user" and domain.agent_context([], domain.reset(task)[1]) \
+        == row["prompt"][0]["content"]
+    log = type("Log", (), {"pending": []})()
+    environment = DomainEnvironment(domain, log)
+    assert environment.reset(**row) is None   # the prompt already holds the first observation
+    state, _ = domain.reset(task, seed=0)
+    expected = 0.0
+    for _, _, action in domain.expert_steps(task):
+        result = domain.checked_step(state, action)
+        state, expected = result.state, expected + result.reward
+        shown = environment.act(action)
+        assert shown.startswith(result.observation)
+    assert expected == 1.0 and shown.endswith("The episode has ended.")
+    assert environment.act("answer: something else") == "The episode has ended."
+    assert environment.get_reward() == 1.0 and log.pending == [(3, task.text, 1.0)]
+    environment.reset(**row)
+    environment.act("answer: certainly not the answer")
+    assert environment.get_reward() == 0.0 and log.pending[-1] == (3, task.text, 0.0)
+    # the tool TRL builds from the class: one, `act`, with its argument described
+    from transformers.utils import get_json_schema
+    schema = get_json_schema(environment.act)
+    assert schema["function"]["name"] == "act" and "action" in schema["function"]["parameters"]["properties"]
+    assert [name for name in vars(DomainEnvironment) if not name.startswith("_")] == ["reset", "act", "get_reward"]
+
+
+def _tool_calling_qwen(root) -> str:
+    """A random Qwen2 folder with the released Qwen2.5 chat template (TRL's copy, which renders tools and whose
+    tool calls TRL parses), its tokenizer trained on multihop's texts."""
+    import numpy as np
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from genenv.domains import make_domain
+    from genenv.models.architectures import random_folder
+    cfg = load_config("multihop-smoke")
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    tasks = domain.seed_tasks(np.random.default_rng(0), 50)
+    texts = [domain.agent_context([], domain.reset(t)[1]) + t.answer for t in tasks]
+    return str(random_folder("qwen2", root / "qwen2", texts, chat_template=qwen2_5_chat_template, seed=0))
+
+
+def test_a_multi_turn_domain_trains_in_trl_every_completion_of_a_prompt_on_its_task(tmp_path):
+    """multihop through GRPOTrainer's environment_factory with a tool-calling agent: each completion's environment
+    is reset with its prompt's task (every completion of a group the same task), every episode's reward reaches the
+    callback, and each round is observed once with all its completions (p_hat of a task from all of them)."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from genenv.warmstart import warm_start_agent
+    folder = _tool_calling_qwen(tmp_path)
+    cfg = load_config("multihop-smoke", ["threads=1", f"agent.model={folder}", "agent.warmstart.steps=2"])
+    side = SimulatorSide(cfg)
+    agent, _ = warm_start_agent(cfg, side.domain, log=lambda m: None)
+    scorer = domain_scorer(side, agent.tokenizer)
+    assert isinstance(scorer, DomainEnvironments)
+    resets, episodes = [], []
+
+    class Recording(DomainEnvironments):
+        def __call__(self):
+            environment = super().__call__()
+            reset, get_reward = environment.reset, environment.get_reward
+
+            def recorded(**row):
+                resets.append((int(row["round"]), row["prompt"][0]["content"], Task.from_json(json.loads(row["task"]))))
+                return reset(**row)
+
+            def reward():
+                value = get_reward()
+                episodes.append(environment._log.pending[-1])
+                return value
+            environment.reset, environment.get_reward = recorded, reward
+            return environment
+    scorer = Recording(side)
+    generations = 2
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, max_steps=2, report_to=[],
+                      max_completion_length=24, logging_steps=1, save_strategy="no", learning_rate=1e-4,
+                      **grpo_batch(side, generations))
+    assert args.max_tool_calling_iterations == side.domain.max_turns
+    callback = GenEnvCallback(side, scorer, generations)
+    trainer = GRPOTrainer(model=agent.model, args=args, train_dataset=task_stream(side),
+                          processing_class=agent.tokenizer, callbacks=[callback], **scorer.trainer_arguments())
+    assert [tool.__name__ for tool in trainer.tools] == ["act"]   # the agent's one tool: a step of the domain
+    trainer.train()
+    assert [row["round"] for row in callback.logs] == [0, 1]
+    for round_index in (0, 1):
+        seen = [(prompt, task) for r, prompt, task in resets if r == round_index]
+        assert len(seen) == side.prompts_per_round * generations
+        by_task = {}
+        for prompt, task in seen:   # the prompt shown and the task reset are the same task
+            assert prompt == side.agent_prompt(task)[0]["content"]
+            by_task[task.text] = by_task.get(task.text, 0) + 1
+        assert all(count % generations == 0 for count in by_task.values())
+    # every episode's reward reached the callback, and each task's p_hat is the share of its completions solved
+    assert len(episodes) == 2 * side.prompts_per_round * generations
+    pool = side.state.task_pool
+    for text, rewards in grouped_rewards(episodes)[1].items():
+        entry = pool.entries[pool._index[text]]
+        assert entry.p_hat_history[-1] == pytest.approx(sum(r >= 1.0 for r in rewards) / len(rewards))
+    logged = [entry for entry in trainer.state.log_history if "genenv/round" in entry]
+    assert [entry["genenv/round"] for entry in logged[:2]] == [0, 1]

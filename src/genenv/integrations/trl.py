@@ -12,14 +12,17 @@ Three pieces, each what TRL already takes:
 - :func:`task_stream`, a ``datasets.IterableDataset`` of the rounds' tasks as prompts (``prompt``) with the task
   itself (``task``, JSON) for the reward; TRL repeats each prompt ``num_generations`` times.
 - :class:`DomainReward`, a function in TRL's ``reward_funcs`` signature scoring each completion with the domain's
-  verifier (the same ``reset``/``step`` genenv's rollouts use), which also hands the rewards to
+  verifier (the same ``reset``/``step`` genenv's rollouts use); for a multi-turn domain, in its place,
+  :class:`DomainEnvironments`, TRL's ``environment_factory``: one :class:`DomainEnvironment` per completion, reset
+  with its row's task, whose tool ``act`` is a step of the domain and whose ``get_reward`` is the episode's reward
+  (:func:`domain_scorer` picks). Either hands the rewards to
 - :class:`GenEnvCallback`, whose ``on_step_end`` gives a round's rewards to ``observe`` once they are all in and
   logs genenv's curriculum metrics (``genenv/...``) through TRL's logger.
 
 What differs from genenv's loop, by TRL's design: the trainer's dataloader reads one generation batch ahead, so a
 round's tasks are written by the simulator as it was before the previous round's update (one round late); TRL
 draws the agent's completions and computes its advantages. Signals that read the agent (``env.pg.signal=
-probe_gain`` / ``answer_likelihood``), multi-turn domains and the fixed-data curricula are refused with a message.
+probe_gain`` / ``answer_likelihood``) and the fixed-data curricula are refused with a message.
 Across processes the main one writes and learns (see :class:`SimulatorSide`); the launcher on CPU is
 ``torchrun --nproc_per_node N`` (gloo; ``accelerate launch --cpu`` starts one process), on GPUs ``accelerate launch``.
 """
@@ -80,9 +83,6 @@ class SimulatorSide:
         self.curriculum = make_curriculum(cfg.curriculum)
         self.curriculum.check(self.domain)
         check_domain_capabilities(cfg, self.curriculum, self.domain)
-        if self.domain.multi_turn:
-            raise ConfigError(f"domain.name: {self.domain.name!r} is multi-turn; genenv's TRL integration scores "
-                              "single-turn completions (use genenv's own loop for multi-turn domains)")
         if not self.curriculum.generates:
             raise ConfigError(f"curriculum: {cfg.curriculum!r} trains on a fixed set; in TRL give that set to "
                               "GRPOTrainer as its dataset (genenv export writes it), no simulator is needed")
@@ -145,10 +145,12 @@ class SimulatorSide:
         self.rounds[round_index] = (kept, drawn)
         return [c.parsed for c in kept if c.valid] + drawn
 
-    def agent_prompt(self, task: Task) -> str:
-        """The agent's prompt for ``task``, as genenv's rollouts build it (``reset`` then ``agent_context``)."""
+    def agent_prompt(self, task: Task) -> str | list[dict]:
+        """The agent's prompt for ``task``, as genenv's rollouts build it (``reset`` then ``agent_context``); for a
+        multi-turn domain as one user message (TRL renders it with the tools of :class:`DomainEnvironment`)."""
         _, observation = self.domain.reset(task, seed=0)
-        return self.domain.agent_context([], observation)
+        context = self.domain.agent_context([], observation)
+        return [{"role": "user", "content": context}] if self.domain.multi_turn else context
 
     # ------------------------------------------------------------------ phases 4-7: what the round's rewards teach
     def observe(self, round_index: int, rewards: dict[str, list[float]]) -> dict:
@@ -284,6 +286,86 @@ class DomainReward:
             self.pending.append((int(round_index), parsed.text, reward))
         return out
 
+    def trainer_arguments(self) -> dict:
+        return {"reward_funcs": self}
+
+
+class DomainEnvironment:
+    """One rollout of a multi-turn domain as TRL's environment (``environment_factory``: an instance per rollout,
+    reset with the rollout's dataset row). Its one tool, :meth:`act`, is a step of the domain (``checked_step``, as
+    genenv's rollouts take one); the episode ends as there (terminated, truncated, or after ``domain.max_turns``
+    actions) and earns the sum of its steps' rewards, :meth:`get_reward`, which also keeps (round, task, reward)
+    for :class:`GenEnvCallback`. Public methods other than ``reset`` and ``get_reward`` become TRL tools, so this
+    class has no others."""
+
+    def __init__(self, domain, log):
+        self._domain, self._log = domain, log   # ``log.pending``: where the episodes' rewards go (the callback's)
+        self._task = self._state = None
+
+    def reset(self, task: str, round: int, **columns) -> None:   # noqa: A002 (the stream's column)
+        """Start the episode of the row's task (every completion of a prompt gets the same one). The prompt already
+        holds the first observation, so nothing is added to it."""
+        self._task, self._round = Task.from_json(json.loads(task)), int(round)
+        self._state, _ = self._domain.reset(self._task, seed=0)
+        self._reward, self._actions, self._ended = 0.0, 0, False
+
+    def act(self, action: str) -> str:
+        """Take one action in the task, written as the task's instructions say, and see what happens.
+
+        Args:
+            action: The action, in the words the task's instructions give.
+
+        Returns:
+            What the environment shows after the action.
+        """
+        if self._ended:
+            return "The episode has ended."
+        result = self._domain.checked_step(self._state, action)
+        self._state = result.state
+        self._reward += result.reward
+        self._actions += 1
+        self._ended = result.terminated or result.truncated or self._actions >= self._domain.max_turns
+        if self._ended:
+            return (result.observation + "\n" if result.observation else "") + "The episode has ended."
+        return result.observation
+
+    def get_reward(self) -> float:
+        """The episode's reward (0 for a completion that took no action), kept for the callback."""
+        self._log.pending.append((self._round, self._task.text, self._reward))
+        return self._reward
+
+
+class DomainEnvironments:
+    """TRL's ``environment_factory`` for a multi-turn domain: each call a new :class:`DomainEnvironment`; every
+    episode's (round, task, reward) lands in ``pending`` for :class:`GenEnvCallback`."""
+
+    def __init__(self, side: SimulatorSide):
+        self.side = side
+        self.pending: list[tuple[int, str, float]] = []
+
+    def __call__(self) -> DomainEnvironment:
+        return DomainEnvironment(self.side.domain, self)
+
+    def trainer_arguments(self) -> dict:
+        return {"environment_factory": self}
+
+
+def domain_scorer(side: SimulatorSide, tokenizer=None) -> DomainReward | DomainEnvironments:
+    """What scores the agent's completions in TRL: :class:`DomainReward` for a single-turn domain,
+    :class:`DomainEnvironments` for a multi-turn one (its actions are TRL tool calls, so the agent's chat template
+    must render tools: with ``tokenizer`` given, one that cannot is a ConfigError naming the field). Pass
+    ``scorer.trainer_arguments()`` to ``GRPOTrainer`` and ``scorer`` to :class:`GenEnvCallback`."""
+    if not side.domain.multi_turn:
+        return DomainReward(side)
+    if tokenizer is not None:
+        from trl.chat_template_utils import supports_tool_calling  # noqa: PLC0415 (the trl extra)
+        if not supports_tool_calling(tokenizer):
+            raise ConfigError(f"agent.model: domain {side.domain.name!r} is multi-turn, and TRL takes its actions as "
+                              "tool calls, which the agent's chat template cannot render (it has none, or it drops "
+                              "tool calls or tool messages); use a tool-calling model, e.g. a Qwen2.5/Qwen3 folder "
+                              "(docs/trl.md)")
+    return DomainEnvironments(side)
+
 
 def grouped_rewards(rows: list[tuple[int, str, float]]) -> dict[int, dict[str, list[float]]]:
     """(round, task text, reward) rows as round -> task text -> rewards, in the order given."""
@@ -302,7 +384,7 @@ class GenEnvCallback(_callback_base()):
     """After each step: every round whose completions have all been scored is observed (the simulator learns once
     per round), and its metrics go to TRL's logs as ``genenv/<name>``."""
 
-    def __init__(self, side: SimulatorSide, reward: DomainReward, num_generations: int):
+    def __init__(self, side: SimulatorSide, reward: DomainReward | DomainEnvironments, num_generations: int):
         self.side, self.reward, self.num_generations = side, reward, num_generations
         self.rows: list[tuple[int, str, float]] = []   # the main process's rewards of rounds not yet observed
         self.logs: list[dict] = []
@@ -399,16 +481,21 @@ def grpo_batch(side: SimulatorSide, num_generations: int, processes: int | None 
     split evenly over the ``processes``, :func:`launched_processes` by default, so one optimiser step takes one
     round), ``num_generations``, ``shuffle_dataset=False`` (a buffered shuffle would read rounds ahead) and
     ``ignore_data_skip=True`` (a resumed run's stream goes on from its checkpoint's round itself; skipping would
-    write the skipped rounds again). A round that does not split evenly is a ConfigError naming the numbers."""
+    write the skipped rounds again), and for a multi-turn domain ``max_tool_calling_iterations`` (its
+    ``max_turns``: TRL's tool calls are its actions). A round that does not split evenly is a ConfigError naming
+    the numbers."""
     processes = launched_processes() if processes is None else processes
     round_size = side.prompts_per_round * num_generations
     if processes < 1 or round_size % processes:
         raise ConfigError(f"prompts_per_round: a round of {side.prompts_per_round} prompts x {num_generations} "
                           f"completions ({round_size}) must split evenly over the {processes} processes; choose "
                           "prompts_per_round (or the completions per prompt) so that it does")
-    return {"generation_batch_size": round_size, "per_device_train_batch_size": round_size // processes,
-            "num_generations": num_generations, "shuffle_dataset": False, "ignore_data_skip": True}
+    settings = {"generation_batch_size": round_size, "per_device_train_batch_size": round_size // processes,
+                "num_generations": num_generations, "shuffle_dataset": False, "ignore_data_skip": True}
+    if side.domain.multi_turn:
+        settings["max_tool_calling_iterations"] = side.domain.max_turns
+    return settings
 
 
-__all__ = ["DomainReward", "GenEnvCallback", "SimulatorSide", "grouped_rewards", "grpo_batch", "launched_processes",
-           "task_stream"]
+__all__ = ["DomainEnvironment", "DomainEnvironments", "DomainReward", "GenEnvCallback", "SimulatorSide",
+           "domain_scorer", "grouped_rewards", "grpo_batch", "launched_processes", "task_stream"]

@@ -98,13 +98,17 @@ def build_tokenizer(family: Family, texts: list[str], vocab_size: int = 384) -> 
 
 
 def random_folder(name: str, path: str | Path, texts: list[str], *, hidden_size: int = 32, layers: int = 2,
-                  heads: int = 2, intermediate_size: int = 64, max_positions: int = 1024, seed: int = 0) -> Path:
+                  heads: int = 2, intermediate_size: int = 64, max_positions: int = 1024, seed: int = 0,
+                  chat_template: str | None = None) -> Path:
     """Write a random-weight folder of family ``name`` (a key of :data:`FAMILIES`) at ``path``: its config, its
-    weights (drawn from ``seed`` alone) and a tokenizer trained on ``texts``. Returns the folder."""
+    weights (drawn from ``seed`` alone) and a tokenizer trained on ``texts``, with the family's chat template or
+    ``chat_template`` (e.g. a released checkpoint's, which renders tools). Returns the folder."""
     if name not in FAMILIES:
         raise ValueError(f"{name!r}: not a known architecture family; choose from {', '.join(FAMILIES)}")
     family = FAMILIES[name]
     tokenizer = build_tokenizer(family, texts)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
     config = AutoConfig.for_model(
         family.model_type, vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=layers, num_attention_heads=heads, max_position_embeddings=max_positions,
