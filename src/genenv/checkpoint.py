@@ -181,7 +181,7 @@ def save_config(cfg: RunConfig, run_dir: Path) -> None:
 
 
 def _plain(cfg: RunConfig) -> dict:
-    """``cfg`` as a run writes it (its strategies' experimental knobs filled in, sections it does not read
+    """``cfg`` as a run writes it (its plugin strategies' knobs filled in, sections it does not read
     dropped: :func:`genenv.signals.check_config`), through a YAML round trip: tuples and lists compare equal."""
     cfg = copy.deepcopy(cfg)
     check_config(cfg)

@@ -291,11 +291,11 @@ def _config(args) -> int:
         print("\ncomponents: the knobs of one choice, read only where the field named selects it")
         for name, value, help_text in describe_components(cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
-        from genenv.signals import describe_experimental  # noqa: PLC0415
-        print("\nexperimental: options measured and not adopted (docs/results-log/), selected by the field named, "
-              "their knobs under experimental.<section>")
-        for name, value, help_text in describe_experimental(cfg):
-            print(f"{name:40s} {'' if value == '' else repr(value):12}  {help_text}")
+        from genenv.signals import plugin_descriptions  # noqa: PLC0415
+        for heading, rows in plugin_descriptions(cfg):   # (the strategies' plugins: genenv's options not adopted)
+            print(f"\n{heading}")
+            for name, value, help_text in rows:
+                print(f"{name:40s} {'' if value == '' else repr(value):12}  {help_text}")
         return 0
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     return 0

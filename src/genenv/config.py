@@ -346,7 +346,8 @@ class RunConfig:
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     experimental: dict = knob({}, "the knobs of the experimental strategies the run selects, one section each "
-                              "(experimental.<section>.<knob>; `genenv config --describe` lists them)")
+                              "(experimental.<section>.<knob>), read and checked by the experimental plugin "
+                              "(genenv.experimental.sections); `genenv config --describe` lists them")
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -432,7 +433,7 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
     # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry, and the strategies' names
-    # and experimental sections by genenv.signals.check_config: both sit above this module; a run checks both first)
+    # and the plugins' sections by genenv.signals.check_config: both sit above this module; a run checks both first)
     if cls is RunConfig:
         _check_sampler(obj)
         _check_shared_prefix(obj)
@@ -871,11 +872,12 @@ def merge_overrides(data: dict, overrides) -> dict:
 def describe(cls=RunConfig, prefix: str = "", values=None) -> list[tuple[str, Any, str]]:
     """(dotted name, value, help) for every knob of the main config: the field's default, or its value in
     ``values`` (a config of ``cls``, e.g. a preset's: ``genenv config --describe --preset default``). The
-    experimental strategies' knobs are not among them (:func:`genenv.signals.describe_experimental`)."""
+    plugins' strategies' knobs are not among them (each plugin describes its own:
+    ``genenv.signals.add_description``)."""
     rows = []
     values = cls() if values is None else values
     for f in dataclasses.fields(cls):
-        if cls is RunConfig and f.name == "experimental":   # (genenv.signals.describe_experimental lists these)
+        if cls is RunConfig and f.name == "experimental":   # (the experimental plugin describes these)
             continue
         if "component" in f.metadata:   # (describe_components lists these)
             continue

@@ -227,7 +227,7 @@ def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Ta
 def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
     """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare, or a
     curriculum would train a simulator that cannot be trained (a remote endpoint). The strategies the config selects
-    are checked first (:func:`genenv.signals.check_config`: their names, their experimental knobs)."""
+    are checked first (:func:`genenv.signals.check_config`: their names, the plugins' checks of their knobs)."""
     check_config(cfg)
     if curriculum.trains_simulator and cfg.env.backend == "openai":
         raise ConfigError(f"env.backend: 'openai' is a frozen simulator (the endpoint's model is never trained), and "

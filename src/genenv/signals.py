@@ -10,23 +10,23 @@ never tests an option's name:
 - :data:`LEVEL_RULES` (``baseline.oracle_rule``): the level the oracle (and the frontier seed draw) picks.
 
 The main path registers the paper's answers and the level-informed ones that won their decision rule (the frontier
-seed draw, the level gate). Options that were measured and not adopted register from :mod:`genenv.experimental`,
-loaded as a plugin through the ``genenv.strategies`` entry-point group like anyone else's: nothing here imports
-it. A strategy may own knobs (a dataclass, ``knobs``), which live under ``experimental.<section>`` for an
-experimental one; :func:`check_config` validates them when a config is built.
+seed draw, the level gate). Other strategies register from plugins, through the ``genenv.strategies`` entry-point
+group (genenv's own options that lost their decision rule are one): nothing here imports them or knows their
+names. A plugin's strategy reads its own settings from the config (``read_options``), and a plugin may add a check
+of the config (:func:`add_config_check`, run by :func:`check_config`) and a part of ``genenv config --describe``
+(:func:`add_description`).
 """
 
 from __future__ import annotations
 
 import abc
-import dataclasses
 import importlib.metadata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from genenv.config import ConfigError, from_dict, knob_value
+from genenv.config import ConfigError, knob_value
 from genenv.reward import (
     LevelSuccess,
     frontier_reward,
@@ -50,24 +50,24 @@ NO_CREDIT = {"teacher_reward_mean": None, "teacher_probe_tasks": 0, "teacher_bac
 
 
 class Strategy(abc.ABC):
-    """Base of every registered strategy: built from the run's config, with its own knobs when it has any.
+    """Base of every registered strategy: built from the run's config.
 
-    ``knobs``: a dataclass of the strategy's settings, read from ``experimental.<section>`` (an experimental
-    strategy's) and available as ``self.options``. ``information``: what it knows beyond the paper's method (the
-    seed tasks, the verifier, the agent's rollouts), e.g. "domain levels"; None for nothing more.
-    ``experimental``: it lost its decision rule (``genenv config --describe`` lists it apart). Each kind declares
-    the method its strategies answer with as abstract: a class that lacks it is refused when it is built."""
+    ``information``: what it knows beyond the paper's method (the seed tasks, the verifier, the agent's rollouts),
+    e.g. "domain levels"; None for nothing more. ``self.options``: the strategy's own settings, as its
+    ``read_options`` reads them from the config (none for the main path's, whose settings are config fields). Each
+    kind declares the method its strategies answer with as abstract: a class that lacks it is refused when it is
+    built."""
     name: ClassVar[str] = "base"
-    knobs: ClassVar[type | None] = None
-    section: ClassVar[str | None] = None
     information: ClassVar[str | None] = None
-    experimental: ClassVar[bool] = False
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
-        self.options = cfg.experimental.get(self.section) if self.section else None
-        if self.knobs is not None and not isinstance(self.options, self.knobs):
-            self.options = from_dict(self.knobs, self.options or {}, f"experimental.{self.section}.")
+        self.options = self.read_options(cfg)
+
+    @classmethod
+    def read_options(cls, cfg: RunConfig):
+        """The strategy's settings from ``cfg`` (a plugin's strategy reads its own section); None: it has none."""
+        return None
 
 
 class Registry:
@@ -108,7 +108,8 @@ _LOADED: list[bool] = [False]
 
 
 def load_plugins() -> None:
-    """Call every ``genenv.strategies`` entry point once (genenv's own experimental options are one)."""
+    """Call every ``genenv.strategies`` entry point once (genenv's own options that lost their decision rule are
+    one)."""
     if _LOADED[0]:
         return
     _LOADED[0] = True
@@ -322,43 +323,35 @@ def selected(cfg: RunConfig) -> list[type[Strategy]]:
     return [registry.selected(cfg) for registry in REGISTRIES]
 
 
-def experimental_sections() -> dict[str, tuple[type, list[str]]]:
-    """``experimental.<section>`` -> (its knobs dataclass, the ``knob=name`` settings that read it)."""
-    out: dict[str, tuple[type, list[str]]] = {}
-    for registry in REGISTRIES:
-        for name in registry.names():
-            cls = registry.entries[name]
-            if cls.section and cls.knobs is not None:
-                out.setdefault(cls.section, (cls.knobs, []))[1].append(f"{registry.knob}={name}")
-    return out
+CONFIG_CHECKS: list[Callable[[RunConfig], None]] = []          # plugins' checks of a config (add_config_check)
+DESCRIPTIONS: list[Callable[[RunConfig | None], tuple[str, list]]] = []   # their parts of --describe
+
+
+def add_config_check(check: Callable[[RunConfig], None]) -> None:
+    """A plugin's check of a run's config, run by :func:`check_config` after the registries' (it may raise a
+    ConfigError naming a field, and fill in or drop the settings it owns)."""
+    if check not in CONFIG_CHECKS:
+        CONFIG_CHECKS.append(check)
+
+
+def add_description(describe: Callable[[RunConfig | None], tuple[str, list]]) -> None:
+    """A plugin's part of ``genenv config --describe``: called with the config (or None), it returns a heading and
+    (name, value, help) rows."""
+    if describe not in DESCRIPTIONS:
+        DESCRIPTIONS.append(describe)
 
 
 def check_config(cfg: RunConfig) -> None:
-    """Every registry's selection names a registered strategy, and ``cfg.experimental`` holds exactly the knob
-    sections of the selected ones, each validated into its dataclass (a section of a strategy not selected is an
-    error unless it only repeats the defaults, as an older run folder's config does: then it is dropped)."""
-    chosen = {cls.section for cls in selected(cfg) if cls.section and cls.knobs is not None}
-    sections = experimental_sections()
-    out = {}
-    for key, value in cfg.experimental.items():
-        if key not in sections:
-            raise ConfigError(f"experimental.{key}: no experimental option has this section; known: "
-                              f"{', '.join(sorted(sections)) or 'none'}")
-        knobs, settings = sections[key]
-        built = value if isinstance(value, knobs) else from_dict(knobs, value, f"experimental.{key}.")
-        if key not in chosen:
-            defaults = knobs()
-            if built == defaults:
-                continue
-            changed = next(f.name for f in dataclasses.fields(knobs)
-                           if getattr(built, f.name) != getattr(defaults, f.name))
-            raise ConfigError(f"experimental.{key}.{changed}: set to {getattr(built, changed)!r}, a knob of "
-                              f"{' and '.join(settings)}, which this run does not select; leave it at its default "
-                              f"({getattr(defaults, changed)!r}) or select it")
-        out[key] = built
-    for key in chosen - set(out):
-        out[key] = sections[key][0]()
-    cfg.experimental = {key: out[key] for key in sorted(out)}
+    """Every registry's selection names a registered strategy; then every plugin's check of the config."""
+    selected(cfg)
+    for check in CONFIG_CHECKS:
+        check(cfg)
+
+
+def plugin_descriptions(cfg: RunConfig | None = None) -> list[tuple[str, list]]:
+    """The plugins' parts of ``genenv config --describe``: (heading, rows) each."""
+    load_plugins()
+    return [describe(cfg) for describe in DESCRIPTIONS]
 
 
 def information_used(cfg: RunConfig, generates: bool, trains_simulator: bool) -> list[str]:
@@ -370,20 +363,3 @@ def information_used(cfg: RunConfig, generates: bool, trains_simulator: bool) ->
         if applies and cls.information:
             out.append(f"{cls.information} ({registry.knob}={cls.name})")
     return out
-
-
-def describe_experimental(cfg: RunConfig | None = None) -> list[tuple[str, object, str]]:
-    """(dotted name, value, help) for every experimental strategy (``knob=name``, what it does) and each of its
-    knobs (``experimental.<section>.<knob>``: its value in ``cfg`` where the run selects it, else its default)."""
-    from genenv.config import describe  # noqa: PLC0415
-    rows: list[tuple[str, object, str]] = []
-    for registry in REGISTRIES:
-        for name in registry.names():
-            cls = registry.entries[name]
-            if cls.experimental:
-                rows.append((f"{registry.knob}={name}", "", " ".join((cls.__doc__ or "").split())))
-    for section, (knobs, settings) in sorted(experimental_sections().items()):
-        values = cfg.experimental.get(section) if cfg is not None else None
-        for name, value, help_text in describe(knobs, f"experimental.{section}.", values):
-            rows.append((name, value, f"{help_text} ({', '.join(settings)})"))
-    return rows

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import abc
 
+from genenv.experimental.sections import Experimental
 from genenv.metrics import mean
 from genenv.signals import NO_CREDIT, AlphaSignal
 
 
-class CreditSignal(AlphaSignal):
+class CreditSignal(Experimental, AlphaSignal):
     """A signal whose reward for each valid generation is computed in the loop's credit phase (:meth:`rewards`);
     a candidate without one (the phase did not run) earns the paper's rescaled R_env."""
     credits = True
-    experimental = True
 
     @abc.abstractmethod
     def rewards(self, domain, agent, state, valid: list, epoch: int, stats: dict) -> list[float]:

@@ -34,6 +34,7 @@ from scipy.cluster.vq import kmeans2
 from genenv.config import knob
 from genenv.experimental.credit import CreditSignal
 from genenv.experimental.predicted import ngram_features
+from genenv.experimental.sections import Experimental
 from genenv.seeding import phase_seed
 from genenv.signals import SEED_DRAWS, SIGNALS, SeedDraw
 
@@ -166,9 +167,9 @@ class LearningProgressSignal(CreditSignal):
 
 
 @SEED_DRAWS.register("progress")
-class ProgressSeeds(SeedDraw):
+class ProgressSeeds(Experimental, SeedDraw):
     """Each seed from a cluster of look-alike tasks drawn by its learning progress (:func:`progress_seeds`)."""
-    knobs, section, experimental = ProgressKnobs, "progress", True
+    knobs, section = ProgressKnobs, "progress"
 
     def draw(self, pool, rng, epoch):
         lp = self.options

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from genenv.config import knob
+from genenv.experimental.sections import Experimental
 from genenv.reward import alpha_reward
 from genenv.signals import (
     LEVEL_RULES,
@@ -24,10 +25,9 @@ from genenv.signals import (
 
 
 @SEED_DRAWS.register("learnability")
-class LearnabilitySeeds(SeedDraw):
+class LearnabilitySeeds(Experimental, SeedDraw):
     """Seeds drawn with probability proportional to p (1 - p) of their last p_hat, floored at
     ``baseline.learnability_floor``, a task never rolled out counting as 0.5."""
-    experimental = True
 
     def draw(self, pool, rng, epoch):
         return pool.sample_by_learnability(rng, self.cfg.seeds_per_epoch, self.cfg.baseline.learnability_floor)
@@ -44,9 +44,8 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
 
 
 @SIGNALS.register("interior")
-class InteriorSignal(Signal):
+class InteriorSignal(Experimental, Signal):
     """R_env for a task the agent sometimes solves, 0 for one it always or never solves (meant for alpha < 0.5)."""
-    experimental = True
 
     def valid_reward(self, candidate):
         cr = self.cfg.curriculum_reward
@@ -76,10 +75,9 @@ class PenaltyKnobs:
 
 
 @SIGNALS.register("penalised")
-class PenalisedSignal(AlphaSignal):
+class PenalisedSignal(Experimental, AlphaSignal):
     """The alpha signal, with an invalid generation earning ``experimental.penalised.invalid_reward`` and, with
     ``repeats``, a valid task that repeats one already known earning it too (the paper's information, no levels)."""
-    experimental = True
     knobs = PenaltyKnobs
     section = "penalised"
 
@@ -99,17 +97,15 @@ def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:
 
 
 @SUCCESS_ESTIMATES.register("posterior")
-class PosteriorSuccess(SuccessEstimate):
+class PosteriorSuccess(Experimental, SuccessEstimate):
     """Every p_hat the Beta(1,1) posterior mean instead of k / n."""
-    experimental = True
     rate = staticmethod(posterior_success_rate)
 
 
 @LEVEL_RULES.register("band")
-class BandLevel(LevelRule):
+class BandLevel(Experimental, LevelRule):
     """The level with the largest share of recent tasks in the band; else (no level has one) the level whose mean is
     closest to alpha. Ties at random."""
-    experimental = True
 
     @staticmethod
     def choose(stats, alpha, rng, mastered):

@@ -18,6 +18,7 @@ from functools import lru_cache
 import numpy as np
 
 from genenv.config import knob
+from genenv.experimental.sections import Experimental
 from genenv.signals import GATES, SEED_DRAWS, Gate, SeedDraw, frontier_rule, frontier_seeds
 
 
@@ -132,18 +133,18 @@ class PredictedSeedsKnobs:
 
 
 @GATES.register("predicted")
-class PredictedGate(Gate):
+class PredictedGate(Experimental, Gate):
     """A valid task may earn only if its success, predicted from its text, is below ``env.pg.gate_mastered``."""
-    knobs, section, experimental = PredictedGateKnobs, "predicted_gate", True
+    knobs, section = PredictedGateKnobs, "predicted_gate"
 
     def predicate(self, domain, pool):
         return predicted_gate(pool, self.cfg.env.pg.gate_mastered, self.options.window)
 
 
 @SEED_DRAWS.register("predicted")
-class PredictedSeeds(SeedDraw):
+class PredictedSeeds(Experimental, SeedDraw):
     """The frontier seed draw over learned levels (:func:`predicted_frontier_seeds`)."""
-    knobs, section, experimental = PredictedSeedsKnobs, "predicted_seeds", True
+    knobs, section = PredictedSeedsKnobs, "predicted_seeds"
 
     def draw(self, pool, rng, epoch):
         return predicted_frontier_seeds(pool, self.cfg.seeds_per_epoch, rng, bins=self.options.bins,

@@ -1,0 +1,102 @@
+"""The experimental options' knobs: ``experimental.<section>`` of a run's config, read, checked and described here.
+
+The main path holds no knowledge of them. :mod:`genenv.signals` builds every strategy with its ``read_options``
+hook, runs the config checks plugins add (:func:`genenv.signals.add_config_check`) and prints the descriptions
+they add (:func:`genenv.signals.add_description`); :func:`genenv.experimental.register` adds this module's. The
+config keeps the sections as a plain dict (``RunConfig.experimental``) until :func:`check_sections` builds each
+into its dataclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, ClassVar
+
+from genenv.config import ConfigError, describe, from_dict
+from genenv.signals import REGISTRIES, selected
+
+if TYPE_CHECKING:
+    from genenv.config import RunConfig
+
+
+class Experimental:
+    """Mixin of an experimental strategy (first among its bases): ``knobs``, a dataclass of its settings, read from
+    ``experimental.<section>`` into ``self.options``."""
+    experimental: ClassVar[bool] = True
+    knobs: ClassVar[type | None] = None
+    section: ClassVar[str | None] = None
+
+    @classmethod
+    def read_options(cls, cfg: RunConfig):
+        if cls.knobs is None:
+            return None
+        value = cfg.experimental.get(cls.section)
+        return value if isinstance(value, cls.knobs) else from_dict(cls.knobs, value or {},
+                                                                     f"experimental.{cls.section}.")
+
+
+def experimental_options() -> list[tuple[str, type]]:
+    """(``knob=name``, class) of every registered experimental strategy, registry by registry."""
+    return [(f"{registry.knob}={name}", cls) for registry in REGISTRIES for name in registry.names()
+            if issubclass(cls := registry.entries[name], Experimental)]
+
+
+def sections() -> dict[str, tuple[type, list[str]]]:
+    """``experimental.<section>`` -> (its knobs dataclass, the ``knob=name`` settings that read it)."""
+    out: dict[str, tuple[type, list[str]]] = {}
+    for setting, cls in experimental_options():
+        if cls.section and cls.knobs is not None:
+            out.setdefault(cls.section, (cls.knobs, []))[1].append(setting)
+    return out
+
+
+def check_sections(cfg: RunConfig) -> None:
+    """``cfg.experimental`` holds exactly the knob sections of the selected strategies, each validated into its
+    dataclass (a section of a strategy not selected is an error unless it only repeats the defaults, as an older run
+    folder's config does: then it is dropped)."""
+    chosen = {cls.section for cls in selected(cfg)
+              if issubclass(cls, Experimental) and cls.section and cls.knobs is not None}
+    known = sections()
+    out = {}
+    for key, value in cfg.experimental.items():
+        if key not in known:
+            raise ConfigError(f"experimental.{key}: no experimental option has this section; known: "
+                              f"{', '.join(sorted(known)) or 'none'}")
+        knobs, settings = known[key]
+        built = value if isinstance(value, knobs) else from_dict(knobs, value, f"experimental.{key}.")
+        if key not in chosen:
+            defaults = knobs()
+            if built == defaults:
+                continue
+            changed = next(f.name for f in dataclasses.fields(knobs)
+                           if getattr(built, f.name) != getattr(defaults, f.name))
+            raise ConfigError(f"experimental.{key}.{changed}: set to {getattr(built, changed)!r}, a knob of "
+                              f"{' and '.join(settings)}, which this run does not select; leave it at its default "
+                              f"({getattr(defaults, changed)!r}) or select it")
+        out[key] = built
+    for key in chosen - set(out):
+        out[key] = known[key][0]()
+    cfg.experimental = {key: out[key] for key in sorted(out)}
+
+
+HEADING = ("experimental: options measured and not adopted (docs/results-log/), each selected by the setting named, "
+           "its knobs under experimental.<section> below it")
+
+
+def describe_options(cfg: RunConfig | None = None) -> tuple[str, list[tuple[str, object, str]]]:
+    """The heading and rows of ``genenv config --describe``'s experimental part: each option (``knob=name``, what
+    it does), then, indented, its section's knobs (their values in ``cfg`` where the run selects it, else the
+    defaults; a section two options share follows the first)."""
+    rows: list[tuple[str, object, str]] = []
+    listed: set[str] = set()
+    for setting, cls in experimental_options():
+        rows.append((setting, "", " ".join((cls.__doc__ or "").split())))
+        if cls.section and cls.knobs is not None and cls.section not in listed:
+            listed.add(cls.section)
+            values = cfg.experimental.get(cls.section) if cfg is not None else None
+            rows += [(f"  {name}", value, help_text)
+                     for name, value, help_text in describe(cls.knobs, f"experimental.{cls.section}.", values)]
+    return HEADING, rows
+
+
+__all__ = ["Experimental", "check_sections", "describe_options", "experimental_options", "sections"]
