@@ -1,9 +1,12 @@
 import os
 import shutil
 
-import numpy as np
-import pytest
-import torch
+# (before torch starts its OpenMP threads: `make test`'s two processes on two cores; the Makefile says why)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 os.environ.setdefault("GENENV_CACHE", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "genenv"))
 torch.set_num_threads(1)
