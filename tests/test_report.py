@@ -727,3 +727,20 @@ def test_eval_curves_keeps_each_runs_evaluations_compactly(tmp_path):
     assert list(result) == ["2", "10"]
     assert result["10"] == {"epochs": 3, "evaluations": {"1": [0.2, 0.3]}, "band_hit_rate": 0.1, "mixed_groups": 0.5}
     assert result["2"]["evaluations"] == {} and result["2"]["epochs"] == 1
+
+
+def test_runs_side_by_side_wait_passively_unless_the_user_says_otherwise(tmp_path, monkeypatch):
+    """compare --workers N > 1: each run's torch threads wait passively (OMP_WAIT_POLICY=PASSIVE), a value the user
+    set stays, and one run at a time gets the environment as it is."""
+    import sys
+
+    from genenv.compare import _run_pair
+    command = [sys.executable, "-c", "import os; print('policy', os.environ.get('OMP_WAIT_POLICY'))"]
+
+    def policy(side_by_side, name):
+        assert _run_pair(command, tmp_path / name, side_by_side=side_by_side) == 0
+        return (tmp_path / name).read_text().split("policy ")[-1].strip()
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert (policy(True, "a.log"), policy(False, "b.log")) == ("PASSIVE", "None")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert policy(True, "c.log") == "ACTIVE"
