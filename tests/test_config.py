@@ -174,10 +174,10 @@ def test_config_describe_shows_the_presets_values():
     listed = [line.split()[0] for line in experimental.splitlines()[1:]]
     assert "env.pg.signal=probe_gain" in listed and "experimental.probe_gain.tasks" in listed
     assert "env.seed_draw=frontier" not in listed   # a main-path strategy is not experimental
-    # each option with its knobs indented below it
+    # each option with its knobs right after it
     lines = experimental.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("env.pg.signal=probe_gain "))
-    assert lines[at + 1].startswith("  experimental.probe_gain.")
+    assert lines[at + 1].startswith("experimental.probe_gain.")
     # a component's knobs under their component, each naming the choice that reads it
     component_rows = {line.split()[0]: line for line in components.splitlines()[1:]}
     assert "agent.tiny.hidden_size" not in rows and "(agent.model=tiny)" in component_rows["agent.tiny.hidden_size"]

@@ -236,7 +236,8 @@ def test_compare_never_logs_done_for_a_run_that_did_not_finish(tmp_path, monkeyp
     """A run process that exits 0 without finishing its epochs (as `genenv run --resume` of a finished run did
     when compare asked for more epochs) is logged INCOMPLETE and counted failed, not "done"."""
     from genenv import compare as compare_module
-    monkeypatch.setattr(compare_module, "_run_pair", lambda command, log_file: 0)   # exits 0, runs nothing
+    # exits 0, runs nothing
+    monkeypatch.setattr(compare_module, "_run_pair", lambda command, log_file, side_by_side=False: 0)
     logs = []
     with pytest.raises(ConfigError, match=r"every run failed \(1\)"):
         compare(tmp_path, preset="smoke", curricula="static", seeds="1", overrides=["epochs=1"], log=logs.append)

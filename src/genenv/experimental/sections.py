@@ -80,13 +80,13 @@ def check_sections(cfg: RunConfig) -> None:
 
 
 HEADING = ("experimental: options measured and not adopted (docs/results-log/), each selected by the setting named, "
-           "its knobs under experimental.<section> below it")
+           "its knobs (experimental.<section>) after it")
 
 
 def describe_options(cfg: RunConfig | None = None) -> tuple[str, list[tuple[str, object, str]]]:
     """The heading and rows of ``genenv config --describe``'s experimental part: each option (``knob=name``, what
-    it does), then, indented, its section's knobs (their values in ``cfg`` where the run selects it, else the
-    defaults; a section two options share follows the first)."""
+    it does), then its section's knobs (their values in ``cfg`` where the run selects it, else the defaults; a
+    section two options share follows the first)."""
     rows: list[tuple[str, object, str]] = []
     listed: set[str] = set()
     for setting, cls in experimental_options():
@@ -94,8 +94,7 @@ def describe_options(cfg: RunConfig | None = None) -> tuple[str, list[tuple[str,
         if cls.section and cls.knobs is not None and cls.section not in listed:
             listed.add(cls.section)
             values = cfg.experimental.get(cls.section) if cfg is not None else None
-            rows += [(f"  {name}", value, help_text)
-                     for name, value, help_text in describe(cls.knobs, f"experimental.{cls.section}.", values)]
+            rows += describe(cls.knobs, f"experimental.{cls.section}.", values)
     return HEADING, rows
 
 
