@@ -23,8 +23,6 @@ from genenv.config import ConfigError, describe, describe_components, load_confi
 def _run(args) -> int:
 
     if args.resume:
-        from genenv.checkpoint import latest_checkpoint, load_run_config  # noqa: PLC0415 (heavy: see above)
-        from genenv.coevolve import run  # noqa: PLC0415
         run_dir = Path(args.resume)
         if not run_dir.is_dir():
             print(f"genenv: --resume {run_dir}: no such folder", file=sys.stderr)
@@ -32,6 +30,8 @@ def _run(args) -> int:
         if not (run_dir / "config.yaml").exists():
             print(f"genenv: --resume {run_dir}: no config.yaml there (not a run folder)", file=sys.stderr)
             return 2
+        from genenv.checkpoint import latest_checkpoint, load_run_config  # noqa: PLC0415 (heavy: see above)
+        from genenv.coevolve import run  # noqa: PLC0415
         checkpointed = latest_checkpoint(run_dir) is not None
         # before its first checkpoint nothing is trained: it starts over, and any override may change it
         cfg = load_run_config(run_dir, args.overrides, resuming=checkpointed)
@@ -45,7 +45,6 @@ def _run(args) -> int:
     cfg = load_config(args.preset, args.overrides, args.config, notes, ordered_levels=declares_ordered_levels)
     for note in notes:
         print(note, file=sys.stderr)
-    from genenv.coevolve import run  # noqa: PLC0415
     run_dir = Path(args.out) if args.out else Path(cfg.out_dir) / cfg.name
     if run_dir.exists() and not run_dir.is_dir():
         print(f"genenv: --out {run_dir}: a file is there; a run needs a folder", file=sys.stderr)
@@ -54,6 +53,7 @@ def _run(args) -> int:
         print(f"genenv: {run_dir} already holds a run: resume it with `genenv run --resume {run_dir}` "
               "or choose another --out / name=", file=sys.stderr)
         return 2
+    from genenv.coevolve import run  # noqa: PLC0415 (after what a folder can refuse: those answer at once)
     _print_result(run(cfg, run_dir=run_dir))
     return 0
 
@@ -139,10 +139,10 @@ def _export(args) -> int:
 
 
 def _report(args) -> int:
-    from genenv.compare import report_comparison  # noqa: PLC0415
     from genenv.report import report_run, text_table  # noqa: PLC0415
     path = Path(args.path)
     if (path / "compare.json").exists():
+        from genenv.compare import report_comparison  # noqa: PLC0415 (torch: a comparison's checks)
         report = report_comparison(path, reference=args.reference, arms=args.arms, dest=args.out)
         print(text_table(json.loads((report.parent / "summary.json").read_text())))
         print(f"report: {report}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 def register() -> None:
     """Register every experimental strategy, the check of their knob sections and their part of ``genenv config
     --describe`` (the ``genenv.strategies`` entry point)."""
-    from genenv.experimental import learning_progress, options, predicted, teacher  # noqa: F401, PLC0415
+    from genenv.experimental import agent_signals, learning_progress, options, predicted  # noqa: F401, PLC0415
     from genenv.experimental.sections import check_sections, describe_options  # noqa: PLC0415
     from genenv.signals import add_config_check, add_description  # noqa: PLC0415
     add_config_check(check_sections)

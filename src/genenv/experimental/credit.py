@@ -6,7 +6,6 @@ from __future__ import annotations
 import abc
 
 from genenv.experimental.sections import Experimental
-from genenv.metrics import mean
 from genenv.signals import NO_CREDIT, AlphaSignal
 
 
@@ -25,6 +24,7 @@ class CreditSignal(Experimental, AlphaSignal):
             return generated, dict(NO_CREDIT)
         stats = dict(NO_CREDIT)
         rewards = self.rewards(domain, agent, state, [generated[i] for i in valid], epoch, stats)
+        from genenv.metrics import mean  # noqa: PLC0415 (a run's module: registering this class imports no torch)
         stats["teacher_reward_mean"] = mean(rewards)
         out = list(generated)
         for i, reward in zip(valid, rewards):

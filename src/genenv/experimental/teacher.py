@@ -21,23 +21,19 @@ band and the agent ends no better, docs/results-log/issue55.md). Two signals tha
 
 Both use only what the paper's method has (the verifier's reference responses, the agent and its rollouts), no
 domain levels. Their extra model calls (backward passes, teacher-forced sequences) are counted in each epoch's
-metrics beside the agent's rollouts, which they do not change.
+metrics beside the agent's rollouts, which they do not change. This module is their arithmetic (torch); the
+registered signals, which import it when they first pay a task, are :mod:`genenv.experimental.agent_signals`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from genenv.algos.grpo import informative_samples
 from genenv.algos.rwr import WeightedExample
-from genenv.config import knob
-from genenv.experimental.credit import CreditSignal
-from genenv.seeding import phase_rng
-from genenv.signals import SIGNALS
 
 
 def logit(p: float) -> float:
@@ -149,58 +145,3 @@ def probe_gains(agent, groups, direction: list[torch.Tensor],
         sequences += len(samples)
         gains.append(float(sum((g.double() * d.double()).sum() for g, d in zip(grads, direction) if g is not None)))
     return gains, passes, sequences
-
-
-# ----- the registered signals (env.pg.signal=probe_gain | answer_likelihood) ---------------------------------
-
-@dataclass
-class ProbeGainKnobs:
-    """``env.pg.signal=probe_gain``."""
-    tasks: int = knob(256, "held-in tasks drawn from the training pool each epoch for the probe set (never dev or "
-                      "held-out)", lo=1)
-    side: str = knob("all", "which pool tasks the probe set is drawn from: 'all' (every pool task, mastered ones "
-                     "included, so forgetting costs) or 'hard' (only tasks whose last p_hat is below alpha; the "
-                     "whole pool while none is)", choices=("all", "hard"))
-
-
-@dataclass
-class AnswerLikelihoodKnobs:
-    """``env.pg.signal=answer_likelihood``."""
-    width: float = knob(2.0, "the reward's width in log-odds (2: P = 0.1 or 0.9 earns 0.55, P = 0.01 or 0.99 "
-                        "earns 0.07)", lo=0.01)
-
-
-def _builder(cfg, domain, agent):
-    from genenv.warmstart import agent_examples  # noqa: PLC0415 (the warm start's prompts and responses)
-    return lambda tasks: agent_examples(cfg, domain, agent, tasks)
-
-
-@SIGNALS.register("probe_gain")
-class ProbeGain(CreditSignal):
-    """Each valid task earns its GRPO gradient's first-order gain in the agent's expected success on a probe set of
-    held-in pool tasks, scaled by the epoch's largest into [-1, 1]."""
-    knobs, section, reads_agent = ProbeGainKnobs, "probe_gain", True
-
-    def rewards(self, domain, agent, state, valid, epoch, stats):
-        cfg, temperature = self.cfg, self.cfg.agent.temperature
-        probe = draw_probe(state.task_pool, phase_rng(cfg.seed, epoch, "probe"), self.options.tasks,
-                           self.options.side, cfg.curriculum_reward.alpha)
-        examples, counts = verified_examples(domain, probe, _builder(cfg, domain, agent))
-        direction = probe_direction(agent, examples, counts, temperature)
-        gains, passes, sequences = probe_gains(agent, [c.episodes for c in valid], direction, temperature)
-        stats.update(teacher_probe_tasks=len(probe), teacher_backward_passes=passes + 1,
-                     teacher_forward_sequences=len(examples) + sequences)
-        return scaled_by_largest(gains)
-
-
-@SIGNALS.register("answer_likelihood")
-class AnswerLikelihood(CreditSignal):
-    """Each valid task earns the agent's probability P of its verified response, in log-odds around alpha."""
-    knobs, section, reads_agent = AnswerLikelihoodKnobs, "answer_likelihood", True
-
-    def rewards(self, domain, agent, state, valid, epoch, stats):
-        cfg = self.cfg
-        examples, counts = verified_examples(domain, [c.parsed for c in valid], _builder(cfg, domain, agent))
-        stats["teacher_forward_sequences"] = len(examples)
-        return [likelihood_reward(lp, cfg.curriculum_reward.alpha, self.options.width)
-                for lp in task_logprobs(agent, examples, counts, cfg.agent.temperature)]
