@@ -15,6 +15,7 @@ gets the model the trainer samples from.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import time
@@ -97,6 +98,24 @@ def _finish(writer, temporary: Path, out: Path, count: int, start: float) -> dic
     return {"tensors": count, "bytes": out.stat().st_size, "seconds": time.perf_counter() - start}
 
 
+@functools.lru_cache(maxsize=4)
+def _template_fields(path: str, mtime_ns: int, size: int) -> tuple[str, int, tuple]:
+    """A GGUF template's architecture, block count and the metadata fields a written file copies: (key, contents,
+    type, array item type), read once per file version (the key holds its mtime and size). Parsing SmolLM2's took
+    about 9 s (its vocabulary is some 300k fields), paid again at every llama.cpp weight sync before."""
+    import gguf  # noqa: PLC0415 (part of the real extra)
+    reader = gguf.GGUFReader(path)
+    arch = str(reader.fields["general.architecture"].contents())
+    blocks = int(reader.fields["llama.block_count"].contents()) if arch == "llama" else 0
+    fields = []
+    for key, field in reader.fields.items():
+        if key.startswith(SKIPPED_FIELDS) or key == "general.architecture":
+            continue
+        kind = field.types[0]
+        fields.append((key, field.contents(), kind, field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None))
+    return arch, blocks, tuple(fields)
+
+
 def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32") -> dict:
     """Write ``policy``'s weights as a GGUF file ``out`` in the image of ``template`` (the GGUF it came from).
     Returns what it wrote: the tensor count, the bytes and the seconds it took. Written to a temporary file and
@@ -104,21 +123,16 @@ def write_gguf(policy, template: str | Path, out: str | Path, dtype: str = "f32"
     import gguf  # noqa: PLC0415 (part of the real extra)
 
     config = policy.model.config
-    reader = gguf.GGUFReader(str(template))
-    arch = str(reader.fields["general.architecture"].contents())
+    stat = Path(template).stat()
+    arch, blocks, fields = _template_fields(str(template), stat.st_mtime_ns, stat.st_size)
     if arch != "llama":
         raise ValueError(f"{template}: architecture {arch!r}; only llama GGUF templates are written")
-    blocks = int(reader.fields["llama.block_count"].contents())
     if blocks != config.num_hidden_layers:
         raise ValueError(f"{template}: {blocks} blocks, the policy has {config.num_hidden_layers}")
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, blocks)
     writer, temporary, out, start = _start(gguf, out, arch, dtype)
-    for key, field in reader.fields.items():
-        if key.startswith(SKIPPED_FIELDS) or key == "general.architecture":
-            continue
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(key, field.contents(), kind, sub_type=sub)
+    for key, contents, kind, sub in fields:
+        writer.add_key_value(key, contents, kind, sub_type=sub)
     writer.add_file_type(_file_type(gguf, dtype))
     count = _add_tensors(writer, policy, names, dtype, rotary=True)
     return _finish(writer, temporary, out, count, start)
