@@ -17,7 +17,7 @@ Part ``engine``: the same sampling (prefix-cached) and greedy answers on transfo
 (``sampler=llama.cpp``, f32, f16 and q8_0 GGUF weights), with the weight sync's seconds and the tokens' agreement.
 
 Part ``bf16``: the GRPO step (shared prefix) and sampling (prefix-cached) in float32 against bf16 autocast
-(``agent.autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
+(``autocast=bfloat16``: float32 weights and optimiser state), with how far the loss and log-probs move.
 
 Part ``curve``: a short training run (``--steps`` GRPO steps on the same groups of the model's own sampled
 responses) in float32 and in bf16 autocast from the same start: the loss and KL curves side by side.
@@ -322,7 +322,7 @@ def bench_curve(args) -> None:
         print(f"curves: {out / 'bf16_curve.png'}")
 
 
-FAST_OPTIONS = ("agent.shared_prefix=true", "agent.prefix_cached_sampling=true", "env.prefix_cached_sampling=true")
+FAST_OPTIONS = ("agent.shared_prefix=true", "prefix_cached_sampling=true")
 
 
 def bench_run(args) -> None:
@@ -334,7 +334,7 @@ def bench_run(args) -> None:
     import sys  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    fast = [*FAST_OPTIONS, *(["agent.autocast=bfloat16", "env.autocast=bfloat16"] if args.bf16 else []),
+    fast = [*FAST_OPTIONS, *(["autocast=bfloat16"] if args.bf16 else []),
             *(["agent.sampler=llama.cpp", "env.sampler=llama.cpp"] if args.llamacpp else [])]
     results = {}
     with tempfile.TemporaryDirectory() as folder:

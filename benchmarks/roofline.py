@@ -30,7 +30,7 @@ bound and its attainable rate too. Measure on an idle machine.
 
 ``--device cuda``: the same tables on a GPU, the roofs at ``--roof-tokens`` rows (pass 8192 for a GPU's peak)
 and the phases in ``--dtype`` (bfloat16: prefill and decode with bf16 weights, the training phases in bf16
-autocast over float32 weights and AdamW state, as ``agent.autocast=bfloat16`` trains). ``--model DIR``: a
+autocast over float32 weights and AdamW state, as ``autocast=bfloat16`` trains). ``--model DIR``: a
 Hugging Face folder; one without weights (config and tokenizer only) gets SmolLM2's shapes with random weights
 (seed 0), which time the same arithmetic (a forward's cost does not depend on the weights' values; only where
 sampling stops does, so the rollout row counts the tokens it drew). ``--rollouts B``: a row of genenv's own

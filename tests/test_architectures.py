@@ -286,6 +286,6 @@ def test_a_family_runs_the_loop_resumes_exactly_and_evaluates(folders, name, tmp
     assert {k: scores[k] for k in ("dev_by_level", "heldout_by_level")} == {k: warm[k] for k in ("dev_by_level",
                                                                                                  "heldout_by_level")}
     paper = [*SMOKE, f"agent.model={folder}", f"env.model={folder}", "env.update=rwr", "agent.lora_rank=2",
-             "env.lora_rank=2", "agent.gradient_checkpointing=true", "agent.autocast=bfloat16", "epochs=2"]
+             "env.lora_rank=2", "gradient_checkpointing=true", "autocast=bfloat16", "epochs=2"]
     rwr = read_jsonl(run(load_config("smoke", paper), run_dir=tmp_path / "rwr", log=lambda m: None) / "metrics.jsonl")
     assert len(rwr) == 2 and sum(r["env_steps"] for r in rwr) > 0, name

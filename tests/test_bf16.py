@@ -26,13 +26,16 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights(tiny_policy
     assert all(state["exp_avg"].dtype == torch.float32 for state in optimizer.state.values())
 
 
-def test_the_config_sets_autocast_on_a_player_and_its_kl_reference():
+def test_the_config_sets_autocast_on_both_players_and_their_kl_references():
     from genenv.config import TinyModelConfig, load_config
     from genenv.models.tiny import build_tiny_policy
     from genenv.players import make_players
     tiny = TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2, max_positions=48)
-    players = make_players(load_config("smoke", ["agent.autocast=bfloat16"]),
+    players = make_players(load_config("smoke", ["autocast=bfloat16"]),
                            build_tiny_policy(tiny, "0123456789+= ", seed=0), build_tiny_policy(tiny, "0123456789+= ",
                                                                                                seed=1))
     assert players.agent.autocast_bf16 and players.agent_ref.autocast_bf16
-    assert not players.env.autocast_bf16 and not players.env_ref.autocast_bf16
+    assert players.env.autocast_bf16 and players.env_ref.autocast_bf16
+    plain = make_players(load_config("smoke"), build_tiny_policy(tiny, "0123456789+= ", seed=0),
+                         build_tiny_policy(tiny, "0123456789+= ", seed=1))
+    assert not any(p.autocast_bf16 for p in (plain.agent, plain.agent_ref, plain.env, plain.env_ref))

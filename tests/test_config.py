@@ -127,7 +127,7 @@ def test_the_real_domain_presets_load_and_name_their_domain(name):
     cfg = load_config(name)
     assert cfg.name == name and cfg.domain.name in ("apibank", "multihop", "travel", "reasoning_gym")
     if name.startswith("smollm2"):
-        assert cfg.agent.model == cfg.env.model == "smollm2" and cfg.agent.gradient_checkpointing
+        assert cfg.agent.model == cfg.env.model == "smollm2" and cfg.gradient_checkpointing
 
 
 def test_changed_fields_names_every_differing_leaf_by_its_dotted_key():
@@ -171,18 +171,21 @@ def test_config_describe_shows_the_presets_values():
     rows = {line.split()[0]: line.split()[1] for line in main_part.splitlines()}
     assert rows["agent.lr"] == "0.001" and rows["env.pg.gate"] == "'levels'" and rows["epochs"] == "200"
     assert not any(name.startswith("experimental") for name in rows)   # the main knobs first, then the others
-    listed = [line.split()[0] for line in experimental.splitlines()[1:]]
-    assert "env.pg.signal=probe_gain" in listed and "experimental.probe_gain.tasks" in listed
-    assert "env.seed_draw=frontier" not in listed   # a main-path strategy is not experimental
+    listed = {line.split()[0]: line for line in experimental.splitlines()[1:]}
+    assert "selected by env.pg.signal=probe_gain: " in listed["experimental.probe_gain"]
+    assert "experimental.probe_gain.tasks" in listed
+    assert not any("env.seed_draw=frontier" in line for line in listed.values())   # a main-path strategy is not
     # each option with its knobs right after it
     lines = experimental.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("env.pg.signal=probe_gain "))
+    at = next(i for i, line in enumerate(lines) if line.startswith("experimental.probe_gain "))
     assert lines[at + 1].startswith("experimental.probe_gain.")
+    # an option sharing a section listed before it is named by its own name
+    assert "selected by env.pg.signal=learning_progress: " in listed["experimental.learning_progress"]
     # a component's knobs under their component, each naming the choice that reads it
     component_rows = {line.split()[0]: line for line in components.splitlines()[1:]}
     assert "agent.tiny.hidden_size" not in rows and "(agent.model=tiny)" in component_rows["agent.tiny.hidden_size"]
     assert "(env.backend=openai)" in component_rows["env.openai.base_url"]
-    assert "(env.sampler=llama.cpp)" in component_rows["env.llamacpp.context"]
+    assert "(agent.sampler=llama.cpp or env.sampler=llama.cpp)" in component_rows["llamacpp.context"]
 
 
 def test_the_main_config_has_at_most_110_knobs():
@@ -193,7 +196,7 @@ def test_the_main_config_has_at_most_110_knobs():
     component_rows = [name for name, _, _ in describe_components()]
     assert len(main_rows) <= 110, len(main_rows)
     assert not set(main_rows) & set(component_rows)
-    assert {"agent.tiny.num_layers", "env.tiny.num_layers", "env.openai.model", "agent.llamacpp.dtype"} <= set(
+    assert {"agent.tiny.num_layers", "env.tiny.num_layers", "env.openai.model", "llamacpp.dtype"} <= set(
         component_rows)
 
 
@@ -205,8 +208,9 @@ def test_a_components_knob_is_read_only_where_the_component_is_selected():
         load_config("default", ["agent.model=smollm2", "agent.tiny.hidden_size=32"])
     with pytest.raises(ConfigError, match=r"env\.openai\.model: .* a knob of env\.backend=openai"):
         load_config("default", ["env.openai.model=qwen"])
-    with pytest.raises(ConfigError, match=r"env\.llamacpp\.context: .* env\.sampler=llama\.cpp"):
-        load_config("default", ["env.llamacpp.context=512"])
+    with pytest.raises(ConfigError, match=r"llamacpp\.context: .* agent\.sampler=llama\.cpp or env\.sampler="):
+        load_config("default", ["llamacpp.context=512"])
+    assert load_config("default", ["env.sampler=llama.cpp", "llamacpp.context=512"]).llamacpp.context == 512
     smoke = load_config("smoke")
     assert smoke.agent.tiny.hidden_size == 32   # the preset's tiny shape, read where its tiny model is
     moved = load_config("smoke", ["agent.model=smollm2"])
@@ -273,3 +277,51 @@ def test_a_domain_without_ordered_levels_runs_what_the_config_names_and_says_wha
     assert main(["run", "--out", str(tmp_path / "taken"), "domain.name=multihop"]) == 2
     err = capsys.readouterr().err
     assert "declares no ordered difficulty levels" in err and "a file is there" in err
+
+
+def test_a_knob_both_players_had_is_one_knob_of_the_run_its_old_names_read_for_a_release():
+    """Issue 76: dtype, autocast, gradient checkpointing, prefix-cached sampling, llama.cpp's settings and the
+    gradient clip are the run's (both players follow them). A player's old spelling gives the run its value with a
+    warning; two players given two values, or an old name beside the new one, is one error naming them."""
+    with pytest.warns(FutureWarning, match=r"agent\.autocast is deprecated: write autocast \(both players follow it\)"):
+        cfg = load_config("smoke", ["agent.autocast=bfloat16"])
+    assert cfg.autocast == "bfloat16"
+    with pytest.warns(FutureWarning, match=r"agent\.grad_clip and env\.grad_clip are deprecated"):
+        assert load_config("smoke", ["agent.grad_clip=0.5", "env.grad_clip=0.5"]).grad_clip == 0.5
+    with pytest.warns(FutureWarning, match=r"agent\.sampler_context is deprecated: write agent\.llamacpp\.context"):
+        cfg = load_config("smoke", ["agent.sampler=llama.cpp", "agent.sampler_context=512"])
+    assert cfg.llamacpp.context == 512
+    with pytest.raises(ConfigError, match=r"agent\.llamacpp\.context and env\.llamacpp\.context: 512 and 1024; both "
+                                          r"players now follow one llamacpp\.context"):
+        load_config("smoke", ["agent.llamacpp.context=512", "env.llamacpp.context=1024"])
+    with pytest.raises(ConfigError, match=r"env\.dtype: set dtype alone"):
+        load_config("smoke", ["dtype=bfloat16", "env.dtype=bfloat16"])
+
+
+def test_a_removed_knob_is_refused_where_it_would_have_changed_something_and_a_run_folder_keeps_reading():
+    """checkpoint_in_background (always on), engine.cpus_per_worker (an actor reserves its `threads`), out_dir
+    (`--out`), engine.address and env.openai.api_key_env (Ray's and OpenAI's own variables): at the value that
+    changed nothing, dropped with a warning; at another, one error saying what to do instead. A run folder written
+    before them reads quietly, each player's old settings becoming the run's."""
+    import copy
+    import warnings
+
+    from genenv.config import run_config, to_dict
+    with pytest.warns(FutureWarning, match="checkpoint_in_background is removed"):
+        load_config("smoke", ["checkpoint_in_background=false"])
+    with pytest.raises(ConfigError, match=r"out_dir: removed; a run's folder is `genenv run --out DIR`"):
+        load_config("smoke", ["out_dir=elsewhere"])
+    with pytest.raises(ConfigError, match=r"env\.openai\.api_key_env: removed; .* export OPENAI_API_KEY=\"\$MY_KEY\""):
+        load_config("smoke", ["env.openai.api_key_env=MY_KEY"])
+    old = to_dict(load_config("smoke"))
+    for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling", "grad_clip", "llamacpp"):
+        value = old.pop(name)
+        old["agent"][name], old["env"][name] = copy.deepcopy(value), copy.deepcopy(value)
+    old["agent"]["autocast"] = "bfloat16"
+    old.update(out_dir="elsewhere", checkpoint_in_background=False)
+    old["engine"].update(address="auto", cpus_per_worker=2.0)
+    old["env"]["openai"]["api_key_env"] = "MY_KEY"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = run_config(old)
+    assert cfg.autocast == "bfloat16" and cfg.grad_clip == 1.0 and cfg.llamacpp.context == 4096

@@ -68,10 +68,14 @@ def test_without_ray_installed_the_error_names_the_setting(tiny_policy, monkeypa
     assert isinstance(make_engine(load_config("smoke"), domain, players), LocalEngine)   # workers=0 needs no Ray
 
 
-def test_an_unreachable_cluster_is_one_error_naming_the_address(tiny_policy):
+def test_an_unreachable_cluster_is_one_error_naming_the_address(tiny_policy, monkeypatch):
+    """The cluster is Ray's own RAY_ADDRESS; the removed engine.address says so, naming the value to export."""
     domain, _, players = _addition_setup(tiny_policy)
-    with pytest.raises(ConfigError, match="engine.address: cannot reach a Ray cluster at '127.0.0.1:1'"):
-        make_engine(load_config("smoke", ["engine.workers=1", "engine.address=127.0.0.1:1"]), domain, players)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(ConfigError, match="RAY_ADDRESS: cannot reach a Ray cluster at '127.0.0.1:1'"):
+        make_engine(load_config("smoke", ["engine.workers=1"]), domain, players)
+    with pytest.raises(ConfigError, match="engine.address: removed; .* export RAY_ADDRESS=auto"):
+        load_config("smoke", ["engine.workers=1", "engine.address=auto"])
 
 
 def test_shards_depend_on_the_config_not_on_workers():
@@ -139,9 +143,9 @@ def test_multi_turn_episodes_run_inside_the_actors(local_ray):
 
 def test_more_actors_than_the_cluster_can_place_is_one_clear_error(tiny_policy, local_ray):
     domain, _, players = _addition_setup(tiny_policy)
-    with pytest.raises(ConfigError, match=r"engine.workers: 3 actors x engine.cpus_per_worker=1 need 3 CPUs, the "
+    with pytest.raises(ConfigError, match=r"engine.workers: 3 actors x threads=1 need 3 CPUs, the "
                                           r"Ray cluster has 2;"):
-        make_engine(load_config("smoke", ["engine.workers=3"]), domain, players)
+        make_engine(load_config("smoke", ["engine.workers=3", "threads=1"]), domain, players)
 
 
 def test_the_local_rays_actors_run_at_the_drivers_priority(local_ray):

@@ -60,11 +60,11 @@ def test_the_sampler_falls_back_to_transformers_where_llama_cpp_cannot_decode(ti
                      "not a BPE; decoding with transformers instead"]
     with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
         load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
-    with pytest.raises(ConfigError, match=r"agent\.llamacpp\.dtype"):
-        load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.llamacpp.dtype=q4"])
+    with pytest.raises(ConfigError, match=r"llamacpp\.dtype: 'q4' is not allowed"):
+        load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "llamacpp.dtype=q4"])
     with pytest.warns(FutureWarning, match=r"agent\.sampler_dtype is deprecated: write agent\.llamacpp\.dtype"):
         cfg = load_config("smollm2-apibank", ["agent.sampler=llama.cpp", "agent.sampler_dtype=q8_0"])
-    assert cfg.agent.llamacpp.dtype == "q8_0"
+    assert cfg.llamacpp.dtype == "q8_0"
 
 
 @pytest.fixture(scope="module")

@@ -64,12 +64,12 @@ def test_rows_with_distinct_prompts_are_not_prefilled(tiny_policy):
     assert calls[0][0] == 4 and calls[0][1] == max(len(ids) for ids in tiny_policy.encode_prompts(PROMPTS))
 
 
-def test_the_config_switches_it_on_for_each_player(tmp_path):
+def test_the_config_switches_it_on_for_both_players(tmp_path):
     from genenv.config import TinyModelConfig, load_config
     from genenv.models.tiny import build_tiny_policy
     from genenv.players import make_players
-    cfg = load_config("smoke", ["agent.prefix_cached_sampling=true"])
+    cfg = load_config("smoke", ["prefix_cached_sampling=true"])
     tiny = TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2, max_positions=48)
     players = make_players(cfg, build_tiny_policy(tiny, "0123456789+= ", seed=0),
                            build_tiny_policy(tiny, "0123456789+= ", seed=1))
-    assert players.agent.prefill_once and not players.env.prefill_once
+    assert players.agent.prefill_once and players.env.prefill_once

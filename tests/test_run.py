@@ -177,10 +177,10 @@ def test_checkpoints_follow_checkpoint_every_s_and_a_resume_repeats_the_epochs_a
 
 
 def test_a_checkpoint_written_in_the_background_holds_the_weights_of_its_epoch(tmp_path, monkeypatch):
-    """checkpoint_in_background (the default): the writer runs beside the next epoch, which waits for it before
-    its first update. Here the writer is held back until the epoch reaches that wait, so it writes while the
-    epoch would be updating if it did not wait: every checkpoint still equals, file for file, the one the same
-    run writes in place (checkpoint_in_background=false), and so do the metrics."""
+    """The checkpoint writer runs beside the next epoch, which waits for it before its first update. Here the writer
+    is held back until the epoch reaches that wait, so it writes while the epoch would be updating if it did not
+    wait: every checkpoint still equals, file for file, the one the same run writes in place (a writer with
+    ``background=False``), and so do the metrics."""
     import threading
 
     from genenv import checkpoint
@@ -215,8 +215,9 @@ def test_a_checkpoint_written_in_the_background_holds_the_weights_of_its_epoch(t
     monkeypatch.setattr(checkpoint, "build_then_swap", recording_swap)
     smoke = ["threads=1", "epochs=3", "checkpoint_every_s=0"]
     background = run(load_config("smoke", smoke), run_dir=tmp_path / "background", log=lambda m: None)
-    in_place = run(load_config("smoke", [*smoke, "checkpoint_in_background=false"]), run_dir=tmp_path / "in_place",
-                   log=lambda m: None)
+    writer_init = checkpoint.CheckpointWriter.__init__
+    monkeypatch.setattr(checkpoint.CheckpointWriter, "__init__", lambda self: writer_init(self, background=False))
+    in_place = run(load_config("smoke", smoke), run_dir=tmp_path / "in_place", log=lambda m: None)
     assert len(written["background"]) == 4 and written["background"] == written["in_place"]
     assert _stable(read_jsonl(background / "metrics.jsonl")) == _stable(read_jsonl(in_place / "metrics.jsonl"))
     waits = [r["seconds_by_phase"]["checkpoint_wait"] for r in read_jsonl(background / "metrics.jsonl")]

@@ -165,7 +165,7 @@ def test_a_run_with_the_fast_paths_gives_todays_metrics(tmp_path):
     from genenv.io import read_jsonl
     from genenv.metrics import TIMING_KEYS
     variants = {"today": [], "shared_prefix": ["agent.shared_prefix=true"],
-                "prefix_cached": ["agent.prefix_cached_sampling=true", "env.prefix_cached_sampling=true"]}
+                "prefix_cached": ["prefix_cached_sampling=true"]}
     rows = {}
     for name, overrides in variants.items():
         folder = run(load_config("smoke", overrides), tmp_path / name, log=lambda _: None)

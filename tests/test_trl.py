@@ -228,11 +228,11 @@ def test_the_simulator_side_samples_under_the_constraint_when_asked():
 
 
 def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():
-    """env.lora_rank, env.gradient_checkpointing and env.autocast reach a TRL run's simulator through the same
+    """env.lora_rank, gradient_checkpointing and autocast reach a TRL run's simulator through the same
     function genenv's own loop uses (players.prepare_player): adapters trained, the reference the adapters switched
     off, bfloat16 autocast on both sides of the KL; the optimiser holds only the adapters."""
-    side = SimulatorSide(load_config("smoke", ["threads=1", "env.lora_rank=4", "env.gradient_checkpointing=true",
-                                               "env.autocast=bfloat16"]))
+    side = SimulatorSide(load_config("smoke", ["threads=1", "env.lora_rank=4", "gradient_checkpointing=true",
+                                               "autocast=bfloat16"]))
     env, env_ref = side.players.env, side.players.env_ref
     assert env.has_lora and env.model.is_activation_checkpointing
     assert env.autocast_bf16 and env_ref.autocast_bf16

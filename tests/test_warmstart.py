@@ -10,35 +10,34 @@ import torch
 
 from genenv.config import RunConfig, load_config
 from genenv.domains import make_domain
-from genenv.warmstart import WARMSTART_FIELDS, _cache_key, warm_start_agent, warm_start_simulator
+from genenv.warmstart import _cache_key, warm_start_agent, warm_start_simulator, warmstart_fields
 
 # Config fields that do not change either warm start (what co-evolution does after it, and bookkeeping).
 # A new config field must be added here or to WARMSTART_FIELDS in genenv/warmstart.py.
 NOT_IN_WARMSTART = {
-    "name", "out_dir", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
-    "checkpoint_every_s", "checkpoint_in_background",
+    "name", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
+    "checkpoint_every_s",
     "agent.lora_rank", "agent.lr", "agent.weight_decay", "agent.group_size", "agent.temperature", "agent.clip_eps",
-    "agent.kl_coef", "agent.entropy_coef", "agent.grad_clip", "agent.replay_fraction",
+    "agent.kl_coef", "agent.entropy_coef", "grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
-    "env.kl_coef", "env.max_kl", "env.grad_clip", "env.generation_batch", "env.seed_draw",
+    "env.kl_coef", "env.max_kl", "env.generation_batch", "env.seed_draw",
     # the simulator's update rules and their knobs (sections): co-evolution only
     "env.update", "env.pg", "env.rwr", "env.constrained",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
-    "agent.gradient_checkpointing", "env.gradient_checkpointing",
+    "gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
     "curriculum_reward.p_hat_level", "curriculum_reward.p_hat_estimate", "experimental",
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
     "baseline.learnability_floor", "baseline.oracle_rule", "baseline.oracle_exploration", "baseline.oracle_window",
     "agent.warmup_steps",
     # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
-    "agent.shared_prefix", "agent.prefix_cached_sampling", "env.prefix_cached_sampling", "agent.autocast",
-    "env.autocast", "trackers", "tracker_project", "agent.sampler", "agent.llamacpp",
-    "env.sampler", "env.llamacpp",
+    "agent.shared_prefix", "prefix_cached_sampling", "autocast", "trackers", "tracker_project", "agent.sampler",
+    "env.sampler", "llamacpp",
     # a remote simulator has no warm start and no cache entry
     "env.backend", "env.openai",
     # warm starts always run in the driver
-    "engine.workers", "engine.address", "engine.cpus_per_worker", "engine.gpus_per_worker", "engine.max_restarts",
+    "engine.workers", "engine.gpus_per_worker", "engine.max_restarts",
 }
 
 
@@ -53,7 +52,7 @@ def _leaf_fields(cls, prefix=""):
 
 
 def _covered(path: str) -> bool:
-    listed = {name for names in WARMSTART_FIELDS.values() for name in names}
+    listed = {path for role in ("agent", "env") for _, path in warmstart_fields(role)}
     return any(path == name or path.startswith(name + ".") for name in listed) or path in NOT_IN_WARMSTART
 
 
@@ -240,7 +239,7 @@ def test_a_seeds_warm_start_is_evaluated_once_for_every_arm(tmp_path, monkeypatc
     second, evaluations, said = arm("random", "curriculum=random")
     assert evaluations == 1 and said.endswith("(evaluated by an earlier run: cached)")
     assert second == first and first["heldout_success"] is not None
-    _, evaluations, _ = arm("bf16", "agent.autocast=bfloat16")
+    _, evaluations, _ = arm("bf16", "autocast=bfloat16")
     assert evaluations == 2
     for entry in (tmp_path / "cache" / "evaluations").iterdir():
         entry.write_text("{")

@@ -110,7 +110,7 @@ def _checkpoint_job(players: Players, state: RunState, run_dir: Path, last_metri
 
 class CheckpointWriter:
     """A run's checkpoints, written in a background thread while the next epoch writes tasks and rolls them out
-    (``background=True``, the ``checkpoint_in_background`` knob): the weights and optimiser states are only
+    (``background=False``: in place, for tests to compare against): the weights and optimiser states are only
     read until the next update, so :meth:`wait`, called before anything changes them, is all the copy it needs.
     The files, their order, the fsyncs and the atomic swap are :func:`save_checkpoint`'s; a run killed while one
     is being written resumes from the one before, as when killed inside :func:`save_checkpoint`.
@@ -385,9 +385,9 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 def load_checkpoint(cfg: RunConfig, ckpt: Path, run_dir: Path, domain=None) -> tuple[Players, RunState]:
     initial = run_dir / "checkpoints" / "initial"
-    agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.agent.dtype)
+    agent = Policy.load(initial / "agent", device=cfg.device, dtype=cfg.dtype)
     env = (RemoteSimulator.from_config(cfg.env.openai) if (initial / "env" / REMOTE_FILE).exists() else
-           Policy.load(initial / "env", device=cfg.device, dtype=cfg.env.dtype))
+           Policy.load(initial / "env", device=cfg.device, dtype=cfg.dtype))
     players = make_players(cfg, agent, env, domain)  # references of the initial weights, then adapters
     agent.load_weights(ckpt / "agent.safetensors")  # the checkpoint holds the adapted model's weights
     env.load_weights(ckpt / "env.safetensors")

@@ -45,7 +45,7 @@ def _run(args) -> int:
     cfg = load_config(args.preset, args.overrides, args.config, notes, ordered_levels=declares_ordered_levels)
     for note in notes:
         print(note, file=sys.stderr)
-    run_dir = Path(args.out) if args.out else Path(cfg.out_dir) / cfg.name
+    run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     if run_dir.exists() and not run_dir.is_dir():
         print(f"genenv: --out {run_dir}: a file is there; a run needs a folder", file=sys.stderr)
         return 2
@@ -288,12 +288,12 @@ def _config(args) -> int:
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
         for name, value, help_text in describe(values=cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
-        print("\ncomponents: the knobs of one choice, read only where the field named selects it")
+        print("components: the knobs of one choice, read only where the field named selects it")
         for name, value, help_text in describe_components(cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
         from genenv.signals import plugin_descriptions  # noqa: PLC0415
         for heading, rows in plugin_descriptions(cfg):   # (the strategies' plugins: genenv's options not adopted)
-            print(f"\n{heading}")
+            print(heading)
             for name, value, help_text in rows:
                 print(f"{name:40s} {'' if value == '' else repr(value):12}  {help_text}")
         return 0
@@ -317,7 +317,7 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     run_p.add_argument("--preset", default="default",
                        help="a shipped preset (`genenv config --presets` lists them; default: default)")
     run_p.add_argument("--config", help="a YAML file applied after the preset")
-    run_p.add_argument("--out", help="run folder (default: out_dir/name)")
+    run_p.add_argument("--out", help="run folder (default: runs/<name>)")
     run_p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     run_p.set_defaults(func=_run)
     cmp_p = sub.add_parser("compare", help="run curricula x seeds side by side, then summary.json + report.html",

@@ -170,7 +170,7 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
     steps, skipped = grpo_update(players.agent, players.agent_ref, players.agent_opt, state.grpo_buffer,
                                  rng=phase_rng(cfg.seed, epoch, "agent_update"), passes=ac.update_epochs,
                                  minibatch_groups=ac.minibatch_groups, clip_eps=ac.clip_eps, kl_coef=ac.kl_coef,
-                                 entropy_coef=ac.entropy_coef, grad_clip=ac.grad_clip, temperature=ac.temperature,
+                                 entropy_coef=ac.entropy_coef, grad_clip=cfg.grad_clip, temperature=ac.temperature,
                                  micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps,
                                  shared_prefix=ac.shared_prefix, recompute_old_logprobs=ac.sampler != "transformers")
     state.nonfinite_skips += skipped
@@ -207,7 +207,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
-                     max_kl=ec.max_kl, grad_clip=ec.grad_clip, temperature=ec.temperature, rng=rng,
+                     max_kl=ec.max_kl, grad_clip=cfg.grad_clip, temperature=ec.temperature, rng=rng,
                      recompute_old_logprobs=ec.sampler != "transformers", constraint=players.env_constraint)
 
 
@@ -229,7 +229,7 @@ def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunSt
     weights = rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
     weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
     return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr.steps,
-                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=ec.grad_clip, rng=rng,
+                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=cfg.grad_clip, rng=rng,
                       constraint=players.env_constraint)
 
 
@@ -326,7 +326,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
 
 def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False, log=None) -> Path:
     """Run (or resume) a whole co-evolution; returns the run folder."""
-    run_dir = Path(run_dir) if run_dir else Path(cfg.out_dir) / cfg.name
+    run_dir = Path(run_dir) if run_dir else Path("runs") / cfg.name
     log = log or (lambda msg: tqdm.write(msg))
     torch.set_num_threads(cfg.threads)
     # the run's CPU threads are torch's: the tokenizer encodes on the calling thread unless the user says
@@ -350,8 +350,8 @@ def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: D
     bar = progress_bar(cfg.epochs, "epochs", enabled=cfg.progress, initial=state.epoch)
     engine = make_engine(cfg, domain, players)
     if engine.workers:
-        log(f"engine: {engine.workers} Ray actors on {cfg.engine.address or 'a local Ray'} write tasks, roll out "
-            "and evaluate")
+        cluster = os.environ.get("RAY_ADDRESS") or "a local Ray"
+        log(f"engine: {engine.workers} Ray actors on {cluster} write tasks, roll out and evaluate")
     trackers = Trackers(cfg, run_dir, state.epoch, log)
     try:
         run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log, trackers)
@@ -371,7 +371,7 @@ def run_epochs(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: 
 
     The metrics rows and samples files are written at once (a killed process loses none of them) but reach the
     disk (fsync) only before each checkpoint: the epochs after it are repeated on resume anyway."""
-    checkpoint = CheckpointWriter(background=cfg.checkpoint_in_background)
+    checkpoint = CheckpointWriter()
     try:
         _run_epochs(cfg, curriculum, domain, players, state, split, engine, run_dir, bar, log, trackers, checkpoint)
     finally:

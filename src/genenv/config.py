@@ -34,10 +34,12 @@ def knob(default: Any, help: str, *, choices: tuple | None = None, lo: float | N
     return field(default=default, metadata=meta)
 
 
-def section(cls: type, help: str, *, of: str, when: str):
+def section(cls: type, help: str, *, of: str | tuple[str, ...], when: str):
     """A dataclass field holding the knobs of one component, read only where the sibling field ``of`` is ``when``
-    (``agent.tiny`` where ``agent.model=tiny``). ``genenv config --describe`` lists them under the component, apart
-    from the main knobs; setting one while its component is not selected is an error naming it."""
+    (``agent.tiny`` where ``agent.model=tiny``), or where any of several dotted fields ``of`` (a tuple, from the
+    config's top) is (``llamacpp`` where ``agent.sampler`` or ``env.sampler`` is ``llama.cpp``). ``genenv config
+    --describe`` lists them under the component, apart from the main knobs; setting one while its component is not
+    selected is an error naming it."""
     return field(default_factory=cls, metadata={"help": help, "component": (of, when)})
 
 
@@ -97,35 +99,21 @@ DEAD_WARMSTART_KNOBS = {"agent.warmstart.corpus_size": 20000, "env.warmstart.min
 
 @dataclass
 class PlayerConfig:
-    """What both players (agent and simulator) have: a model, its warm start and how it runs."""
+    """What both players (agent and simulator) have: a model, its warm start and how it runs (how both compute,
+    dtype, autocast, ..., are the run's: :class:`RunConfig`)."""
     model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
                       "Face model folder")
     tiny: TinyModelConfig = section(TinyModelConfig, "the shape of the model built from scratch", of="model",
                                     when="tiny")
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
-    dtype: str = knob("float32", "weights dtype of a real model (bfloat16 halves memory; use on a GPU)",
-                      choices=("float32", "bfloat16"))
     lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
-    grad_clip: float = knob(1.0, "gradient-norm clip", lo=0.0)
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
-    gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead "
-                                        "of keeping them: less memory for long prompts, one more forward "
-                                        "pass per update, the same gradients bit for bit")
-    autocast: str = knob("none", "bfloat16: every forward pass (sampling, GRPO/RWR log-probs) under torch's bf16 "
-                         "autocast, weights, optimiser state and losses in float32 (faster where the CPU has "
-                         "bf16 matrix units; changes the numbers: benchmarks/real_model_speed.py --part bf16)",
-                         choices=("none", "bfloat16"))
-    prefix_cached_sampling: bool = knob(False, "sample a prompt's n responses (a task's rollouts, a seed's "
-                                        "variations) from one prefill of it, its KV cache copied to each: the "
-                                        "same tokens for the same keys up to floating-point differences; pays "
-                                        "where prompts are long (real benchmarks)")
     sampler: str = knob("transformers", "where generations are decoded: 'llama.cpp' (llama-cpp-python, built by "
                        "`make install`; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 or Phi-3 with a BPE "
                        "tokenizer, another model decoded by transformers with one line saying why; the weights synced "
                        "after every update that changed them; reproducible on one machine and build, not bit for bit "
-                       "across them: docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
-    llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes", of="sampler", when="llama.cpp")
+                       "across them; its settings llamacpp.*: docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
 
 
 @dataclass
@@ -162,12 +150,12 @@ class AgentConfig(PlayerConfig):
 
 @dataclass
 class OpenAIConfig:
-    """env.backend=openai: an OpenAI-compatible endpoint writes the tasks (a frozen simulator, never trained)."""
+    """env.backend=openai: an OpenAI-compatible endpoint writes the tasks (a frozen simulator, never trained). Its API
+    key is read from ``OPENAI_API_KEY``, the client's own variable (never written to the run folder; a local server
+    needs none)."""
     base_url: str = knob("http://127.0.0.1:8080/v1", "the endpoint's base URL (vLLM, SGLang, llama.cpp's server, a "
                          "hosted API)")
     model: str = knob("", "the model name the endpoint serves")
-    api_key_env: str = knob("OPENAI_API_KEY", "the environment variable holding the API key (never written to the "
-                            "run folder; a local server needs none)")
     api: str = knob("chat", "chat: /chat/completions with the simulator prompt as one user message; completions: "
                     "/completions with the prompt as text", choices=("chat", "completions"))
     concurrency: int = knob(4, "requests in flight at once", lo=1)
@@ -297,12 +285,11 @@ class DomainConfig:
 @dataclass
 class EngineConfig:
     """Where the generate and rollout phases run (docs/scaling.md): in the run's process, or in Ray actors."""
-    workers: int = knob(0, "Ray actors that write tasks and run rollouts, each with replicas of both players (needs "
-                        "`pip install 'genenv[ray]'`); the learner stays in this process. 0 = everything here. The "
-                        "same seed gives the same metrics for any number", lo=0)
-    address: str = knob("", "an existing Ray cluster to join ('auto', or the address `ray start --head` prints); "
-                        "'' starts a local Ray on this machine")
-    cpus_per_worker: float = knob(1.0, "CPUs Ray reserves per actor (each runs `threads` torch threads)", lo=0.0)
+    workers: int = knob(0, "Ray actors that write tasks and run rollouts, each with replicas of both players and "
+                        "`threads` CPUs reserved (needs `pip install 'genenv[ray]'`); the learner stays in this "
+                        "process. 0 = everything here. The same seed gives the same metrics for any number. They "
+                        "run on a local Ray, or on the cluster Ray's own RAY_ADDRESS names ('auto', or what `ray start "
+                        "--head` prints)", lo=0)
     gpus_per_worker: float = knob(0.0, "GPUs Ray reserves per actor (with device=cuda, generation on the GPU)",
                                   lo=0.0)
     max_restarts: int = knob(3, "dead actors replaced (their shard redone) in one run before it stops", lo=0)
@@ -311,8 +298,7 @@ class EngineConfig:
 @dataclass
 class RunConfig:
     """A whole run. Defaults follow DESIGN.md."""
-    name: str = knob("default", "run folder name under out_dir")
-    out_dir: str = knob("runs", "parent folder of run folders")
+    name: str = knob("default", "the run's name: its folder is runs/<name> unless `genenv run --out` gives one")
     seed: int = knob(0, "fixes every random stream", lo=0)
     epochs: int = knob(200, "co-evolution epochs", lo=0)
     seeds_per_epoch: int = knob(16, "seed tasks given to the simulator each epoch", lo=1)
@@ -325,13 +311,26 @@ class RunConfig:
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
     threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
+    grad_clip: float = knob(1.0, "gradient-norm clip of every update, both players' (0 = none)", lo=0.0)
+    dtype: str = knob("float32", "weights dtype of both players' real models (bfloat16 halves memory; use on a GPU)",
+                      choices=("float32", "bfloat16"))
+    autocast: str = knob("none", "bfloat16: both players' forward passes (sampling, GRPO/RWR log-probs) under torch's "
+                         "bf16 autocast, weights, optimiser state and losses in float32 (faster where the CPU has "
+                         "bf16 matrix units; changes the numbers: benchmarks/real_model_speed.py --part bf16)",
+                         choices=("none", "bfloat16"))
+    gradient_checkpointing: bool = knob(False, "recompute each layer's activations in the backward pass instead of "
+                                        "keeping them (both players): less memory for long prompts, one more "
+                                        "forward pass per update, the same gradients bit for bit")
+    prefix_cached_sampling: bool = knob(False, "sample a prompt's n responses (a task's rollouts, a seed's "
+                                        "variations) from one prefill of it, its KV cache copied to each: the "
+                                        "same tokens for the same keys up to floating-point differences; pays "
+                                        "where prompts are long (real benchmarks)")
+    llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes",
+                                       of=("agent.sampler", "env.sampler"), when="llama.cpp")
     checkpoint_every_s: float = knob(60.0, "seconds between checkpoints: one after the first epoch that ends at "
                                      "least this long after the last one, and one after the last epoch; 0 = "
                                      "every epoch. A killed run resumes from its last checkpoint with the same "
                                      "metrics whatever this is, repeating the epochs after it", lo=0.0)
-    checkpoint_in_background: bool = knob(True, "write each checkpoint in a background thread while the next "
-                                          "epoch writes tasks and rolls them out (it finishes before the first "
-                                          "update: the same files, the same resume); false: the epoch waits for it")
     samples_rollouts_shown: int = knob(2, "agent responses kept per task in samples/epoch_N.jsonl", lo=0)
     progress: bool = knob(True, "show progress bars")
     trackers: list[str] = knob([], "mirror every metrics row, the evaluations and the final summary to these "
@@ -506,6 +505,24 @@ MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.p
                # the llama.cpp sampler's knobs, a component's section (issue 76)
                **{f"{player}.sampler_{name}": f"{player}.llamacpp.{name}"
                   for player in ("agent", "env") for name in ("dtype", "context")}}
+# knobs each player had, now one knob of the run that both players follow (issue 76): new dotted name -> the old
+# per-player names. The old names are read for one release with a FutureWarning: a value either gave (the other at
+# its default) is the run's; two players given two different values is an error naming both
+SHARED_KNOBS = {**{name: (f"agent.{name}", f"env.{name}")
+                   for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling")},
+                **{f"llamacpp.{name}": (f"agent.llamacpp.{name}", f"env.llamacpp.{name}")
+                   for name in ("dtype", "context")},
+                "grad_clip": ("agent.grad_clip", "env.grad_clip")}
+# knobs removed in issue 76, old dotted name -> (the value at which leaving it out changes nothing, what to do at any
+# other value: None = nothing, it is dropped with the warning; else the ConfigError's advice)
+REMOVED_KNOBS = {"checkpoint_in_background": (True, None),   # a checkpoint is always written in the background
+                 "engine.cpus_per_worker": (1.0, None),        # an actor reserves the `threads` CPUs it runs
+                 "out_dir": ("runs", "a run's folder is `genenv run --out DIR` (default runs/<name>)"),
+                 "engine.address": ("", "Ray joins the cluster its own variable RAY_ADDRESS names: export "
+                                        "RAY_ADDRESS={value} and leave engine.address out"),
+                 "env.openai.api_key_env": ("OPENAI_API_KEY", "the key is read from OPENAI_API_KEY, the client's own "
+                                                              "variable: export OPENAI_API_KEY=\"${value}\" and "
+                                                              "leave env.openai.api_key_env out")}
 # switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
 # the old name at any other value selects nothing (it was off)
 MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
@@ -557,23 +574,25 @@ def _pop(data: dict, dotted: str):
 
 
 def _moved_knobs(data: dict) -> dict:
-    """``data`` (a whole config) with every switch of :data:`MOVED_SWITCHES` read as the value it selects and every
-    knob of :data:`MOVED_KNOBS` read from its old name, each with a FutureWarning naming the new spelling. An old
-    name beside its new one is an error, and so is a value of :data:`REMOVED_VALUES`."""
+    """``data`` (a whole config, or the layers over a preset) with every switch of :data:`MOVED_SWITCHES` read as the
+    value it selects, every knob of :data:`MOVED_KNOBS` and :data:`SHARED_KNOBS` read from its old name and every
+    knob of :data:`REMOVED_KNOBS` dropped, each with a FutureWarning naming the new spelling. An old name beside its
+    new one is an error, and so is a value of :data:`REMOVED_VALUES`."""
     level_gate = _at(data, "env.pg_level_gate")
     for (old, value), commit in REMOVED_VALUES.items():
         for name in (old, *(k for k, v in MOVED_KNOBS.items() if v == old)):
             if _at(data, name) == value:
                 raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
                                   f"runs repeat with the code of commit {commit} (docs/results-log.md)")
+    shared_old = [old for olds in SHARED_KNOBS.values() for old in olds]
     if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES, *DEAD_WARMSTART_KNOBS,
-                                                  *PENALTY_KNOBS))
+                                                  *PENALTY_KNOBS, *REMOVED_KNOBS, *shared_old))
             and level_gate is _ABSENT):
         return data
     data = copy.deepcopy(data)
     for dead in DEAD_WARMSTART_KNOBS:   # a player never read it: dropped, whatever its value
         if _at(data, dead) is not _ABSENT:
-            warnings.warn(f"{dead} is removed: that player's warm start never read it", FutureWarning, stacklevel=4)
+            warnings.warn(f"{dead} is removed: that player's warm start never read it", FutureWarning, stacklevel=3)
             _pop(data, dead)
     for old, (on, field_name, value) in MOVED_SWITCHES.items():   # first: a switch's old name may be a new section
         setting = _at(data, old)
@@ -581,7 +600,7 @@ def _moved_knobs(data: dict) -> dict:
             continue
         _pop(data, old)
         if setting != on:
-            warnings.warn(f"{old} is deprecated (it was off: leave it out)", FutureWarning, stacklevel=4)
+            warnings.warn(f"{old} is deprecated (it was off: leave it out)", FutureWarning, stacklevel=3)
             continue
         current = _at(data, field_name)
         # (the field at its default counts as unset: a run folder's config writes every field)
@@ -589,7 +608,7 @@ def _moved_knobs(data: dict) -> dict:
             raise ConfigError(f"{old}: {setting!r} selects {field_name}={value}, and {field_name} is {current!r}; set "
                               f"{field_name} alone ({old} is deprecated)")
         warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} (an option that lost its decision "
-                      "rule)", FutureWarning, stacklevel=4)
+                      "rule)", FutureWarning, stacklevel=3)
         _put(data, field_name, value)
     for old, new in MOVED_KNOBS.items():
         if _at(data, old) is _ABSENT:
@@ -597,8 +616,30 @@ def _moved_knobs(data: dict) -> dict:
         if _at(data, new) is not _ABSENT:
             raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
         why = " (an option that lost its decision rule)" if new.startswith("experimental.") else ""
-        warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=4)
+        warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=3)
         _put(data, new, _pop(data, old))
+    for old, (unchanged, advice) in REMOVED_KNOBS.items():
+        setting = _at(data, old)
+        if setting is _ABSENT:
+            continue
+        _pop(data, old)
+        if setting != unchanged and advice is not None:
+            raise ConfigError(f"{old}: removed; {advice.format(value=setting)}")
+        warnings.warn(f"{old} is removed: leave it out", FutureWarning, stacklevel=3)
+    defaults = to_dict(RunConfig())
+    for new, olds in SHARED_KNOBS.items():
+        given = {old: _pop(data, old) for old in olds if _at(data, old) is not _ABSENT}
+        if not given:
+            continue
+        if _at(data, new) is not _ABSENT:
+            raise ConfigError(f"{next(iter(given))}: set {new} alone (both players now follow it)")
+        chosen = {value for value in given.values() if value != _at(defaults, new)}
+        if len(chosen) > 1:
+            raise ConfigError(f"{' and '.join(given)}: {' and '.join(map(repr, given.values()))}; both players now "
+                              f"follow one {new}: set {new} alone (the code of commit 3d3030c runs them apart)")
+        warnings.warn(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} deprecated: write {new} (both "
+                      "players follow it)", FutureWarning, stacklevel=3)
+        _put(data, new, chosen.pop() if chosen else _at(defaults, new))
     if level_gate is not _ABSENT:
         _pop(data, "env.pg_level_gate")
         if level_gate in (True, "true", "True"):
@@ -606,7 +647,7 @@ def _moved_knobs(data: dict) -> dict:
             if gate not in (_ABSENT, "none", "levels"):
                 raise ConfigError(f"env.pg_level_gate: true contradicts env.pg.gate={gate}; set env.pg.gate alone "
                                   "(env.pg_level_gate is deprecated)")
-            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=4)
+            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=3)
             _put(data, "env.pg.gate", "levels")
     for old, (name, unchanged) in PENALTY_KNOBS.items():
         setting = _at(data, old)
@@ -615,7 +656,7 @@ def _moved_knobs(data: dict) -> dict:
         _pop(data, old)
         if setting == unchanged and isinstance(setting, bool) == isinstance(unchanged, bool):
             warnings.warn(f"{old} is deprecated (at {unchanged!r} it changed nothing: leave it out)", FutureWarning,
-                          stacklevel=4)
+                          stacklevel=3)
             continue
         signal = _at(data, "env.pg.signal")
         if signal not in (_ABSENT, "alpha", PENALISED_SIGNAL):
@@ -626,15 +667,15 @@ def _moved_knobs(data: dict) -> dict:
         if _at(data, target) is not _ABSENT:
             raise ConfigError(f"{old}: set {target} alone ({old} is its old name)")
         warnings.warn(f"{old}={setting!r} is deprecated: write env.pg.signal={PENALISED_SIGNAL} {target}={setting!r} "
-                      "(an option that lost its decision rule)", FutureWarning, stacklevel=4)
+                      "(an option that lost its decision rule)", FutureWarning, stacklevel=3)
         _put(data, "env.pg.signal", PENALISED_SIGNAL)
         _put(data, target, setting)
     return data
 
 
 def component_sections() -> list[tuple[str, str, str]]:
-    """(dotted section, dotted selecting field, the value that selects it) for every component section of the
-    config (:func:`section`): ``("agent.tiny", "agent.model", "tiny")``, ..."""
+    """(dotted section, the dotted fields that select it, the value that selects it) for every component section of
+    the config (:func:`section`): ``("agent.tiny", ("agent.model",), "tiny")``, ..."""
     out = []
 
     def walk(cls, prefix):
@@ -642,7 +683,7 @@ def component_sections() -> list[tuple[str, str, str]]:
             tp = typing.get_type_hints(cls)[f.name]
             if "component" in f.metadata:
                 of, when = f.metadata["component"]
-                out.append((f"{prefix}{f.name}", f"{prefix}{of}", when))
+                out.append((f"{prefix}{f.name}", of if isinstance(of, tuple) else (f"{prefix}{of}",), when))
             elif _is_dataclass_type(tp):
                 walk(tp, f"{prefix}{f.name}.")
     walk(RunConfig, "")
@@ -654,12 +695,13 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
     knob when the config file or an override set it, and dropped (back to its defaults) when only the preset did
     (``--preset smoke agent.model=FOLDER``: the preset's tiny shape belongs to its tiny model, as its domain options
     belong to its domain). A run folder's config is read as it was started (:func:`run_config`)."""
-    for dotted, selector, when in component_sections():
+    for dotted, selectors, when in component_sections():
         *parents, last = dotted.split(".")
         owner = knob_value(cfg, ".".join(parents))
         current, defaults = getattr(owner, last), type(getattr(owner, last))()
-        if knob_value(cfg, selector) == when or current == defaults:
+        if any(knob_value(cfg, selector) == when for selector in selectors) or current == defaults:
             continue
+        selector = selectors[0]
         given = _at(later, dotted)
         changed = [f.name for f in dataclasses.fields(defaults) if isinstance(given, dict) and f.name in given
                    and getattr(current, f.name) != getattr(defaults, f.name)]
@@ -667,8 +709,8 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
             setattr(owner, last, defaults)
             continue
         raise ConfigError(f"{dotted}.{changed[0]}: set to {getattr(current, changed[0])!r}, a knob of "
-                          f"{selector}={when}, but {selector} is {knob_value(cfg, selector)!r}; leave it out or set "
-                          f"{selector}={when}")
+                          f"{' or '.join(f'{s}={when}' for s in selectors)}, but {selector} is "
+                          f"{knob_value(cfg, selector)!r}; leave it out or set {selector}={when}")
 
 
 def knob_value(cfg, dotted: str):
@@ -703,15 +745,19 @@ def to_dict(cfg) -> dict:
 
 # What a resume may change: nothing that changes what the run is (its curriculum, models, seed, rewards), only how
 # long it runs, how often it evaluates and checkpoints, and where and how fast it computes
-RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "checkpoint_in_background",
-                    "samples_rollouts_shown",
+RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "samples_rollouts_shown",
                     "engine.", "trackers", "tracker_project")
 CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
 
 
 def run_config(data: dict) -> RunConfig:
     """A run folder's config dict as a RunConfig. A deprecated field in it is read quietly: the run was started with
-    it, and its warning was given then."""
+    it, and its warning was given then; a removed one (:data:`REMOVED_KNOBS`) is dropped whatever its value."""
+    if any(_at(data, old) is not _ABSENT for old in REMOVED_KNOBS):
+        data = copy.deepcopy(data)
+        for old in REMOVED_KNOBS:
+            if _at(data, old) is not _ABSENT:
+                _pop(data, old)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         return from_dict(RunConfig, data)
@@ -840,7 +886,8 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
             raise ConfigError(f"preset: no preset named {preset!r}; available: {', '.join(preset_names())}")
         data = read_yaml(path)
     later = read_yaml(Path(config_file)) if config_file else {}
-    later = merge_overrides(later, overrides)
+    # (old spellings read first, so an old name given here overrides the preset's new one)
+    later = _moved_knobs(merge_overrides(later, overrides))
     preset_domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
     later_domain = later.get("domain") if isinstance(later.get("domain"), dict) else {}
     if "name" in later_domain and later_domain["name"] != preset_domain.get("name", DomainConfig.name):
@@ -893,10 +940,11 @@ def describe_components(values: RunConfig | None = None) -> list[tuple[str, Any,
     """(dotted name, value, help) for every knob of a component section, its help saying which choice reads it."""
     values = RunConfig() if values is None else values
     rows = []
-    for dotted, selector, when in component_sections():
+    for dotted, selectors, when in component_sections():
         section_values = knob_value(values, dotted)
+        selected_by = " or ".join(f"{selector}={when}" for selector in selectors)
         for name, value, help_text in describe(type(section_values), f"{dotted}.", section_values):
-            rows.append((name, value, f"{help_text} ({selector}={when})"))
+            rows.append((name, value, f"{help_text} ({selected_by})"))
     return rows
 
 

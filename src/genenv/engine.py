@@ -21,7 +21,6 @@ fixed-data curriculum's one-time set stay in the driver.
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import time
@@ -100,15 +99,15 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         pass
 
 
-def _check_resources(ray, ec) -> None:
+def _check_resources(ray, cfg: RunConfig) -> None:
     """Actors the cluster can never place would wait forever: say so at once, naming the settings. (Its total,
     not what is free now: actors of a closing engine free their CPUs a moment later.)"""
-    total = ray.cluster_resources()
-    for resource, per_worker, knob in (("CPU", ec.cpus_per_worker, "cpus_per_worker"),
-                                       ("GPU", ec.gpus_per_worker, "gpus_per_worker")):
+    total, ec = ray.cluster_resources(), cfg.engine
+    for resource, per_worker, knob in (("CPU", cfg.threads, "threads"), ("GPU", ec.gpus_per_worker,
+                                                                         "engine.gpus_per_worker")):
         needed = ec.workers * per_worker
         if needed > total.get(resource, 0.0) + 1e-9:
-            raise ConfigError(f"engine.workers: {ec.workers} actors x engine.{knob}={per_worker:g} need {needed:g} "
+            raise ConfigError(f"engine.workers: {ec.workers} actors x {knob}={per_worker:g} need {needed:g} "
                               f"{resource}s, the Ray cluster has {total.get(resource, 0.0):g}; lower one of them or "
                               "add nodes")
 
@@ -154,19 +153,21 @@ class RayEngine:
         self.restarts = 0
         self.wait_seconds = 0.0   # the driver's wall time waiting for shards (the actors' model time, in parallel)
         if not ray.is_initialized():
+            address = os.environ.get("RAY_ADDRESS", "")   # Ray's own variable: the cluster to join, if any
             try:
-                if ec.address:
-                    _check_reachable(ec.address)
-                    ray.init(address=ec.address, include_dashboard=False, log_to_driver=False)
+                if address:
+                    _check_reachable(address)
+                    ray.init(address=address, include_dashboard=False, log_to_driver=False)
                 else:
-                    init_local_ray(ray, num_cpus=max(os.cpu_count() or 1, math.ceil(ec.workers * ec.cpus_per_worker)),
+                    init_local_ray(ray, num_cpus=max(os.cpu_count() or 1, ec.workers * cfg.threads),
                                    num_gpus=None if ec.gpus_per_worker else 0)
             except (ConnectionError, OSError, RuntimeError, ValueError) as err:
-                raise ConfigError(f"engine.address: cannot reach a Ray cluster at {ec.address!r} "
+                raise ConfigError(f"RAY_ADDRESS: cannot reach a Ray cluster at {address!r} "
                                   f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); start one "
-                                  "with `ray start --head` or leave engine.address empty for a local Ray") from None
-        _check_resources(ray, ec)
-        self._remote = ray.remote(num_cpus=ec.cpus_per_worker, num_gpus=ec.gpus_per_worker)(_Worker)
+                                  "with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
+        _check_resources(ray, cfg)
+        # each actor runs `threads` torch threads: it reserves that many CPUs
+        self._remote = ray.remote(num_cpus=cfg.threads, num_gpus=ec.gpus_per_worker)(_Worker)
         self.versions = {role: 0 for role in ROLES}
         self._domain = ray.put(domain)   # it never changes: one copy in the object store for every actor
         self._constraint = ray.put(players.env_constraint)   # nor does the simulator's task shape

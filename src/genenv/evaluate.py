@@ -29,7 +29,7 @@ def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=No
     domain = make_domain(cfg.domain.name, **cfg.domain.options)  # bad data paths fail before the model loads
     split = data_split(cfg, domain)
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=cfg.device, dtype=cfg.agent.dtype)
+        policy = Policy.load(resolve_model(model, log), device=cfg.device, dtype=cfg.dtype)
     start = time.perf_counter()
     rows: list[dict] = []
     metrics = evaluate_all(cfg, domain, policy, split, records=rows)

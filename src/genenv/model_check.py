@@ -72,12 +72,12 @@ def longest_prompt_tokens(cfg, tokenizer, tasks: int = 64) -> int:
     return longest
 
 
-def _activations_mb(player, config, sequences: int, tokens: int) -> float:
+def _activations_mb(cfg, config, sequences: int, tokens: int) -> float:
     """One forward/backward's activations: per token and layer ``8 x hidden + 3 x intermediate`` values in the
-    player's dtype (``hidden`` alone under gradient checkpointing), and three float32 rows of the vocabulary."""
-    per_layer = (config.hidden_size if player.gradient_checkpointing
+    run's dtype (``hidden`` alone under gradient checkpointing), and three float32 rows of the vocabulary."""
+    per_layer = (config.hidden_size if cfg.gradient_checkpointing
                  else 8 * config.hidden_size + 3 * config.intermediate_size)
-    per_token = config.num_hidden_layers * per_layer * BYTES[player.dtype] + 3 * 4 * config.vocab_size
+    per_token = config.num_hidden_layers * per_layer * BYTES[cfg.dtype] + 3 * 4 * config.vocab_size
     return sequences * tokens * per_token / MB
 
 
@@ -91,19 +91,19 @@ def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_token
     ``activations``: the largest GRPO step's. ``total``: the process baseline plus the larger of the two stages.
     ``linear_lora``: the adapter parameters per unit of rank."""
     out: dict[str, float] = {}
-    weights = {role: parameters * BYTES[player.dtype] / MB for role, player in (("agent", cfg.agent), ("env", cfg.env))}
+    weights = {role: parameters * BYTES[cfg.dtype] / MB for role in ("agent", "env")}
     tokens = prompt_tokens + cfg.agent.max_new_tokens
     out["warm_start"] = max(5 * weights[role] + weights[other]
-                            + _activations_mb(player, config, player.warmstart.batch_size, tokens)
+                            + _activations_mb(cfg, config, player.warmstart.batch_size, tokens)
                             for role, other, player in (("agent", "env", cfg.agent), ("env", "agent", cfg.env)))
     for role, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.lora_rank:
-            trainable = linear_lora * player.lora_rank * BYTES[player.dtype] / MB
+            trainable = linear_lora * player.lora_rank * BYTES[cfg.dtype] / MB
             out[role] = weights[role] + 4 * trainable
         else:
             out[role] = 5 * weights[role]
     agent = cfg.agent
-    out["activations"] = _activations_mb(agent, config, agent.micro_batch or agent.minibatch_groups * agent.group_size,
+    out["activations"] = _activations_mb(cfg, config, agent.micro_batch or agent.minibatch_groups * agent.group_size,
                                          tokens)
     out["process"] = PROCESS_BASELINE_MB
     out["total"] = out["process"] + max(out["warm_start"], out["agent"] + out["env"] + out["activations"])

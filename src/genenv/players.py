@@ -71,8 +71,8 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player, log=pri
     from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
 
     try:
-        sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=player.llamacpp.dtype,
-                                   context=player.llamacpp.context,
+        sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=cfg.llamacpp.dtype,
+                                   context=cfg.llamacpp.context,
                                    parallel=max(cfg.agent.group_size, cfg.env.variations))
         sampler.sync()
         return sampler
@@ -112,12 +112,12 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Pla
 
 
 def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
-    """One player (``name``: "agent" or "env") set up as its config section says: LoRA adapters (``lora_rank``),
-    gradient checkpointing, prefix-cached sampling, the llama.cpp sampler, bfloat16 autocast on both sides of the
-    KL; returns (its KL reference, its optimiser). A fully fine-tuned player's reference is a frozen copy of it; a
-    LoRA player's is the same model with its adapters switched off (its base weights never change: no copy
-    needed). A frozen endpoint (``env.backend=openai``) is its own reference and has no optimiser. genenv's loop
-    and the TRL integration's simulator both come here."""
+    """One player (``name``: "agent" or "env") set up as its config section says, LoRA adapters (``lora_rank``) and
+    the llama.cpp sampler, and as the run's ``gradient_checkpointing``, ``prefix_cached_sampling`` and ``autocast``
+    say (bfloat16 autocast on both sides of the KL); returns (its KL reference, its optimiser). A fully fine-tuned
+    player's reference is a frozen copy of it; a LoRA player's is the same model with its adapters switched off (its
+    base weights never change: no copy needed). A frozen endpoint (``env.backend=openai``) is its own reference and
+    has no optimiser. genenv's loop and the TRL integration's simulator both come here."""
     if isinstance(policy, RemoteSimulator):
         return policy, None
     player = cfg.agent if name == "agent" else cfg.env
@@ -127,10 +127,10 @@ def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
         reference = policy.base_view()
     else:
         reference = policy.frozen_copy()
-    policy.set_gradient_checkpointing(player.gradient_checkpointing)
-    policy.prefill_once = player.prefix_cached_sampling
+    policy.set_gradient_checkpointing(cfg.gradient_checkpointing)
+    policy.prefill_once = cfg.prefix_cached_sampling
     if player.sampler == "llama.cpp":
         policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
-    policy.autocast_bf16 = reference.autocast_bf16 = player.autocast == "bfloat16"   # the KL's two sides
+    policy.autocast_bf16 = reference.autocast_bf16 = cfg.autocast == "bfloat16"   # the KL's two sides
     optimiser = torch.optim.AdamW(policy.trainable_parameters(), lr=player.lr, weight_decay=player.weight_decay)
     return reference, optimiser

@@ -45,13 +45,19 @@ CACHE_VERSION = 2   # 2: every field that shapes a warm start in the key; seed s
 # the SFT settings, how its prompts are built and trimmed (max_new_tokens, max_context_tokens), and the
 # success check that decides whether another round is trained (generation_batch, success_threshold); device
 # and threads, which change floating-point results. tests/test_warmstart.py fails when a new config field is
-# neither listed here nor declared irrelevant there.
+# neither listed here nor declared irrelevant there. A (name, path) pair is a field the key names as it was named
+# before it moved: the run's dtype is each player's "agent.dtype" / "env.dtype" (issue 76), so no warm start retrains.
 WARMSTART_FIELDS = {
-    "agent": ("seed", "device", "threads", "domain", "agent.model", "agent.tiny", "agent.warmstart", "agent.dtype",
-              "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
+    "agent": ("seed", "device", "threads", "domain", "agent.model", "agent.tiny", "agent.warmstart",
+              ("agent.dtype", "dtype"), "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
               "curriculum_reward.success_threshold"),
-    "env": ("seed", "device", "threads", "domain", "env.model", "env.tiny", "env.warmstart", "env.dtype"),
+    "env": ("seed", "device", "threads", "domain", "env.model", "env.tiny", "env.warmstart", ("env.dtype", "dtype")),
 }
+
+
+def warmstart_fields(role: str) -> list[tuple[str, str]]:
+    """(the name in the cache key, the config path) of every field that shapes ``role``'s warm start."""
+    return [(entry, entry) if isinstance(entry, str) else entry for entry in WARMSTART_FIELDS[role]]
 
 
 def _config_value(cfg: RunConfig, dotted: str):
@@ -78,7 +84,7 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     cls = type(domain)
     payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
                "domain_class": cls.__qualname__, "domain_code": code_fingerprint(cls),
-               **{name: _config_value(cfg, name) for name in WARMSTART_FIELDS[role]}}
+               **{name: _config_value(cfg, path) for name, path in warmstart_fields(role)}}
     options = payload["domain"]["options"]
     if role == "agent":  # options that shape only the simulator's corpus leave the agent's warm start alone
         options = {k: v for k, v in options.items() if k not in domain.simulator_only_options}
@@ -116,8 +122,8 @@ def base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy
         folder = resolve_model(player_cfg.model)
     except ModelNotAvailable as err:
         raise ConfigError(f"{role}.model: {err}") from None
-    policy = Policy.load(folder, device=cfg.device, dtype=player_cfg.dtype)
-    policy.set_gradient_checkpointing(player_cfg.gradient_checkpointing)  # the warm start's SFT
+    policy = Policy.load(folder, device=cfg.device, dtype=cfg.dtype)
+    policy.set_gradient_checkpointing(cfg.gradient_checkpointing)  # the warm start's SFT
     return policy
 
 
@@ -221,7 +227,7 @@ def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain):
     when there is none the base policy to fine-tune and the warm start's random stream)."""
     folder = cache_root() / "models" / _cache_key(role, cfg, player_cfg, domain)
     if (folder / "config.json").exists():
-        return folder, _load_cached(folder, cfg, player_cfg.dtype), None, None
+        return folder, _load_cached(folder, cfg, cfg.dtype), None, None
     rng = np.random.default_rng(stream_seed(cfg.seed, role, "warmstart"))
     return folder, None, base_policy(role, cfg, player_cfg, domain), rng
 
@@ -263,7 +269,7 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     else:
         warnings.warn(f"agent warm start ended below agent.warmstart.min_success ({info['seed_success']:.3f} < "
                       f"{ws.min_success}); raise agent.warmstart.steps or max_rounds", RuntimeWarning, stacklevel=2)
-    cached = _save_cached(policy, folder, info, cfg, cfg.agent.dtype)
+    cached = _save_cached(policy, folder, info, cfg, cfg.dtype)
     journal.remove()
     return cached
 
@@ -292,18 +298,20 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         curve = _finetune(policy, examples, ws, rng, progress, journal, saved, 0, dict(info))
         info.update(rounds=1, loss=float(np.mean(curve[-20:])))
         log(f"simulator warm start: loss {info['loss']:.4f}")
-    cached = _save_cached(policy, folder, info, cfg, cfg.env.dtype)
+    cached = _save_cached(policy, folder, info, cfg, cfg.dtype)
     journal.remove()
     return cached
 
 
 def _evaluation_key(cfg: RunConfig, domain: Domain, sets: dict[str, list[Task]]) -> str:
     """What decides the warm-started agent's evaluation: its warm start's cache key (its weights), every setting
-    of the agent (decoding, sampler, autocast, batch), threads and device, the success threshold, the tasks
-    evaluated (text, prompt, answer, level, meta) and genenv's source (the rollout and scoring code)."""
+    of the agent (decoding, sampler, batch), how the run computes (threads, device, autocast, prefix-cached sampling,
+    llama.cpp's settings), the success threshold, the tasks evaluated (text, prompt, answer, level, meta) and
+    genenv's source (the rollout and scoring code)."""
     tasks = {name: [task.to_json() for task in tasks] for name, tasks in sets.items()}
     payload = {"v": 1, "warm_start": _cache_key("agent", cfg, cfg.agent, domain), "agent": to_dict(cfg.agent),
-               "threads": cfg.threads, "device": cfg.device,
+               "threads": cfg.threads, "device": cfg.device, "autocast": cfg.autocast,
+               "prefix_cached_sampling": cfg.prefix_cached_sampling, "llamacpp": to_dict(cfg.llamacpp),
                "success_threshold": cfg.curriculum_reward.success_threshold,
                "tasks": hashlib.sha256(json.dumps(tasks, sort_keys=True, default=repr).encode()).hexdigest(),
                "code": source_fingerprint()}

@@ -79,19 +79,22 @@ def check_sections(cfg: RunConfig) -> None:
     cfg.experimental = {key: out[key] for key in sorted(out)}
 
 
-HEADING = ("experimental: options measured and not adopted (docs/results-log/), each selected by the setting named, "
+HEADING = ("experimental: options measured and not adopted (docs/results-log/), each with the setting that selects it, "
            "its knobs (experimental.<section>) after it")
 
 
 def describe_options(cfg: RunConfig | None = None) -> tuple[str, list[tuple[str, object, str]]]:
-    """The heading and rows of ``genenv config --describe``'s experimental part: each option (``knob=name``, what
-    it does), then its section's knobs (their values in ``cfg`` where the run selects it, else the defaults; a
-    section two options share follows the first)."""
+    """The heading and rows of ``genenv config --describe``'s experimental part: each option, named
+    ``experimental.<its section>`` (or ``experimental.<its name>`` where it has none, or shares the section of an
+    option listed before it), with the setting that selects it and what it does; then its section's knobs (their
+    values in ``cfg`` where the run selects it, else the defaults)."""
     rows: list[tuple[str, object, str]] = []
     listed: set[str] = set()
     for setting, cls in experimental_options():
-        rows.append((setting, "", " ".join((cls.__doc__ or "").split())))
-        if cls.section and cls.knobs is not None and cls.section not in listed:
+        has_knobs = bool(cls.section and cls.knobs is not None and cls.section not in listed)
+        name = cls.section if has_knobs else setting.rpartition("=")[2]
+        rows.append((f"experimental.{name}", "", f"selected by {setting}: {' '.join((cls.__doc__ or '').split())}"))
+        if has_knobs:
             listed.add(cls.section)
             values = cfg.experimental.get(cls.section) if cfg is not None else None
             rows += describe(cls.knobs, f"experimental.{cls.section}.", values)

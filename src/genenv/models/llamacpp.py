@@ -153,7 +153,7 @@ class LlamaCppSampler:
         for prompt in prompt_ids:
             if len(prompt) + max_new_tokens > self.context:
                 raise ValueError(f"sampler=llama.cpp: a prompt of {len(prompt)} tokens plus {max_new_tokens} new ones "
-                                 f"passes its context of {self.context} (agent/env.llamacpp.context)")
+                                 f"passes its context of {self.context} (llamacpp.context)")
         out: list[list] = [[None] * n for _ in prompt_ids]
         for window in self._windows(prompt_ids, n, max_new_tokens):
             for (i, first, _), pair in zip(window, self._decode_window(prompt_ids, window, n, max_new_tokens,

@@ -10,8 +10,7 @@ Requests run ``env.openai.concurrency`` at a time, each with a timeout and ``ret
 client's own backoff). A request that still fails is an invalid generation whose reason says why (``simulator
 request failed: ...``), counted in ``invalid_reasons`` like a malformed task: never a crash. Each generation
 asks with a seed derived from the run's seed and its key, so a server that honours ``seed`` answers the same
-again; the API key is read from the environment variable ``env.openai.api_key_env`` (never written to the run
-folder).
+again; the API key is read from ``OPENAI_API_KEY``, the client's own variable (never written to the run folder).
 """
 
 from __future__ import annotations
@@ -35,17 +34,17 @@ class RemoteSimulator:
 
     trains = False
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY", api: str = "chat",
-                 concurrency: int = 4, timeout_s: float = 60.0, retries: int = 2):
-        self.base_url, self.model, self.api_key_env, self.api = base_url, model, api_key_env, api
+    def __init__(self, base_url: str, model: str, api: str = "chat", concurrency: int = 4, timeout_s: float = 60.0,
+                 retries: int = 2):
+        self.base_url, self.model, self.api = base_url, model, api
         self.concurrency, self.timeout_s, self.retries = concurrency, timeout_s, retries
         self.model_seconds = 0.0
         self._client = None
 
     @classmethod
     def from_config(cls, openai_cfg) -> "RemoteSimulator":
-        return cls(openai_cfg.base_url, openai_cfg.model, openai_cfg.api_key_env, openai_cfg.api,
-                   openai_cfg.concurrency, openai_cfg.timeout_s, openai_cfg.retries)
+        return cls(openai_cfg.base_url, openai_cfg.model, openai_cfg.api, openai_cfg.concurrency, openai_cfg.timeout_s,
+                   openai_cfg.retries)
 
     def __getstate__(self):   # sent to Ray workers: each opens its own client
         return {**self.__dict__, "_client": None}
@@ -54,7 +53,7 @@ class RemoteSimulator:
     def client(self):
         if self._client is None:
             import openai  # noqa: PLC0415 (optional: the openai extra)
-            self._client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get(self.api_key_env) or "none",
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=os.environ.get("OPENAI_API_KEY") or "none",
                                          timeout=self.timeout_s, max_retries=self.retries)
         return self._client
 
