@@ -29,7 +29,7 @@ def test_dotted_overrides_and_presets():
     ("agent.nope=1", "agent.nope"),
     ("curriculum_reward.alpha=1.5", "curriculum_reward.alpha"),
     ("epochs=2.5", "epochs"),
-    ("agent.tiny.num_heads=3", "num_heads"),
+    ("tiny.num_heads=3", "tiny.num_heads"),
 ])
 def test_bad_values_name_the_field(override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
@@ -183,40 +183,47 @@ def test_config_describe_shows_the_presets_values():
     assert "selected by env.pg.signal=learning_progress: " in listed["experimental.learning_progress"]
     # a component's knobs under their component, each naming the choice that reads it
     component_rows = {line.split()[0]: line for line in components.splitlines()[1:]}
-    assert "agent.tiny.hidden_size" not in rows and "(agent.model=tiny)" in component_rows["agent.tiny.hidden_size"]
+    assert "tiny.hidden_size" not in rows
+    assert "(agent.model=tiny or env.model=tiny)" in component_rows["tiny.hidden_size"]
+    assert "(agent.model=tiny)" in component_rows["agent.tiny.max_positions"]
     assert "(env.backend=openai)" in component_rows["env.openai.base_url"]
     assert "(agent.sampler=llama.cpp or env.sampler=llama.cpp)" in component_rows["llamacpp.context"]
 
 
 def test_the_main_config_has_at_most_110_knobs():
-    """Issue 76, item 2: the main config lists what a user reaches for; a component's knobs (the tiny model's shape,
-    the OpenAI endpoint, the llama.cpp sampler) and the experimental options are listed apart."""
+    """Issue 76, item 2: the main config lists what a user reaches for, at most 110 leaf knobs with its components'
+    (the tiny models' shape, the OpenAI endpoint, the llama.cpp sampler); the experimental options are apart."""
     from genenv.config import describe, describe_components
     main_rows = [name for name, _, _ in describe()]
     component_rows = [name for name, _, _ in describe_components()]
-    assert len(main_rows) <= 110, len(main_rows)
+    assert len(main_rows) + len(component_rows) <= 110, (len(main_rows), len(component_rows))
     assert not set(main_rows) & set(component_rows)
-    assert {"agent.tiny.num_layers", "env.tiny.num_layers", "env.openai.model", "llamacpp.dtype"} <= set(
+    assert {"tiny.num_layers", "agent.tiny.max_positions", "env.openai.model", "llamacpp.dtype"} <= set(
         component_rows)
 
 
 def test_a_components_knob_is_read_only_where_the_component_is_selected():
     """A knob of a component the run does not select would do nothing: set by the user it is an error naming it
     and the choice that reads it; set by the preset (whose tiny shape belongs to its tiny model) it is dropped."""
-    with pytest.raises(ConfigError, match=r"agent\.tiny\.hidden_size: set to 32, a knob of agent\.model=tiny, but "
+    with pytest.raises(ConfigError, match=r"agent\.tiny\.max_positions: set to 32, a knob of agent\.model=tiny, but "
                                           r"agent\.model is 'smollm2'"):
-        load_config("default", ["agent.model=smollm2", "agent.tiny.hidden_size=32"])
+        load_config("default", ["agent.model=smollm2", "agent.tiny.max_positions=32"])
+    with pytest.raises(ConfigError, match=r"tiny\.hidden_size: set to 32, a knob of agent\.model=tiny or "
+                                          r"env\.model=tiny, but agent\.model is 'smollm2'"):
+        load_config("default", ["agent.model=smollm2", "env.model=smollm2", "tiny.hidden_size=32"])
     with pytest.raises(ConfigError, match=r"env\.openai\.model: .* a knob of env\.backend=openai"):
         load_config("default", ["env.openai.model=qwen"])
     with pytest.raises(ConfigError, match=r"llamacpp\.context: .* agent\.sampler=llama\.cpp or env\.sampler="):
         load_config("default", ["llamacpp.context=512"])
     assert load_config("default", ["env.sampler=llama.cpp", "llamacpp.context=512"]).llamacpp.context == 512
     smoke = load_config("smoke")
-    assert smoke.agent.tiny.hidden_size == 32   # the preset's tiny shape, read where its tiny model is
+    assert smoke.tiny.hidden_size == 32   # the preset's tiny shape, read where a tiny model is
     moved = load_config("smoke", ["agent.model=smollm2"])
     assert moved.agent.tiny == type(smoke.agent.tiny)() and moved.env.tiny == smoke.env.tiny
+    assert moved.tiny == smoke.tiny   # the simulator's model is still tiny
     # a knob set at the value the preset's section would have held is not an error, the section is dropped
-    assert load_config("smoke", ["agent.model=smollm2", "agent.tiny.num_layers=2"]).agent.tiny.hidden_size == 64
+    both = ["agent.model=smollm2", "env.model=smollm2"]
+    assert load_config("smoke", [*both, "tiny.num_layers=2"]).tiny.hidden_size == 64
 
 
 def test_one_layer_of_defaults_a_preset_names_only_what_differs():
@@ -325,3 +332,29 @@ def test_a_removed_knob_is_refused_where_it_would_have_changed_something_and_a_r
         warnings.simplefilter("error")
         cfg = run_config(old)
     assert cfg.autocast == "bfloat16" and cfg.grad_clip == 1.0 and cfg.llamacpp.context == 4096
+
+
+def test_a_run_folder_written_before_the_shared_knobs_resumes_with_todays_spelling(tmp_path):
+    """A run folder whose config.yaml gives each player its own dtype, tiny shape and llama.cpp settings (as every
+    run before issue 76's step did) reads as today's config; a resume's override in today's spelling applies to it,
+    and one that changes what the run is stays refused, named in today's spelling."""
+    import copy
+
+    import yaml
+
+    from genenv.checkpoint import load_run_config
+    from genenv.config import to_dict
+    old = to_dict(load_config("smoke"))
+    shape = old.pop("tiny")
+    for role in ("agent", "env"):
+        old[role]["tiny"] = {**shape, **old[role]["tiny"]}
+        for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling", "grad_clip", "llamacpp"):
+            old[role][name] = copy.deepcopy(old[name])
+    for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling", "grad_clip", "llamacpp"):
+        del old[name]
+    old.update(out_dir="runs", checkpoint_in_background=True)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old))
+    cfg = load_run_config(tmp_path, ["epochs=5"], resuming=True)
+    assert cfg.epochs == 5 and cfg.tiny.hidden_size == 32 and cfg.agent.tiny.max_positions == 32
+    with pytest.raises(ConfigError, match=r"tiny\.hidden_size: a resume cannot change it"):
+        load_run_config(tmp_path, ["tiny.hidden_size=64"], resuming=True)

@@ -12,7 +12,7 @@ import yaml
 from killing import kill_after_checkpoint
 
 from genenv.coevolve import run
-from genenv.config import load_config
+from genenv.config import load_config, tiny_model
 from genenv.io import read_jsonl
 from genenv.metrics import TIMING_KEYS
 
@@ -479,8 +479,8 @@ def test_both_optimisers_take_their_weight_decay_from_the_config():
     from genenv.models.tiny import build_tiny_policy
     from genenv.players import make_players
     cfg = load_config("smoke", ["agent.weight_decay=0.02", "env.weight_decay=0.0"])
-    agent = build_tiny_policy(cfg.agent.tiny, "0123456789+", seed=0)
-    env = build_tiny_policy(cfg.env.tiny, "0123456789+", seed=1)
+    agent = build_tiny_policy(tiny_model(cfg, cfg.agent), "0123456789+", seed=0)
+    env = build_tiny_policy(tiny_model(cfg, cfg.env), "0123456789+", seed=1)
     players = make_players(cfg, agent, env)
     assert [g["weight_decay"] for g in players.agent_opt.param_groups] == [0.02]
     assert [g["weight_decay"] for g in players.env_opt.param_groups] == [0.0]
@@ -530,8 +530,8 @@ def test_a_lora_players_reference_is_its_own_base_model_not_a_copy():
     from genenv.models.tiny import build_tiny_policy
     from genenv.players import make_players
     cfg = load_config("smoke", ["agent.lora_rank=4"])
-    agent = build_tiny_policy(cfg.agent.tiny, "0123456789+=", seed=0)
-    env = build_tiny_policy(cfg.env.tiny, "0123456789+=", seed=1)
+    agent = build_tiny_policy(tiny_model(cfg, cfg.agent), "0123456789+=", seed=0)
+    env = build_tiny_policy(tiny_model(cfg, cfg.env), "0123456789+=", seed=1)
     initial = agent.frozen_copy()
     players = make_players(cfg, agent, env)
     assert players.agent_ref.model is players.agent.model and players.agent.has_lora
@@ -638,7 +638,7 @@ def test_a_resume_refuses_what_would_change_the_runs_meaning(smoke_run, tmp_path
     shutil.copytree(smoke_run, run_dir)
     before = (run_dir / "config.yaml").read_text()
     refused = (("curriculum=random", "curriculum"), ("seed=9", "seed"), ("env.pg.gate=levels", "env.pg.gate"),
-               ("agent.tiny.hidden_size=64", "agent.tiny.hidden_size"))
+               ("tiny.hidden_size=64", "tiny.hidden_size"))
     for override, field in refused:
         assert main(["run", "--resume", str(run_dir), override]) == 2
         err = capsys.readouterr().err

@@ -51,8 +51,12 @@ def _leaf_fields(cls, prefix=""):
             yield path, None
 
 
+# Fields the key holds within a player's entry: the run's tiny shape is part of "agent.tiny" / "env.tiny".
+KEYED_WITHIN_A_PLAYER = {"tiny"}
+
+
 def _covered(path: str) -> bool:
-    listed = {path for role in ("agent", "env") for _, path in warmstart_fields(role)}
+    listed = {path for role in ("agent", "env") for _, path in warmstart_fields(role)} | KEYED_WITHIN_A_PLAYER
     return any(path == name or path.startswith(name + ".") for name in listed) or path in NOT_IN_WARMSTART
 
 
@@ -70,7 +74,7 @@ def test_every_config_field_is_classified():
 @pytest.mark.parametrize("override", ["agent.max_new_tokens=12", "agent.max_context_tokens=30",
                                       "agent.generation_batch=7", "curriculum_reward.success_threshold=0.5",
                                       "domain.heldout_per_level=5", "agent.warmstart.steps=3", "threads=3",
-                                      "seed=4", "agent.tiny.hidden_size=48"])
+                                      "seed=4", "tiny.hidden_size=48", "agent.tiny.max_positions=40"])
 def test_agent_cache_key_follows_what_shapes_the_agent_warm_start(override):
     base = load_config("smoke")
     changed = load_config("smoke", [override])

@@ -44,8 +44,9 @@ def section(cls: type, help: str, *, of: str | tuple[str, ...], when: str):
 
 
 @dataclass
-class TinyModelConfig:
-    """Llama-architecture model built from scratch (the embedded default; no download).
+class TinyShapeConfig:
+    """The shape of the Llama-architecture models built from scratch (the embedded default; no download), one for
+    both players, as the paper's two policies start from one model.
 
     The default (64 wide, 2 layers, ~133k parameters) is the size at which warm-start on levels 1-2 of the
     addition domain leaves ~10% sampled success on level 3; a 0.53M model (128 wide) memorised "digits
@@ -55,7 +56,17 @@ class TinyModelConfig:
     intermediate_size: int = knob(256, "MLP width", lo=8)
     num_layers: int = knob(2, "transformer blocks", lo=1)
     num_heads: int = knob(4, "attention heads (must divide hidden_size)", lo=1)
+
+
+@dataclass
+class TinyWindowConfig:
+    """A player's tiny model's window: its prompts (the agent's, the simulator's) are not the same length."""
     max_positions: int = knob(64, "longest prompt + response in tokens", lo=8)
+
+
+@dataclass
+class TinyModelConfig(TinyShapeConfig, TinyWindowConfig):
+    """One tiny model, whole: the run's shape and a player's window (:func:`tiny_model`)."""
 
 
 @dataclass
@@ -103,8 +114,8 @@ class PlayerConfig:
     dtype, autocast, ..., are the run's: :class:`RunConfig`)."""
     model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
                       "Face model folder")
-    tiny: TinyModelConfig = section(TinyModelConfig, "the shape of the model built from scratch", of="model",
-                                    when="tiny")
+    tiny: TinyWindowConfig = section(TinyWindowConfig, "the window of the model built from scratch", of="model",
+                                     when="tiny")
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
     lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
@@ -327,6 +338,8 @@ class RunConfig:
                                         "where prompts are long (real benchmarks)")
     llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes",
                                        of=("agent.sampler", "env.sampler"), when="llama.cpp")
+    tiny: TinyShapeConfig = section(TinyShapeConfig, "the shape of the models built from scratch",
+                                    of=("agent.model", "env.model"), when="tiny")
     checkpoint_every_s: float = knob(60.0, "seconds between checkpoints: one after the first epoch that ends at "
                                      "least this long after the last one, and one after the last epoch; 0 = "
                                      "every epoch. A killed run resumes from its last checkpoint with the same "
@@ -429,7 +442,7 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
         else:
             kwargs[name] = _coerce(f"{prefix}{name}", data[name], tp, dict(f.metadata))
     obj = cls(**kwargs)
-    if cls is TinyModelConfig and obj.hidden_size % obj.num_heads:
+    if issubclass(cls, TinyShapeConfig) and obj.hidden_size % obj.num_heads:
         raise ConfigError(f"{prefix}num_heads: {obj.num_heads} must divide hidden_size {obj.hidden_size}")
     # (the curriculum's name is checked by genenv.curricula.make_curriculum, its registry, and the strategies' names
     # and the plugins' sections by genenv.signals.check_config: both sit above this module; a run checks both first)
@@ -512,7 +525,9 @@ SHARED_KNOBS = {**{name: (f"agent.{name}", f"env.{name}")
                    for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling")},
                 **{f"llamacpp.{name}": (f"agent.llamacpp.{name}", f"env.llamacpp.{name}")
                    for name in ("dtype", "context")},
-                "grad_clip": ("agent.grad_clip", "env.grad_clip")}
+                "grad_clip": ("agent.grad_clip", "env.grad_clip"),
+                **{f"tiny.{name}": (f"agent.tiny.{name}", f"env.tiny.{name}")
+                   for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads")}}
 # knobs removed in issue 76, old dotted name -> (the value at which leaving it out changes nothing, what to do at any
 # other value: None = nothing, it is dropped with the warning; else the ConfigError's advice)
 REMOVED_KNOBS = {"checkpoint_in_background": (True, None),   # a checkpoint is always written in the background
@@ -711,6 +726,11 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
         raise ConfigError(f"{dotted}.{changed[0]}: set to {getattr(current, changed[0])!r}, a knob of "
                           f"{' or '.join(f'{s}={when}' for s in selectors)}, but {selector} is "
                           f"{knob_value(cfg, selector)!r}; leave it out or set {selector}={when}")
+
+
+def tiny_model(cfg: RunConfig, player: PlayerConfig) -> TinyModelConfig:
+    """The tiny model ``player`` (``cfg.agent`` or ``cfg.env``) builds: the run's shape and the player's window."""
+    return TinyModelConfig(**to_dict(cfg.tiny), **to_dict(player.tiny))
 
 
 def knob_value(cfg, dotted: str):
@@ -950,7 +970,8 @@ def describe_components(values: RunConfig | None = None) -> list[tuple[str, Any,
 
 __all__ = ["ConfigError", "BaselineConfig", "RunConfig", "AgentConfig",
            "EnvConfig", "CurriculumConfig", "DomainConfig", "EngineConfig",
-           "TinyModelConfig", "WarmStartConfig", "AgentWarmStartConfig", "SimulatorWarmStartConfig",
+           "TinyModelConfig", "TinyShapeConfig", "TinyWindowConfig", "tiny_model", "WarmStartConfig",
+           "AgentWarmStartConfig", "SimulatorWarmStartConfig",
            "load_config", "from_dict", "to_dict",
            "parse_override", "describe", "describe_components", "component_sections", "knob_value", "LlamaCppConfig",
            "OpenAIConfig"]

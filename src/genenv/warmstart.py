@@ -24,7 +24,7 @@ from safetensors.torch import load_model, save_model
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.checkpoint import load_optimizers, save_optimizers
-from genenv.config import DEAD_WARMSTART_KNOBS, ConfigError, RunConfig, to_dict
+from genenv.config import DEAD_WARMSTART_KNOBS, ConfigError, RunConfig, TinyModelConfig, tiny_model, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import atomic_write_json, build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
@@ -47,6 +47,7 @@ CACHE_VERSION = 2   # 2: every field that shapes a warm start in the key; seed s
 # and threads, which change floating-point results. tests/test_warmstart.py fails when a new config field is
 # neither listed here nor declared irrelevant there. A (name, path) pair is a field the key names as it was named
 # before it moved: the run's dtype is each player's "agent.dtype" / "env.dtype" (issue 76), so no warm start retrains.
+# "agent.tiny" / "env.tiny" hold the player's whole tiny model, the run's shape (tiny.*) with its window.
 WARMSTART_FIELDS = {
     "agent": ("seed", "device", "threads", "domain", "agent.model", "agent.tiny", "agent.warmstart",
               ("agent.dtype", "dtype"), "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
@@ -61,6 +62,9 @@ def warmstart_fields(role: str) -> list[tuple[str, str]]:
 
 
 def _config_value(cfg: RunConfig, dotted: str):
+    if dotted in ("agent.tiny", "env.tiny"):   # the tiny model as a player's own section held it (issue 76)
+        player = cfg.agent if dotted == "agent.tiny" else cfg.env
+        return to_dict(tiny_model(cfg, player) if player.model == "tiny" else TinyModelConfig())
     value = cfg
     for part in dotted.split("."):
         value = getattr(value, part)
@@ -116,7 +120,7 @@ def base_policy(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Policy
         if domain.alphabet is None:
             raise ValueError(f"{role}.model: domain {domain.name!r} has no alphabet for a tiny model; "
                              "give a model folder path")
-        return build_tiny_policy(player_cfg.tiny, domain.alphabet, seed=stream_seed(cfg.seed, role, "init"),
+        return build_tiny_policy(tiny_model(cfg, player_cfg), domain.alphabet, seed=stream_seed(cfg.seed, role, "init"),
                                  device=cfg.device, words=domain.tiny_words)
     try:
         folder = resolve_model(player_cfg.model)
