@@ -917,7 +917,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
         if isinstance(data.get("env"), dict) and isinstance(data["env"].get("pg"), dict):
             later_env = later.get("env") if isinstance(later.get("env"), dict) else {}
             later_pg = later_env.get("pg") if isinstance(later_env.get("pg"), dict) else {}
-            if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg and "pg_gate" not in later_env:
+            if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg:
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
     merged = _deep_merge(data, later)
     cfg = from_dict(RunConfig, merged)
