@@ -313,7 +313,8 @@ def test_a_removed_knob_is_refused_where_it_would_have_changed_something_and_a_r
     import warnings
 
     from genenv.config import run_config, to_dict
-    with pytest.warns(FutureWarning, match="checkpoint_in_background is removed"):
+    with pytest.warns(FutureWarning, match=r"checkpoint_in_background is removed \(a checkpoint is always written in "
+                                          r"the background\): leave it out"):
         load_config("smoke", ["checkpoint_in_background=false"])
     with pytest.raises(ConfigError, match=r"out_dir: removed; a run's folder is `genenv run --out DIR`"):
         load_config("smoke", ["out_dir=elsewhere"])

@@ -528,16 +528,16 @@ SHARED_KNOBS = {**{name: (f"agent.{name}", f"env.{name}")
                 "grad_clip": ("agent.grad_clip", "env.grad_clip"),
                 **{f"tiny.{name}": (f"agent.tiny.{name}", f"env.tiny.{name}")
                    for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads")}}
-# knobs removed in issue 76, old dotted name -> (the value at which leaving it out changes nothing, what to do at any
-# other value: None = nothing, it is dropped with the warning; else the ConfigError's advice)
-REMOVED_KNOBS = {"checkpoint_in_background": (True, None),   # a checkpoint is always written in the background
-                 "engine.cpus_per_worker": (1.0, None),        # an actor reserves the `threads` CPUs it runs
-                 "out_dir": ("runs", "a run's folder is `genenv run --out DIR` (default runs/<name>)"),
+# knobs removed in issue 76, old dotted name -> (the value at which leaving it out changes nothing, why it went or
+# what to do instead, whether another value is refused with that advice or dropped with it as a warning)
+REMOVED_KNOBS = {"checkpoint_in_background": (True, "a checkpoint is always written in the background", False),
+                 "engine.cpus_per_worker": (1.0, "an actor reserves the `threads` CPUs it runs", False),
+                 "out_dir": ("runs", "a run's folder is `genenv run --out DIR` (default runs/<name>)", True),
                  "engine.address": ("", "Ray joins the cluster its own variable RAY_ADDRESS names: export "
-                                        "RAY_ADDRESS={value} and leave engine.address out"),
+                                        "RAY_ADDRESS={value} and leave engine.address out", True),
                  "env.openai.api_key_env": ("OPENAI_API_KEY", "the key is read from OPENAI_API_KEY, the client's own "
                                                               "variable: export OPENAI_API_KEY=\"${value}\" and "
-                                                              "leave env.openai.api_key_env out")}
+                                                              "leave env.openai.api_key_env out", True)}
 # switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
 # the old name at any other value selects nothing (it was off)
 MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
@@ -633,14 +633,15 @@ def _moved_knobs(data: dict) -> dict:
         why = " (an option that lost its decision rule)" if new.startswith("experimental.") else ""
         warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=3)
         _put(data, new, _pop(data, old))
-    for old, (unchanged, advice) in REMOVED_KNOBS.items():
+    for old, (unchanged, why, refused) in REMOVED_KNOBS.items():
         setting = _at(data, old)
         if setting is _ABSENT:
             continue
         _pop(data, old)
-        if setting != unchanged and advice is not None:
-            raise ConfigError(f"{old}: removed; {advice.format(value=setting)}")
-        warnings.warn(f"{old} is removed: leave it out", FutureWarning, stacklevel=3)
+        if setting != unchanged and refused:
+            raise ConfigError(f"{old}: removed; {why.format(value=setting)}")
+        warnings.warn(f"{old} is removed: leave it out" if setting == unchanged else f"{old} is removed ({why}): "
+                      "leave it out", FutureWarning, stacklevel=3)
     defaults = to_dict(RunConfig())
     for new, olds in SHARED_KNOBS.items():
         given = {old: _pop(data, old) for old in olds if _at(data, old) is not _ABSENT}
