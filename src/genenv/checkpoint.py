@@ -423,10 +423,10 @@ def load_run_config(run_dir: str | Path, overrides=(), resuming: bool = False) -
     epochs=300``). ``resuming``: an override may change only what leaves the run's meaning alone
     (``config.RESUMABLE_FIELDS``: epochs, the evaluation and checkpoint cadence, threads, progress, the engine);
     anything else is a ConfigError naming the field."""
-    current = to_dict(run_config(run_config_dict(run_dir)))   # (today's spelling: an override in it applies)
-    cfg = run_config(merge_overrides(current, overrides))
+    current = run_config(run_config_dict(run_dir))   # (in today's spelling, so an override in it applies)
+    cfg = run_config(merge_overrides(to_dict(current), overrides))
     if resuming:
-        for key, (old, new) in changed_fields(_plain(run_config(current)), _plain(cfg)).items():
+        for key, (old, new) in changed_fields(_plain(current), _plain(cfg)).items():
             if not resumable(key):
                 raise ConfigError(f"{key}: a resume cannot change it ({old!r} -> {new!r}): it changes what the run "
                                   "is. Start a new run (another --out) instead; a resume may change "
