@@ -228,17 +228,15 @@ class EnvConfig(PlayerConfig):
     temperature: float = knob(1.0, "sampling temperature for task generation", lo=0.0)
     max_new_tokens: int = knob(32, "longest generated task", lo=1)
     constrained: bool = knob(False, "sample only text of the domain's declared task shape (Domain.task_shape: a "
-                             "JSON schema or a regex; issue 57, genenv.constrained, llguidance): each step's tokens "
+                             "JSON schema or a regex, compiled by llguidance: genenv.constrained): each step's tokens "
                              "outside it are masked, and the updates and KL terms score the stored tokens under the "
                              "same masks. A task in the shape the domain rejects is still invalid with its reason")
     lr: float = knob(1e-4, "AdamW learning rate of the simulator's updates (either rule)", lo=0.0)
-    weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates (0.01: torch's AdamW "
-                               "default, what every run so far used)", lo=0.0)
+    weight_decay: float = knob(0.01, "AdamW weight decay of the simulator's updates", lo=0.0)
     update: str = knob("pg", "how the simulator learns: 'pg' (beyond the paper: policy gradient on R_env rescaled "
-                       "to [0, 1] within each seed's variations, like R-Zero's challenger; chosen on the dev set, "
-                       "docs/results-log.md; its knobs env.pg.*) or 'rwr' (the paper: reward-weighted regression on "
-                       "in-band tasks; the paper preset; its knobs env.rwr.*). Setting a knob of the rule not "
-                       "selected is a configuration error", choices=("rwr", "pg"))
+                       "to [0, 1] within each seed's variations; its knobs env.pg.*) or 'rwr' (the paper's "
+                       "reward-weighted regression on in-band tasks; its knobs env.rwr.*). Setting a knob of the rule "
+                       "not selected is a configuration error", choices=("rwr", "pg"))
     pg: PgConfig = field(default_factory=PgConfig)
     rwr: RwrConfig = field(default_factory=RwrConfig)
     kl_coef: float = knob(0.05, "KL penalty to the initial simulator (eta)", lo=0.0)
@@ -260,9 +258,8 @@ class CurriculumConfig:
     success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
     p_hat_estimate: str = knob("empirical", "how p_hat is estimated from a group of rollout rewards (a registered "
                                "estimate, genenv.signals.SUCCESS_ESTIMATES): 'empirical', k / n (paper Eq. 2)")
-    p_hat_level: str = knob("task", "p_hat per task (default: batch p_hat rewards mixing trivial and impossible "
-                            "tasks, measured) or over a seed's variations (batch, as the paper)",
-                            choices=("batch", "task"))
+    p_hat_level: str = knob("task", "'task': each task's p_hat from its own rollouts; 'batch': one p_hat over a "
+                            "seed's variations (the paper's)", choices=("batch", "task"))
 
 
 @dataclass
@@ -320,7 +317,7 @@ class RunConfig:
                            "level its frontier rule picks (the upper reference; uses the domain's levels). Every "
                            "curriculum gets the same agent rollouts per epoch (one class each in genenv.curricula)")
     eval_every: int = knob(10, "held-out evaluation every N epochs (and after the last)", lo=1)
-    threads: int = knob(2, "torch CPU threads (measured: 2 beat 1 on an idle 2-core machine)", lo=1)
+    threads: int = knob(2, "torch CPU threads", lo=1)
     device: str = knob("cpu", "torch device", choices=("cpu", "cuda"))
     grad_clip: float = knob(1.0, "gradient-norm clip of every update, both players' (0 = none)", lo=0.0)
     dtype: str = knob("float32", "weights dtype of both players' real models (bfloat16 halves memory; use on a GPU)",
