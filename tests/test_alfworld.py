@@ -8,7 +8,7 @@ import pytest
 from genenv.domains.household import HouseholdDomain, engine
 
 if importlib.util.find_spec("alfworld") is None or importlib.util.find_spec("textworld") is None:
-    pytest.skip("ALFWorld is not installed (pip install genenv[alfworld]; `make install` does this)",
+    pytest.skip("ALFWorld is not installed (pip install 'genenv-coevolve[alfworld]'; `make install` does this)",
                 allow_module_level=True)
 
 from genenv.domains.household import alfworld  # noqa: E402

@@ -209,7 +209,7 @@ def test_the_trl_example_trains_every_family(folders, tmp_path, monkeypatch, cap
     folder as both players: its rounds run and the simulator side logs them."""
     import runpy
     from pathlib import Path
-    pytest.importorskip("trl", reason="trl is not installed (pip install 'genenv[trl]')")
+    pytest.importorskip("trl", reason="trl is not installed (pip install 'genenv-coevolve[trl]')")
     example = Path(__file__).resolve().parent.parent / "examples" / "trl_genenv.py"
     for name, folder in folders.items():
         monkeypatch.setattr("sys.argv", [str(example), "--preset", "smoke", "--steps", "1", "--out",

@@ -144,7 +144,7 @@ def test_a_run_goes_on_when_the_domain_raises_or_hangs(tmp_path, workers):
     raising steps rollouts that earned 0, counted by kind in answer_errors (and each shown rollout's error, if any,
     in the samples)."""
     if workers:
-        pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'genenv[ray]')")
+        pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'genenv-coevolve[ray]')")
         from ray import cloudpickle
         cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the actors import no test module
     cfg = load_config("smoke", ["threads=1", "domain.name=misbehaving-addition", "agent.warmstart.check_tasks=4",

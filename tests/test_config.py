@@ -86,7 +86,7 @@ def test_presets_ship_in_the_wheel(tmp_path):
                             str(tmp_path / "wheel"), str(root)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     site = tmp_path / "site"
-    zipfile.ZipFile(next((tmp_path / "wheel").glob("genenv-*.whl"))).extractall(site)
+    zipfile.ZipFile(next((tmp_path / "wheel").glob("genenv_coevolve-*.whl"))).extractall(site)
     probe = ("import genenv, genenv.config as c; print(genenv.__file__); print(','.join(c.preset_names())); "
              "print(c.load_config('household').domain.name)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,

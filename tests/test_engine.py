@@ -18,7 +18,7 @@ from genenv.io import read_jsonl
 from genenv.metrics import TIMING_KEYS
 from genenv.rollout import rollout, tasks_per_shard
 
-ray = pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'genenv[ray]')")
+ray = pytest.importorskip("ray", reason="the Ray engine's tests need ray (pip install 'genenv-coevolve[ray]')")
 
 # small generate() batches so that an epoch has several shards to spread over the workers
 SHARDED = ["threads=1", "epochs=2", "agent.generation_batch=8", "env.generation_batch=4"]
@@ -63,7 +63,7 @@ def test_without_ray_installed_the_error_names_the_setting(tiny_policy, monkeypa
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    with pytest.raises(ConfigError, match=r"engine.workers > 0 .* pip install 'genenv\[ray\]'"):
+    with pytest.raises(ConfigError, match=r"engine.workers > 0 .* pip install 'genenv-coevolve\[ray\]'"):
         make_engine(load_config("smoke", ["engine.workers=1"]), domain, players)
     assert isinstance(make_engine(load_config("smoke"), domain, players), LocalEngine)   # workers=0 needs no Ray
 

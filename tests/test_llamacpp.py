@@ -165,8 +165,8 @@ def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
     with pytest.raises(ValueError, match=r"--sampler: llama.cpp cannot decode '.*no-such-model': not a model "
                                          r"folder \(no readable config.json\)"):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
-    with pytest.raises(ValueError, match="--sampler: 'vllm' is not"):
-        load_eval_policy("smollm2", print, "cpu", 1, sampler="vllm")
+    with pytest.raises(ValueError, match="--sampler: 'sglang' is not"):
+        load_eval_policy("smollm2", print, "cpu", 1, sampler="sglang")
     with pytest.raises(ValueError, match="--sampler-dtype: 'q4_k' is not one of f32, f16, bf16, q8_0"):
         load_eval_policy("smollm2", print, "cpu", 1, sampler="llama.cpp", sampler_dtype="q4_k")
 

@@ -234,7 +234,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_policy):
     grads = []
     for enabled in (False, True):
         tiny_policy.set_gradient_checkpointing(enabled)
-        assert tiny_policy.model.is_activation_checkpointing == enabled
+        assert tiny_policy.checkpointing == enabled
         tiny_policy.model.train()
         tiny_policy.model.zero_grad(set_to_none=True)
         logp, _ = tiny_policy.token_logprobs(batch)

@@ -144,7 +144,7 @@ def test_real_wandb_offline_log_reads_back_as_the_metrics(tmp_path, monkeypatch)
     """The wandb package itself, offline (no account): the run's .wandb transaction log, read back by wandb's
     own reader (`wandb leet inspect --json`), holds one history record per metrics row with the same values, at
     the row's epoch, and the run's config."""
-    pytest.importorskip("wandb", reason="wandb is an optional extra (pip install 'genenv[wandb]')")
+    pytest.importorskip("wandb", reason="wandb is an optional extra (pip install 'genenv-coevolve[wandb]')")
     import json
     import shutil
     import subprocess
@@ -182,7 +182,7 @@ def test_real_trackio_database_reads_back_as_the_metrics(tmp_path):
     """The trackio package itself, in its local database (TRACKIO_DIR, no Space, no server): the run logged
     and read back by trackio's own API gives the metrics rows at their epochs, the final summary, and the
     config. Run in subprocesses: trackio fixes its folder when imported."""
-    pytest.importorskip("trackio", reason="trackio is an optional extra (pip install 'genenv[trackio]')")
+    pytest.importorskip("trackio", reason="trackio is an optional extra (pip install 'genenv-coevolve[trackio]')")
     import json
     import os
     import subprocess

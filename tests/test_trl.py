@@ -234,7 +234,7 @@ def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():
     side = SimulatorSide(load_config("smoke", ["threads=1", "env.lora_rank=4", "gradient_checkpointing=true",
                                                "autocast=bfloat16"]))
     env, env_ref = side.players.env, side.players.env_ref
-    assert env.has_lora and env.model.is_activation_checkpointing
+    assert env.has_lora and env.checkpointing
     assert env.autocast_bf16 and env_ref.autocast_bf16
     trained = {id(p) for group in side.players.env_opt.param_groups for p in group["params"]}
     assert trained == {id(p) for p in env.trainable_parameters()}

@@ -13,6 +13,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
+from genenv.models.vllm_engine import install_hint, vllm_installed, vllm_refusal
 from genenv.progress import progress_bar
 from genenv.prompts import context_budget
 
@@ -98,11 +99,14 @@ def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size:
 
 
 def eval_sampler(sampler: str, model: str, device: str) -> str:
-    """The sampler an evaluation decodes with: ``auto`` (``genenv eval``'s default) is llama.cpp where it can decode
-    the model (a packaged GGUF model, on the CPU, with llama-cpp-python installed: ``make install``) and transformers
-    elsewhere; the others are themselves."""
+    """The sampler an evaluation decodes with: ``auto`` (``genenv eval``'s default) is vLLM on a GPU where it can
+    decode the model (vLLM installed: docs/vllm.md), llama.cpp on the CPU where it can (a packaged GGUF model or a
+    folder it writes one from, llama-cpp-python installed: ``make install``), and transformers elsewhere; the others
+    are themselves."""
     if sampler != "auto":
         return sampler
+    if device == "cuda" and vllm_installed() and vllm_refusal(model, device) is None:
+        return "vllm"
     usable = (device == "cpu" and llamacpp_refusal(model) is None
               and importlib.util.find_spec("llama_cpp") is not None)
     return "llama.cpp" if usable else "transformers"
@@ -112,16 +116,19 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
                      use_chat_template: bool = False, sampler_dtype: str = "f16"):
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
-    q8_0; :mod:`genenv.models.llamacpp`; a packaged model only), 16 answers side by side; ``auto``:
-    :func:`eval_sampler`."""
-    if sampler not in ("auto", "transformers", "llama.cpp"):
-        raise ValueError(f"--sampler: {sampler!r} is not auto, transformers or llama.cpp")
+    q8_0; :mod:`genenv.models.llamacpp`), 16 answers side by side; ``vllm``: on a vLLM engine in this process
+    (:mod:`genenv.models.vllm_engine`, the model's own dtype); ``auto``: :func:`eval_sampler`."""
+    if sampler not in ("auto", "transformers", "llama.cpp", "vllm"):
+        raise ValueError(f"--sampler: {sampler!r} is not auto, transformers, llama.cpp or vllm")
     if sampler == "auto":
         sampler = eval_sampler(sampler, model, device)
-        log(f"sampler: {sampler} (--sampler auto; --sampler transformers or llama.cpp to choose)")
+        log(f"sampler: {sampler} (--sampler auto; --sampler transformers, llama.cpp or vllm to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
-    refusal = llamacpp_refusal(model) if sampler == "llama.cpp" else None
+    refusal = {"llama.cpp": lambda: llamacpp_refusal(model), "vllm": lambda: vllm_refusal(model, device)}.get(
+        sampler, lambda: None)()
+    if sampler == "vllm" and not vllm_installed():
+        refusal = install_hint()
     if refusal:   # refused before any model loads
         raise ValueError(f"--sampler: {refusal}")
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
@@ -130,6 +137,10 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
 
         policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype=sampler_dtype, context=8192,
                                               parallel=16)
+    elif sampler == "vllm":
+        from genenv.models.vllm_engine import engine_for  # noqa: PLC0415
+
+        policy.fast_sampler = engine_for(policy, model, device, dtype=str(policy.model.dtype).removeprefix("torch."))
     return policy
 
 

@@ -174,8 +174,8 @@ def _eval(args) -> int:
     from genenv.io import atomic_write_json  # noqa: PLC0415
     sampler = eval_sampler(args.sampler, args.model, args.device)
     if args.sampler == "auto" and args.benchmark != "heldout":
-        print(f"sampler: {sampler} (--sampler auto: llama.cpp where it can decode the model; --sampler transformers "
-              "to choose)")
+        print(f"sampler: {sampler} (--sampler auto: vLLM on a GPU, llama.cpp on the CPU, where it can decode the "
+              "model; --sampler transformers, llama.cpp or vllm to choose)")
     common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=sampler,
                   sampler_dtype=args.sampler_dtype)
     try:
@@ -375,10 +375,10 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     ev_p.add_argument("--batch-size", type=int, default=8, help="prompts per generate() batch")
     ev_p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the model runs")
     ev_p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ev_p.add_argument("--sampler", default="auto", choices=("auto", "transformers", "llama.cpp"),
-                      help="where the answers are decoded: auto (default: llama.cpp where it can decode the model, a "
-                           "packaged one on the CPU with llama-cpp-python installed; else transformers), llama.cpp "
-                           "(16 answers side by side; docs/llamacpp.md) or transformers")
+    ev_p.add_argument("--sampler", default="auto", choices=("auto", "transformers", "llama.cpp", "vllm"),
+                      help="where the answers are decoded: auto (default: with --device cuda, vLLM where it can "
+                           "decode the model and is installed; on the CPU llama.cpp where it can; else transformers), "
+                           "llama.cpp (16 answers side by side; docs/llamacpp.md), vllm (docs/vllm.md) or transformers")
     ev_p.add_argument("--sampler-dtype", default="f16", choices=("f16", "bf16", "f32", "q8_0"),
                       help="--sampler llama.cpp: the weights it decodes with (f16 default; bf16 faster on CPUs with "
                            "avx512_bf16; f32 closest to transformers)")

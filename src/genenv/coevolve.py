@@ -77,7 +77,7 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState
+from genenv.players import Players, RunState, check_samplers
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
 from genenv.reward import challenger_rewards, rwr_weights, scored
@@ -336,6 +336,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     curriculum.check(domain)
     check_domain_capabilities(cfg, curriculum, domain)
+    check_samplers(cfg)
     split = data_split(cfg, domain)
     with run_lock(run_dir):   # one process writes a run folder at a time (a second one stops, naming the first)
         return _run_locked(cfg, curriculum, domain, split, run_dir, resume, log)

@@ -80,6 +80,16 @@ class LlamaCppConfig:
 
 
 @dataclass
+class VllmConfig:
+    """``sampler=vllm``: each such player's vLLM engine, in the run's process (docs/vllm.md)."""
+    max_model_len: int = knob(0, "the longest prompt plus response a request may have (0 = the model's own window)",
+                              lo=0)
+    gpu_memory_utilization: float = knob(0.3, "device=cuda: the share of the GPU's memory each engine takes "
+                                         "(weights, activations, KV cache); the trainer and the other player's engine "
+                                         "share the rest", lo=0.01, hi=0.95)
+
+
+@dataclass
 class WarmStartConfig:
     """Supervised warm start before co-evolution, so that neither player starts from noise."""
     steps: int = knob(1000, "SFT steps per round", lo=0)
@@ -120,11 +130,14 @@ class PlayerConfig:
     lora_rank: int = knob(0, "co-evolution updates train LoRA adapters of this rank on every linear layer "
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
-    sampler: str = knob("transformers", "where generations are decoded: 'llama.cpp' (llama-cpp-python, built by "
-                       "`make install`; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 or Phi-3 with a BPE "
-                       "tokenizer, another model decoded by transformers with one line saying why; the weights synced "
-                       "after every update that changed them; reproducible on one machine and build, not bit for bit "
-                       "across them; its settings llamacpp.*: docs/llamacpp.md)", choices=("transformers", "llama.cpp"))
+    sampler: str = knob("transformers", "where generations are decoded: 'transformers' (the trainer's model); 'vllm' "
+                       "(a vLLM engine in the run's process: the engine for GPUs; a real model with heads 32 wide or "
+                       "more on CPU; its settings vllm.*: docs/vllm.md); 'llama.cpp' (llama-cpp-python, built by "
+                       "`make install`: the engine for CPUs; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 "
+                       "or Phi-3 with a BPE tokenizer, another model decoded by transformers with one line saying why; "
+                       "its settings llamacpp.*: docs/llamacpp.md). Either engine gets the weights after every update "
+                       "that changed them and is reproducible on one machine and build, not bit for bit across them",
+                       choices=("transformers", "vllm", "llama.cpp"))
 
 
 @dataclass
@@ -294,8 +307,8 @@ class DomainConfig:
 class EngineConfig:
     """Where the generate and rollout phases run (docs/scaling.md): in the run's process, or in Ray actors."""
     workers: int = knob(0, "Ray actors that write tasks and run rollouts, each with replicas of both players and "
-                        "`threads` CPUs reserved (needs `pip install 'genenv[ray]'`); the learner stays in this "
-                        "process. 0 = everything here. The same seed gives the same metrics for any number. They "
+                        "`threads` CPUs reserved (needs `pip install 'genenv-coevolve[ray]'`); the learner stays in "
+                        "this process. 0 = everything here. The same seed gives the same metrics for any number. They "
                         "run on a local Ray, or on the cluster Ray's own RAY_ADDRESS names ('auto', or what `ray start "
                         "--head` prints)", lo=0)
     gpus_per_worker: float = knob(0.0, "GPUs Ray reserves per actor (with device=cuda, generation on the GPU)",
@@ -335,6 +348,7 @@ class RunConfig:
                                         "where prompts are long (real benchmarks)")
     llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes",
                                        of=("agent.sampler", "env.sampler"), when="llama.cpp")
+    vllm: VllmConfig = section(VllmConfig, "each vLLM engine", of=("agent.sampler", "env.sampler"), when="vllm")
     tiny: TinyShapeConfig = section(TinyShapeConfig, "the shape of the models built from scratch",
                                     of=("agent.model", "env.model"), when="tiny")
     checkpoint_every_s: float = knob(60.0, "seconds between checkpoints: one after the first epoch that ends at "
@@ -484,12 +498,14 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
 
 
 def _check_sampler(cfg: RunConfig) -> None:
-    """``{agent,env}.sampler=llama.cpp`` runs in the run's own process. (A model llama.cpp cannot decode is
-    decoded by transformers, with one line in the run's log: :func:`genenv.players.llama_cpp_sampler`.)"""
+    """``{agent,env}.sampler=llama.cpp`` runs in the run's own process (vLLM: an engine in each Ray actor, or in the
+    run's process). (A model llama.cpp cannot
+    decode is decoded by transformers, with one line in the run's log: :func:`genenv.players.llama_cpp_sampler`; a
+    model vLLM cannot decode is refused at the run's start: :func:`genenv.players.check_samplers`.)"""
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "llama.cpp" and cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "
-                              f"{name}.sampler=transformers")
+                              f"{name}.sampler=transformers or vllm")
 
 
 # knobs that moved, old dotted name -> new: the simulator's knobs grouped by the update rule that reads them (issue

@@ -8,7 +8,7 @@ computation wherever it runs, and a run gives the same metrics for ``engine.work
 as long as every process uses the same number of torch threads (``threads``; a matrix product may round
 differently with another thread count).
 
-With ``engine.workers=N`` (``pip install 'genenv[ray]'``), N Ray actors each hold a replica of both players and
+With ``engine.workers=N`` (``pip install 'genenv-coevolve[ray]'``), N Ray actors each hold a replica of both players and
 the domain; the learner (GRPO, the simulator's update) stays in the driver. After every update the driver puts
 the new weights in Ray's object store once, and each actor loads them before its next shard and checks that it
 holds the version the shard was sent with. Multi-turn episodes run inside the actors with the domain; shards
@@ -68,7 +68,7 @@ def _import_ray():
     try:
         import ray  # noqa: PLC0415 (optional dependency, imported when used)
     except ImportError:
-        raise ConfigError("engine.workers > 0 runs on Ray, which is not installed: pip install 'genenv[ray]' "
+        raise ConfigError("engine.workers > 0 runs on Ray, which is not installed: pip install 'genenv-coevolve[ray]' "
                           "(ray==2.60.0), or set engine.workers=0") from None
     return ray
 
@@ -124,6 +124,8 @@ class _Worker:
             if hasattr(policy, "model"):   # (a remote simulator has no local model)
                 policy.device = device
                 policy.model.to(device)
+            if hasattr(getattr(policy, "fast_sampler", None), "attach"):   # sampler=vllm: an engine of its own
+                policy.fast_sampler.attach(policy)
         self.versions = dict(versions)
 
     def load(self, role: str, version: int, state: dict) -> int:

@@ -16,7 +16,7 @@ Four tables, one row per:
 A comparison folder exports every run in it, each row with its ``arm`` and ``seed``. ``--to parquet`` writes
 ``DIR/<table>.parquet`` (pyarrow); ``--to hf`` a Hugging Face ``datasets`` folder (``DatasetDict.save_to_disk``,
 one split per table; ``datasets.load_from_disk(DIR)`` reads it). Both need the ``export`` extra
-(``pip install 'genenv[export]'``; ``make install`` has it).
+(``pip install 'genenv-coevolve[export]'``; ``make install`` has it).
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def export(path: str | Path, to: str, out: str | Path, notes: list[str] | None =
         import pyarrow as pa  # noqa: PLC0415 (optional: the export extra)
         import pyarrow.parquet as pq  # noqa: PLC0415
     except ImportError:
-        raise ExportError("export needs pyarrow (and datasets for --to hf): pip install 'genenv[export]'") from None
+        raise ExportError("export needs pyarrow (and datasets for --to hf): "
+                          "pip install 'genenv-coevolve[export]'") from None
     out = Path(out)
     if out.exists():
         raise ExportError(f"{out}: already exists; export writes a new folder (remove it or choose another)")
@@ -140,7 +141,7 @@ def export(path: str | Path, to: str, out: str | Path, notes: list[str] | None =
         try:
             import datasets  # noqa: PLC0415 (optional: the export extra)
         except ImportError:
-            raise ExportError("--to hf needs datasets: pip install 'genenv[export]'") from None
+            raise ExportError("--to hf needs datasets: pip install 'genenv-coevolve[export]'") from None
         datasets.disable_progress_bars()
 
         def write(build: Path) -> None:

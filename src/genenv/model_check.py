@@ -117,6 +117,7 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
 
     from genenv.config import sliding_window_of  # noqa: PLC0415
     from genenv.models.registry import llamacpp_refusal, packaged_image  # noqa: PLC0415
+    from genenv.models.vllm_engine import vllm_installed, vllm_refusal  # noqa: PLC0415
 
     report = ModelReport()
     folder = Path(folder).expanduser()
@@ -165,6 +166,10 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
     refusal = llamacpp_refusal(str(folder))
     report.rows.append(("llama.cpp", f"yes, in the image of the packaged {image}" if image else
                         "yes, a GGUF written from the folder" if refusal is None else f"no ({refusal})"))
+    device = cfg.device if cfg is not None else "cpu"
+    refusal = vllm_refusal(str(folder), device)
+    installed = "" if vllm_installed() else "; vLLM is not installed here (docs/vllm.md)"
+    report.rows.append((f"vLLM on {device}", f"no ({refusal})" if refusal else f"yes, sampler=vllm{installed}"))
     window = sliding_window_of(raw)
     report.rows.append(("shared prefix", f"refused: a sliding window of {window} tokens in some layers" if window
                         else "yes (agent.shared_prefix=true)"))

@@ -83,6 +83,38 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player, log=pri
         return None
 
 
+def check_samplers(cfg: RunConfig) -> None:
+    """At a run's start, before anything is paid: a player with ``sampler=vllm`` whose model vLLM cannot decode
+    (:func:`genenv.models.vllm_engine.vllm_refusal`), or without vLLM installed, is a ConfigError naming the field."""
+    from genenv.models import vllm_engine  # noqa: PLC0415 (vLLM itself is imported where an engine is built)
+
+    for name, player in (("agent", cfg.agent), ("env", cfg.env)):
+        if player.sampler != "vllm":
+            continue
+        if not vllm_engine.vllm_installed():
+            raise ConfigError(f"{name}.sampler: {vllm_engine.install_hint()}")
+        refusal = vllm_engine.vllm_refusal(player.model, cfg.device)
+        if refusal:
+            raise ConfigError(f"{name}.sampler: {refusal} ({name}.model)")
+
+
+def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):
+    """``{name}.sampler=vllm``: a :class:`genenv.models.vllm_engine.VllmSampler` of the player's own, built and
+    given the policy's weights here, or with ``engine.workers`` > 0 in each Ray actor (an architecture vLLM lacks is
+    a ConfigError naming the field)."""
+    from genenv.models.vllm_engine import engine_for  # noqa: PLC0415
+
+    try:
+        sampler = engine_for(policy, player.model, cfg.device, dtype=cfg.dtype, max_model_len=cfg.vllm.max_model_len,
+                             prefix_caching=cfg.prefix_cached_sampling,
+                             gpu_memory_utilization=cfg.vllm.gpu_memory_utilization)
+    except ValueError as error:
+        raise ConfigError(f"{name}.sampler: {error} ({name}.model)") from None
+    if cfg.engine.workers == 0:   # built here, so that a failure is found at the start (Ray actors build their own)
+        sampler.sync()
+    return sampler
+
+
 def simulator_constraint(cfg: RunConfig, domain, env: Policy):
     """``env.constrained``: the domain's task shape compiled for the simulator's tokenizer
     (:class:`genenv.constrained.TokenConstraint`), its budget the longest task the simulator writes (so a text
@@ -112,8 +144,8 @@ def make_players(cfg: RunConfig, agent: Policy, env: Policy, domain=None) -> Pla
 
 
 def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
-    """One player (``name``: "agent" or "env") set up as its config section says, LoRA adapters (``lora_rank``) and
-    the llama.cpp sampler, and as the run's ``gradient_checkpointing``, ``prefix_cached_sampling`` and ``autocast``
+    """One player (``name``: "agent" or "env") set up as its config section says, LoRA adapters (``lora_rank``), the
+    llama.cpp or vLLM sampler, and as the run's ``gradient_checkpointing``, ``prefix_cached_sampling`` and ``autocast``
     say (bfloat16 autocast on both sides of the KL); returns (its KL reference, its optimiser). A fully fine-tuned
     player's reference is a frozen copy of it; a LoRA player's is the same model with its adapters switched off (its
     base weights never change: no copy needed). A frozen endpoint (``env.backend=openai``) is its own reference and
@@ -131,6 +163,8 @@ def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
     policy.prefill_once = cfg.prefix_cached_sampling
     if player.sampler == "llama.cpp":
         policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
+    elif player.sampler == "vllm" and policy.fast_sampler is None:
+        policy.fast_sampler = vllm_sampler(cfg, name, policy, player)
     policy.autocast_bf16 = reference.autocast_bf16 = cfg.autocast == "bfloat16"   # the KL's two sides
     optimiser = torch.optim.AdamW(policy.trainable_parameters(), lr=player.lr, weight_decay=player.weight_decay)
     return reference, optimiser

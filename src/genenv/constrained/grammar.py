@@ -28,10 +28,40 @@ import torch
 
 from genenv.constrained.references import UniqueStrings, without_unique_items
 
-# JSON as the domains write it (json.dumps: ", " and ": " between items and keys, no other whitespace, non-ASCII
-# characters as backslash-u escapes): llguidance's options, so the simulator spends no tokens on layout
-JSON_AS_WRITTEN = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False,
-                   "json_allow_general_unicode_escapes": True}
+
+def _json_as_written() -> dict:
+    """JSON as the domains write it (json.dumps: ", " and ": " between items and keys, no other whitespace, non-ASCII
+    characters as backslash-u escapes): llguidance's options, so the simulator spends no tokens on layout. The
+    escapes of characters past the control ones need ``json_allow_general_unicode_escapes`` (llguidance 1.8 on);
+    llguidance 1.7 (vLLM 0.32's) lacks the option, and there a constrained text writes such a character as itself
+    (UTF-8 in the string: the same JSON value, :func:`as_sampler_writes`)."""
+    layout = {"item_separator": ", ", "key_separator": ": ", "whitespace_flexible": False}
+    escapes = {**layout, "json_allow_general_unicode_escapes": True}
+    probe = llguidance.LLMatcher.grammar_from_json_schema(json.dumps({"type": "string", "x-guidance": escapes}))
+    return escapes if llguidance.LLMatcher.validate_grammar(probe) == "" else layout
+
+
+JSON_AS_WRITTEN = _json_as_written()
+GENERAL_ESCAPES = "json_allow_general_unicode_escapes" in JSON_AS_WRITTEN
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.S)
+
+
+def as_sampler_writes(text: str) -> str:
+    """A JSON text as the constrained sampler writes the same value: itself where the grammar takes backslash-u
+    escapes of any character (:data:`GENERAL_ESCAPES`); else with each escape of a character past the control ones
+    written as the character itself (a surrogate pair as the one character it encodes)."""
+    if GENERAL_ESCAPES:
+        return text
+
+    def unescape(match: re.Match) -> str:
+        code = None if match.group(1) is None else int(match.group(1), 16)
+        return match.group(0) if code is None or code < 0x20 else chr(code)
+
+    written = _ESCAPE.sub(unescape, text)
+    try:   # join surrogate pairs
+        return written.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeDecodeError:   # a lone surrogate: as it was (the grammar refuses it)
+        return text
 
 
 def shape_grammar(shape) -> str:
@@ -120,7 +150,8 @@ _BYTE_CONSTRAINTS: dict = {}
 
 def grammar_problem(shape, text: str) -> str | None:
     """None when a constrained sampler could write ``text`` exactly, byte by byte, and then end it (the grammar's
-    JSON layout is :data:`JSON_AS_WRITTEN`, keys in the schema's order); else where the grammar refuses it. What
+    JSON layout is :data:`JSON_AS_WRITTEN`, keys in the schema's order; non-ASCII :func:`as_sampler_writes` it);
+    else where the grammar refuses it. What
     ``genenv check-domain`` adds to the schema check: a domain's task text may satisfy its schema and still not be
     writable under ``env.constrained`` (another key order or whitespace)."""
     key = json.dumps([shape.json_schema, shape.regex], sort_keys=True)
@@ -135,7 +166,7 @@ def grammar_problem(shape, text: str) -> str | None:
     matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if matcher.is_error():
         return f"the shape does not compile: {matcher.get_error()[:200]}"
-    data = text.encode("utf-8")
+    data = (as_sampler_writes(text) if shape.json_schema is not None else text).encode("utf-8")
     for at, byte in enumerate(data):
         if matcher.is_stopped() or not matcher.consume_token(byte):
             near = data[max(0, at - 30):at + 10]

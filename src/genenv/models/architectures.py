@@ -99,10 +99,12 @@ def build_tokenizer(family: Family, texts: list[str], vocab_size: int = 384) -> 
 
 def random_folder(name: str, path: str | Path, texts: list[str], *, hidden_size: int = 32, layers: int = 2,
                   heads: int = 2, intermediate_size: int = 64, max_positions: int = 1024, seed: int = 0,
-                  chat_template: str | None = None) -> Path:
+                  chat_template: str | None = None, head_dim: int | None = None) -> Path:
     """Write a random-weight folder of family ``name`` (a key of :data:`FAMILIES`) at ``path``: its config, its
     weights (drawn from ``seed`` alone) and a tokenizer trained on ``texts``, with the family's chat template or
-    ``chat_template`` (e.g. a released checkpoint's, which renders tools). Returns the folder."""
+    ``chat_template`` (e.g. a released checkpoint's, which renders tools). ``head_dim``: the attention heads' width
+    (default: the family's small one, else hidden_size / heads; vLLM's CPU attention takes 32 or more). Returns the
+    folder."""
     if name not in FAMILIES:
         raise ValueError(f"{name!r}: not a known architecture family; choose from {', '.join(FAMILIES)}")
     family = FAMILIES[name]
@@ -113,7 +115,10 @@ def random_folder(name: str, path: str | Path, texts: list[str], *, hidden_size:
         family.model_type, vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=layers, num_attention_heads=heads, max_position_embeddings=max_positions,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, **family.config)
+        pad_token_id=tokenizer.pad_token_id,
+        **{**family.config, **({} if head_dim is None else {"head_dim": head_dim}),
+           **({"query_pre_attn_scalar": head_dim} if head_dim is not None and "query_pre_attn_scalar" in family.config
+              else {})})
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config)

@@ -14,7 +14,6 @@ gets the model the trainer samples from.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import os
@@ -35,10 +34,7 @@ def to_rotary_layout(weight: np.ndarray, heads: int) -> np.ndarray:
 
 
 def _state_dict(policy) -> dict:
-    model = policy.model
-    if hasattr(model, "peft_config"):   # merged on a copy: the trainer keeps its adapters
-        model = copy.deepcopy(model).merge_and_unload()
-    return {name: tensor.detach().float().cpu().numpy() for name, tensor in model.state_dict().items()}
+    return {name: tensor.float().cpu().numpy() for name, tensor in policy.merged_state_dict().items()}
 
 
 def _add_tensors(writer, policy, names, dtype: str, rotary: bool, norm_offset: bool = False) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers.modeling_utils
 from safetensors.torch import load_model, save_model
 from transformers import (
     AutoModelForCausalLM,
@@ -32,6 +33,9 @@ from genenv.models.char_level import CharLevelEncoder
 from genenv.seeding import grid_keys, sequence_uniforms
 
 META_FILE = "genenv_policy.json"
+# a model's ``logits_to_keep`` takes a [rows, columns] boolean mask (transformers 5.20 on); before, one list of
+# columns for every row (transformers 5.19, vLLM 0.32's newest)
+KEEPS_BY_MASK = hasattr(transformers.modeling_utils, "slice_logits_to_keep")
 PROMPT_CACHE_BYTES = 64 * 2**20  # prompt text + int32 token ids the prompt cache holds (then it starts afresh)
 
 
@@ -542,11 +546,17 @@ class Policy:
         if self.model.config._attn_implementation != "sdpa":   # sdpa takes the boolean mask (any compute dtype)
             dtype = next(self.model.parameters()).dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
+        keep = torch.from_numpy(packed.keep)
+        if not KEEPS_BY_MASK:   # the columns any row keeps, for every row; then each row's own
+            columns = keep.any(0).nonzero().squeeze(1)
         with self.timed():
             with self._forward_context():
                 logits = self.model(input_ids=torch.from_numpy(packed.input_ids).to(dev), attention_mask=mask,
                                     position_ids=torch.from_numpy(packed.position_ids).to(dev),
-                                    logits_to_keep=torch.from_numpy(packed.keep).to(dev), use_cache=False).logits
+                                    logits_to_keep=(keep if KEEPS_BY_MASK else columns).to(dev),
+                                    use_cache=False).logits
+            if not KEEPS_BY_MASK:
+                logits = logits[keep[:, columns].to(dev)]
             index = torch.from_numpy(packed.logit_index).to(dev)
             allowed = (None if constraint is None else constraint.response_masks(
                 torch.from_numpy(packed.response_ids), torch.from_numpy(packed.response_mask)))
@@ -573,14 +583,26 @@ class Policy:
             torch.manual_seed(seed)
             self.model = get_peft_model(self.model, config)
 
+    def _checkpointing_name(self) -> str:
+        """transformers 5.20 renamed gradient checkpointing activation checkpointing (5.19, vLLM 0.32's newest, has
+        the old names only): the names this one has."""
+        return "activation" if hasattr(self.model, "activation_checkpointing_enable") else "gradient"
+
+    @property
+    def checkpointing(self) -> bool:
+        """Whether the model recomputes its activations in the backward pass (:meth:`set_gradient_checkpointing`)."""
+        return bool(getattr(self.model, f"is_{self._checkpointing_name()}_checkpointing"))
+
     def set_gradient_checkpointing(self, enabled: bool) -> None:
         """Recompute activations layer by layer in the backward pass (transformers' gradient checkpointing,
         non-reentrant, so it also works when only LoRA adapters train). Inference is unaffected."""
         self._mode_cache = None
-        if enabled and not self.model.is_activation_checkpointing:
-            self.model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        elif not enabled and self.model.is_activation_checkpointing:
-            self.model.activation_checkpointing_disable()
+        name = self._checkpointing_name()
+        if enabled and not self.checkpointing:
+            getattr(self.model, f"{name}_checkpointing_enable")(**{f"{name}_checkpointing_kwargs":
+                                                                   {"use_reentrant": False}})
+        elif not enabled and self.checkpointing:
+            getattr(self.model, f"{name}_checkpointing_disable")()
 
     def trainable_parameters(self) -> list:
         """The parameters an update changes (all of them, or only the LoRA adapters)."""
@@ -600,6 +622,12 @@ class Policy:
         self.tokenizer.save_pretrained(path)
         (path / META_FILE).write_text(json.dumps({"use_chat_template": self.use_chat_template}))
         umask_modes(p for p in path.iterdir() if p.is_file())
+
+    def merged_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights under the checkpoint's names, LoRA adapters merged into a copy (the trainer keeps its
+        adapters): what another engine decodes with (llama.cpp's GGUF, vLLM's weight reload)."""
+        model = copy.deepcopy(self.model).merge_and_unload() if self.has_lora else self.model
+        return {name: tensor.detach() for name, tensor in model.state_dict().items()}
 
     def save_weights(self, file: str | Path) -> None:
         """Only the weights (safetensors; tied embeddings handled): cheap per-epoch checkpoints."""

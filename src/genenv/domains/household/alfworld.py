@@ -9,7 +9,7 @@ goal library states it. ``play`` runs commands in TextWorld's PDDL engine with A
 the simulator writes runs in the benchmark's own engine. ``eval_games`` plays an agent policy on a folder of
 official ALFWorld games (``valid_unseen``), full episodes, success per task type.
 
-Optional: ``pip install genenv[alfworld]`` (``alfworld==0.4.2``, which brings TextWorld and Fast Downward).
+Optional: ``pip install 'genenv-coevolve[alfworld]'`` (``alfworld==0.4.2``, which brings TextWorld and Fast Downward).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def available() -> bool:
 
 def _require():
     if not available():
-        raise ALFWorldNotInstalled("ALFWorld is not installed: `pip install genenv[alfworld]` "
+        raise ALFWorldNotInstalled("ALFWorld is not installed: `pip install 'genenv-coevolve[alfworld]'` "
                                    "(alfworld==0.4.2, with TextWorld and Fast Downward)")
 
 

@@ -18,7 +18,7 @@ held-out, dev and training sets use disjoint generator seed ranges (held-out [0,
 everything else [200000, 1000000)), so no item of the evaluation sets is generated for training except by a
 specification equal to one of them, which the library rejects.
 
-Needs ``pip install 'genenv[reasoning-gym]'`` (``make install`` has it). Questions of some families use
+Needs ``pip install 'genenv-coevolve[reasoning-gym]'`` (``make install`` has it). Questions of some families use
 characters outside printable ASCII: those need a real model (``agent.model=smollm2``), the tiny tokenizer says so.
 """
 
@@ -40,7 +40,8 @@ def _reasoning_gym():
         import reasoning_gym  # noqa: PLC0415 (optional: the reasoning-gym extra)
         from reasoning_gym import factory  # noqa: PLC0415
     except ImportError:
-        raise ValueError("domain reasoning_gym needs reasoning-gym: pip install 'genenv[reasoning-gym]'") from None
+        raise ValueError("domain reasoning_gym needs reasoning-gym: "
+                         "pip install 'genenv-coevolve[reasoning-gym]'") from None
     return reasoning_gym, factory
 
 
