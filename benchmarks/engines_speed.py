@@ -42,6 +42,18 @@ def prompts_of(count: int, tokens: int) -> list[str]:
 
 
 def model_folder(name: str, root: Path) -> str:
+    """The folder of ``name``: smollm2 (the real weights), qwen2-0.5b (random), or a model folder; a folder with a
+    config and tokenizer but no weights gets random ones (the same arithmetic as its real weights)."""
+    path = Path(name)
+    if path.is_dir():
+        if any(path.glob("*.safetensors")):
+            return str(path)
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        out = root / f"{path.name}-random"
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path)).save_pretrained(out)
+        AutoTokenizer.from_pretrained(path).save_pretrained(out)
+        return str(out)
     if name == "smollm2":
         from genenv.models.registry import resolve_model
         return str(resolve_model("smollm2"))
@@ -49,7 +61,7 @@ def model_folder(name: str, root: Path) -> str:
         from genenv.models.architectures import random_folder
         texts = prompts_of(200, 40)
         return str(random_folder("qwen2", root / "qwen2-0.5b", texts, **QWEN2_05B))
-    raise SystemExit(f"--models: {name!r} is not smollm2 or qwen2-0.5b")
+    raise SystemExit(f"--models: {name!r} is not smollm2, qwen2-0.5b or a model folder")
 
 
 def policy_on(engine: str, folder: str, model: str, args):
@@ -62,7 +74,7 @@ def policy_on(engine: str, folder: str, model: str, args):
                                                context=8192, parallel=args.samples)
     elif engine.startswith("vllm"):
         from genenv.models.vllm_engine import engine_for
-        policy.fast_sampler = engine_for(policy, model if model != "qwen2-0.5b" else folder, args.device,
+        policy.fast_sampler = engine_for(policy, folder, args.device,
                                          dtype=args.dtype, prefix_caching=engine == "vllm+prefix",
                                          max_model_len=args.prompt_tokens * 2 + args.max_new_tokens + 64)
     return policy

@@ -3,6 +3,7 @@ random folders of every family vLLM decodes on CPU, before and after a GRPO step
 repeats in any batch; a whole run with vLLM for both players checkpoints and resumes with the same metrics; what
 vLLM cannot decode is refused at start, naming the field and why."""
 
+import os
 import re
 
 import numpy as np
@@ -17,7 +18,9 @@ from genenv.models.architectures import FAMILIES, random_folder
 from genenv.models.policy import Policy
 from genenv.models.vllm_engine import CPU_MIN_HEAD_SIZE, vllm_refusal
 
-SMOKE = ["threads=1", "progress=false"]
+# benchmarks/gpu.sh runs these on a GPU: GENENV_TEST_DEVICE=cuda
+DEVICE = os.environ.get("GENENV_TEST_DEVICE", "cpu")
+SMOKE = ["threads=1", "progress=false", f"device={DEVICE}"]
 TEXTS = [f"{a}+{b}={a + b} what is {a} plus {b}? The answer: {a + b}." for a in range(40) for b in range(0, 40, 7)]
 
 
@@ -36,12 +39,12 @@ def folders(tmp_path_factory):
 def _policy(folder) -> Policy:
     """The folder's model with its matrices redrawn wider (std 0.15, seeded): at the folder's 0.02 a random model
     repeats its last token, and greedy decoding would compare little."""
-    policy = Policy.load(folder)
+    policy = Policy.load(folder, device=DEVICE)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for param in policy.model.parameters():
             if param.dim() == 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.15)
+                param.copy_(torch.randn(param.shape, generator=generator).to(DEVICE) * 0.15)
     return policy
 
 
@@ -83,7 +86,7 @@ def test_vllm_decodes_the_greedy_tokens_of_transformers_before_and_after_a_grpo_
     assert vllm_refusal(folder, "cpu") is None
     policy = _policy(folder)
     prompts = _prompts(policy)
-    engine = engine_for(policy, folder, "cpu", max_model_len=64)
+    engine = engine_for(policy, folder, DEVICE, max_model_len=64)
     try:
         before = _greedy(policy, prompts)
         assert _greedy(policy, prompts, engine) == before, name
@@ -106,7 +109,7 @@ def test_a_seeded_sample_repeats_in_any_batch_and_its_stop_rule_cuts_it(folders)
     folder = str(folders["qwen2"])
     policy = _policy(folder)
     prompts = _prompts(policy, 3, seed=5)
-    policy.fast_sampler = engine_for(policy, folder, "cpu", max_model_len=64)
+    policy.fast_sampler = engine_for(policy, folder, DEVICE, max_model_len=64)
     try:
         first = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=10, temperature=1.0, seed=7)
         again = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=10, temperature=1.0, seed=7)
@@ -144,7 +147,7 @@ def test_what_vllm_cannot_decode_is_refused_at_start_naming_the_field(tmp_path, 
                               "agent.sampler=vllm"], "agent.sampler")):
         out = tmp_path / "run"
         with pytest.raises(ConfigError, match=field):
-            run(load_config("smoke", [*SMOKE, *settings]), run_dir=out, log=lambda m: None)
+            run(load_config("smoke", [*SMOKE, "device=cpu", *settings]), run_dir=out, log=lambda m: None)
         assert not out.exists()                              # refused before anything was made
 
 
@@ -166,7 +169,7 @@ def test_constrained_decoding_on_vllm_applies_genenvs_own_masks(folders):
               "json": TaskShape(json_schema={"type": "object", "required": ["a", "b"], "additionalProperties": False,
                                              "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
                                                             "b": {"enum": ["plus", "minus"]}}})}
-    engine = engine_for(policy, folder, "cpu", max_model_len=96)
+    engine = engine_for(policy, folder, DEVICE, max_model_len=96)
     try:
         for name, shape in shapes.items():
             constraint = TokenConstraint(shape, policy.tokenizer, vocab, policy.eos_token_id, name, budget=40)
