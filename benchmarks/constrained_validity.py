@@ -10,6 +10,10 @@ in the JSON lines), simulator tokens and seconds per valid task.
 
     .venv/bin/python benchmarks/constrained_validity.py --preset household-smoke --seeds 0,1 --epochs 4
     .venv/bin/python benchmarks/constrained_validity.py --preset household --seeds 32,33
+    .venv/bin/python benchmarks/constrained_validity.py --preset smollm2-apibank --seeds 0 --arms on env.sampler=vllm
+
+An override such as ``env.sampler=vllm`` decodes on that engine (vLLM applies the same masks through genenv's
+logits processor: docs/vllm.md), to hold its validity against the transformers path's.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     split = data_split(cfg, domain)
     env, _ = warm_start_simulator(cfg, domain, log=lambda m: None)
+    if cfg.env.sampler == "vllm":   # the engine the run would decode with (env.sampler=vllm: its own masks applied)
+        from genenv.players import vllm_sampler
+        env.fast_sampler = vllm_sampler(cfg, "env", env, cfg.env)
     state = RunState()
     for task in training_seed_tasks(cfg, domain, split):
         state.task_pool.add(task, "seed", -1)

@@ -70,7 +70,8 @@ def policy_on(engine: str, folder: str, model: str, args):
     policy.prefill_once = True
     if engine == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler
-        policy.fast_sampler = packaged_sampler(policy, model, threads=args.threads, dtype=args.llamacpp_dtype,
+        policy.fast_sampler = packaged_sampler(policy, model if model == "smollm2" else folder, threads=args.threads,
+                                               dtype=args.llamacpp_dtype,
                                                context=8192, parallel=args.samples)
     elif engine.startswith("vllm"):
         from genenv.models.vllm_engine import engine_for
@@ -122,7 +123,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="genenv-engines-") as root:
         for model in [m for m in args.models.split(",") if m]:
             folder = model_folder(model, Path(root))
-            rows, base = [], None
+            base = None
+            print(f"\n{model}")
+            print("| engine | seconds | rollouts/s | new tokens/s | x transformers | loading + warm-up s |")
+            print("|---|---|---|---|---|---|", flush=True)
             for engine in engines:
                 if engine == "llama.cpp" and args.device != "cpu":
                     continue
@@ -134,17 +138,13 @@ def main() -> int:
                 median = statistics.median(seconds)
                 rollouts = args.prompts * args.samples / median
                 base = base or (rollouts if engine == "transformers" else None)
-                rows.append((engine, median, rollouts, tokens / median, load))
+                ratio = f"{rollouts / base:.2f}" if base else ""
+                print(f"| {engine} | {median:.2f} | {rollouts:.2f} | {tokens / median:.0f} | {ratio} | {load:.1f} |",
+                      flush=True)
                 if policy.fast_sampler is not None and hasattr(policy.fast_sampler, "close"):
                     policy.fast_sampler.close()
                 del policy
-            prompt_len = statistics.mean(len(p) for p in prompt_ids)
-            print(f"\n{model} ({prompt_len:.0f} prompt tokens on average)")
-            print("| engine | seconds | rollouts/s | new tokens/s | x transformers | loading + warm-up s |")
-            print("|---|---|---|---|---|---|")
-            for engine, median, rollouts, per_token, load in rows:
-                ratio = f"{rollouts / base:.2f}" if base else ""
-                print(f"| {engine} | {median:.2f} | {rollouts:.2f} | {per_token:.0f} | {ratio} | {load:.1f} |")
+            print(f"({statistics.mean(len(p) for p in prompt_ids):.0f} prompt tokens on average)")
     return 0
 
 

@@ -17,10 +17,17 @@ parser.add_argument("--preset", default="smoke")
 parser.add_argument("--steps", type=int, default=20)
 parser.add_argument("--generations", type=int, default=4, help="completions per prompt (GRPO's group)")
 parser.add_argument("--out", default="runs/trl-genenv")
+parser.add_argument("--use-vllm", action="store_true", help="TRL's vLLM colocate mode writes the agent's completions "
+                    "(needs vLLM and an agent folder vLLM decodes; docs/trl.md)")
 parser.add_argument("overrides", nargs="*", help="genenv config overrides, e.g. curriculum=random")
 args = parser.parse_args()
 
 cfg = load_config(args.preset, args.overrides)
+if args.use_vllm and cfg.device == "cpu":   # measured: docs/trl.md
+    raise SystemExit("--use-vllm: on CPU, TRL 1.16's colocate mode fails at its first weight sync: it calls the "
+                     "engine model's load_weights, which vLLM 0.32's CPU backend refuses after the engine has "
+                     "repacked its linear weights (\"'Parameter' object has no attribute 'weight_loader'\"); on CPU "
+                     "use genenv's own loop with agent.sampler=vllm (docs/vllm.md), or TRL with vLLM on a GPU")
 side = SimulatorSide(cfg, log=print)                        # the domain, curriculum, simulator and pools
 agent, _ = warm_start_agent(cfg, side.domain, log=print)    # or any causal LM and its tokenizer
 scorer = domain_scorer(side, agent.tokenizer)   # the domain's verifier: a reward function, or tools (multi-turn)
@@ -28,7 +35,7 @@ config = GRPOConfig(
     output_dir=args.out, max_steps=args.steps,   # grpo_batch: one round a step, split over the processes
     max_completion_length=cfg.agent.max_new_tokens * side.domain.max_turns, learning_rate=cfg.agent.lr,
     logging_steps=1, report_to=[], save_strategy="no", use_cpu=cfg.device == "cpu", bf16=False,
-    **grpo_batch(side, args.generations))
+    use_vllm=args.use_vllm, vllm_mode="colocate", **grpo_batch(side, args.generations))
 trainer = GRPOTrainer(model=agent.model, processing_class=agent.tokenizer, args=config, train_dataset=task_stream(side),
                       callbacks=[GenEnvCallback(side, scorer, args.generations)], **scorer.trainer_arguments())
 trainer.train()

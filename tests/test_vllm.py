@@ -136,6 +136,28 @@ def test_a_seeded_sample_repeats_in_any_batch_and_its_stop_rule_cuts_it(folders)
         policy.fast_sampler = None
 
 
+def test_seeded_requests_past_one_steps_token_budget_decode_and_repeat(folders):
+    """Prompts whose prefills add up past one engine step's token budget (8192 on CPU): none is split over steps
+    (vLLM 0.32 on CPU fails a seeded request whose prefill was split: "CPU Generator does not use offset"), and a
+    sequence draws the same tokens as alone."""
+    _needs_vllm()
+    from genenv.models.vllm_engine import engine_for
+    from genenv.seeding import grid_keys
+    folder = str(folders["qwen2"])
+    policy = _policy(folder)
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(300, len(policy.tokenizer), size=300).tolist() for _ in range(40)]
+    policy.fast_sampler = engine_for(policy, folder, DEVICE, max_model_len=512)
+    try:
+        together = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=6, temperature=1.0, seed=1)
+        alone = policy.generate(None, prompt_ids=prompts[5:6], n=4, max_new_tokens=6, temperature=1.0, seed=1,
+                                keys=grid_keys(5, 1, 4))
+        assert [g.token_ids for g in together[5]] == [g.token_ids for g in alone[0]]
+    finally:
+        policy.fast_sampler.close()
+        policy.fast_sampler = None
+
+
 def test_what_vllm_cannot_decode_is_refused_at_start_naming_the_field(tmp_path, folders):
     from genenv.coevolve import run
     narrow = random_folder("qwen2", tmp_path / "narrow", TEXTS[:50], hidden_size=32, heads=2)   # heads 16 wide

@@ -216,6 +216,9 @@ class VllmSampler:
                     enforce_eager=options["device"] == "cpu", seed=0, logprobs_mode="processed_logprobs",
                     disable_log_stats=True, logits_processors=[constrained_processor()])
         if options["device"] == "cpu":
+            # a prompt's prefill is never split over steps: vLLM rewinds a seeded request's generator after a
+            # partial prefill, which a CPU generator cannot do ("CPU Generator does not use offset", vLLM 0.32)
+            args.update(enable_chunked_prefill=False, max_num_batched_tokens=max(8192, self.max_model_len))
             layers = int(getattr(config, "num_hidden_layers", 1))
             kv_heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
             width = torch.finfo(getattr(torch, options["dtype"])).bits // 8
