@@ -177,16 +177,17 @@ class VllmSampler:
     ``max_model_len``: the longest prompt plus response a request may have (0: the model's own window);
     ``dtype``: the engine's weights (the run's); ``prefix_caching``: vLLM's automatic prefix caching;
     ``gpu_memory_utilization``: on a GPU, the share of its memory the engine takes (weights, activations, KV cache);
-    on CPU the KV cache holds ``cpu_kv_sequences`` sequences of ``max_model_len`` tokens.
+    on CPU the KV cache holds ``cpu_kv_tokens`` tokens (at least one request of ``max_model_len``), allocated at
+    start: as many sequences decode side by side as their tokens fit.
 
     Pickled (a policy sent to a Ray actor, ``engine.workers``), it carries its settings and no engine: the copy
     builds an engine of its own in the process it lands in, for the policy it is attached to there
     (:meth:`attach`)."""
 
     def __init__(self, policy, device: str = "cpu", dtype: str = "float32", max_model_len: int = 0,
-                 prefix_caching: bool = False, gpu_memory_utilization: float = 0.3, cpu_kv_sequences: int = 16):
+                 prefix_caching: bool = False, gpu_memory_utilization: float = 0.3, cpu_kv_tokens: int = 16384):
         self._options = dict(device=device, dtype=dtype, max_model_len=max_model_len, prefix_caching=prefix_caching,
-                             gpu_memory_utilization=gpu_memory_utilization, cpu_kv_sequences=cpu_kv_sequences)
+                             gpu_memory_utilization=gpu_memory_utilization, cpu_kv_tokens=cpu_kv_tokens)
         self.vllm = vllm_module()
         self.policy, self.llm, self._folder = policy, None, None
         self.prefix_caching = prefix_caching
@@ -223,7 +224,7 @@ class VllmSampler:
             kv_heads = int(getattr(config, "num_key_value_heads", None) or config.num_attention_heads)
             width = torch.finfo(getattr(torch, options["dtype"])).bits // 8
             per_token = 2 * layers * kv_heads * head_size(config.to_dict()) * width
-            args["kv_cache_memory_bytes"] = max(16 << 20, per_token * self.max_model_len * options["cpu_kv_sequences"])
+            args["kv_cache_memory_bytes"] = per_token * max(self.max_model_len, options["cpu_kv_tokens"])
         else:
             args["gpu_memory_utilization"] = options["gpu_memory_utilization"]
         start = time.perf_counter()
