@@ -8,9 +8,9 @@
 # on the machine while it stays warm (30 s between calls). Four steps:
 #
 #   bash benchmarks/gpu.sh prepare                  # here: fills .gpu/a, .gpu/b, .gpu/c (ignored by git)
-#   bash benchmarks/gpu.sh speed                    # on the GPU machine, carry .gpu/a: $OUT/speed.md      (~4 min)
+#   bash benchmarks/gpu.sh speed                    # on the GPU machine, carry .gpu/a: $OUT/speed.md (~3 min; ~7 with vLLM)
 #   bash benchmarks/gpu.sh stash                    # right after, carry .gpu/b (the second part, reasoning-gym)
-#   bash benchmarks/gpu.sh gate                     # right after, carry .gpu/c: $OUT/gate.md              (~8 min)
+#   bash benchmarks/gpu.sh gate                     # right after, carry .gpu/c: $OUT/gate.md              (~9 min)
 #
 # vLLM: the official wheel (vllm 0.32.0, 326.5 MB, built against torch 2.13's CUDA build) cannot travel in 64 MiB
 # calls; where the machine's image has no vLLM, `speed` says so and times transformers alone, the vLLM tests and
@@ -83,6 +83,11 @@ speed)
         | grep --line-buffered -v -e Warning -e deprecated -e WARNING | tee -a "$OUT"/speed.md
     if has_vllm; then   # item 3's tests on the GPU (greedy equality, seeds, constrained, resume, Ray)
         GENENV_TEST_DEVICE=cuda timeout 150 $PY -m pytest -q -x tests/test_vllm.py 2>&1 | tail -15 | tee -a "$OUT"/speed.md
+        # TRL's colocate mode writing the agent's completions (refused on CPU: docs/trl.md), a random Qwen2 agent
+        folder=$($PY -c "from genenv.models.architectures import random_folder as r; print(r('qwen2', '/tmp/trl-qwen2', \
+            ['12+34=46 what is 12 plus 34'] * 50, hidden_size=64, heads=2, intermediate_size=128, head_dim=32))")
+        timeout 120 $PY examples/trl_genenv.py --preset smoke --steps 4 --use-vllm --out /tmp/trl-vllm device=cuda \
+            agent.model="$folder" env.model="$folder" 2>&1 | tail -5 | tee -a "$OUT"/speed.md
     else
         echo "tests/test_vllm.py on device=cuda: skipped, no vLLM on this machine" | tee -a "$OUT"/speed.md
         echo "TRL with use_vllm: skipped, no vLLM on this machine" | tee -a "$OUT"/speed.md
@@ -110,7 +115,7 @@ gate)
     # the level gate against its same-information control (an untrained simulator given the gate's levels through
     # frontier seeds), 4 seeds no comparison here has used (72-75), side by side, stopped after 8 minutes; every
     # run is read at the last epoch all of them evaluated
-    timeout "${GATE_SECONDS:-420}" $PY -m genenv.cli compare --preset smollm2-reasoning-gym --curricula '' \
+    timeout "${GATE_SECONDS:-480}" $PY -m genenv.cli compare --preset smollm2-reasoning-gym --curricula '' \
         --arm 'genenv-levels:curriculum=genenv env.pg.gate=levels' \
         --arm 'random-frontier:curriculum=random env.seed_draw=frontier' --reference genenv-levels \
         --seeds 72,73,74,75 --workers 8 --out /tmp/gpu-gate device=cuda dtype=bfloat16 threads=1 epochs=200 \

