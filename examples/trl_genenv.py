@@ -1,7 +1,7 @@
 """TRL's GRPOTrainer trains the agent; genenv's simulator writes its tasks and learns from their p_hat (issue 59).
 
     .venv/bin/python examples/trl_genenv.py --preset smoke --steps 20      # docs/trl.md: several processes, GPUs
-    torchrun --nproc_per_node 2 examples/trl_genenv.py --preset smoke --steps 4
+    .venv/bin/torchrun --nproc_per_node 2 examples/trl_genenv.py --preset smoke --steps 4
 """
 
 import argparse

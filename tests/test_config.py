@@ -358,3 +358,13 @@ def test_a_run_folder_written_before_the_shared_knobs_resumes_with_todays_spelli
     assert cfg.epochs == 5 and cfg.tiny.hidden_size == 32 and cfg.agent.tiny.max_positions == 32
     with pytest.raises(ConfigError, match=r"tiny\.hidden_size: a resume cannot change it"):
         load_run_config(tmp_path, ["tiny.hidden_size=64"], resuming=True)
+
+
+def test_a_players_knob_at_the_top_names_the_players_that_have_it():
+    """`sampler=llama.cpp` (issue 87, item 6): one line naming agent.sampler and env.sampler, not a near spelling."""
+    with pytest.raises(ConfigError, match=r"^sampler: unknown field; did you mean agent.sampler or env.sampler\?"):
+        load_config("smoke", ["sampler=llama.cpp"])
+    with pytest.raises(ConfigError, match=r"^group_size: unknown field; did you mean agent.group_size\?"):
+        load_config("smoke", ["group_size=4"])
+    with pytest.raises(ConfigError, match=r"^variations: unknown field; did you mean env.variations\?"):
+        load_config("smoke", ["variations=4"])

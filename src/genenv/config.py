@@ -442,6 +442,10 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
             allowed = ", ".join(sorted(names))
             close = difflib.get_close_matches(str(key), names, n=1)
             hint = f"did you mean {prefix}{close[0]}? " if close else ""
+            if cls is RunConfig:   # a player's knob given at the top: name the players that have it
+                players = [f"{name}.{key}" for name, tp in (("agent", AgentConfig), ("env", EnvConfig))
+                           if key in {f.name for f in dataclasses.fields(tp)}]
+                hint = f"did you mean {' or '.join(players)}? " if players else hint
             raise ConfigError(f"{prefix}{key}: unknown field; {hint}allowed here: {allowed}")
     kwargs = {}
     for name, f in names.items():
