@@ -73,24 +73,13 @@ def paired_differences(reference: dict[int, float | None], other: dict[int, floa
             "wins": sum(d > 0 for d in differences), "of": len(differences)}
 
 
-def average_ranks(values) -> np.ndarray:
-    """Ranks 0..n-1 of ``values``, ties sharing their average rank."""
-    values = np.asarray(values, dtype=float)
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(values.size)
-    ranks[order] = np.arange(values.size)
-    for value in np.unique(values):
-        tied = values == value
-        ranks[tied] = ranks[tied].mean()
-    return ranks
-
-
 def rank_correlation(x, y) -> float | None:
-    """Spearman's rank correlation (the Pearson correlation of average ranks); None when either is constant."""
-    rx, ry = average_ranks(x), average_ranks(y)
-    if rx.std() == 0 or ry.std() == 0:
+    """Spearman's rank correlation (``scipy.stats.spearmanr``: the Pearson correlation of average ranks); None when
+    either is constant."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
-    return float(np.corrcoef(rx, ry)[0, 1])
+    return float(scipy_stats.spearmanr(x, y).statistic)
 
 
 def gain_recovered(reference: dict[int, float | None], baseline: dict[int, float | None],
