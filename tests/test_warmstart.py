@@ -33,7 +33,7 @@ NOT_IN_WARMSTART = {
     "agent.warmup_steps",
     # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
     "agent.shared_prefix", "prefix_cached_sampling", "autocast", "trackers", "tracker_project", "agent.sampler",
-    "env.sampler", "llamacpp", "vllm",
+    "env.sampler", "llamacpp",
     # a remote simulator has no warm start and no cache entry
     "env.backend", "env.openai",
     # warm starts always run in the driver

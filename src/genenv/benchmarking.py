@@ -125,10 +125,11 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
         log(f"sampler: {sampler} (--sampler auto; --sampler transformers, llama.cpp or vllm to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
-    refusal = {"llama.cpp": lambda: llamacpp_refusal(model), "vllm": lambda: vllm_refusal(model, device)}.get(
-        sampler, lambda: None)()
-    if sampler == "vllm" and not vllm_installed():
-        refusal = install_hint()
+    refusal = None
+    if sampler == "llama.cpp":
+        refusal = llamacpp_refusal(model)
+    elif sampler == "vllm":
+        refusal = vllm_refusal(model, device) if vllm_installed() else install_hint()
     if refusal:   # refused before any model loads
         raise ValueError(f"--sampler: {refusal}")
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)

@@ -80,16 +80,6 @@ class LlamaCppConfig:
 
 
 @dataclass
-class VllmConfig:
-    """``sampler=vllm``: each such player's vLLM engine, in the run's process (docs/vllm.md)."""
-    max_model_len: int = knob(0, "the longest prompt plus response a request may have (0 = the model's own window)",
-                              lo=0)
-    gpu_memory_utilization: float = knob(0.3, "device=cuda: the share of the GPU's memory each engine takes "
-                                         "(weights, activations, KV cache); the trainer and the other player's engine "
-                                         "share the rest", lo=0.01, hi=0.95)
-
-
-@dataclass
 class WarmStartConfig:
     """Supervised warm start before co-evolution, so that neither player starts from noise."""
     steps: int = knob(1000, "SFT steps per round", lo=0)
@@ -132,7 +122,7 @@ class PlayerConfig:
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
     sampler: str = knob("transformers", "where generations are decoded: 'transformers' (the trainer's model); 'vllm' "
                        "(a vLLM engine in the run's process: the engine for GPUs; a real model with heads 32 wide or "
-                       "more on CPU; its settings vllm.*: docs/vllm.md); 'llama.cpp' (llama-cpp-python, built by "
+                       "more on CPU; docs/vllm.md); 'llama.cpp' (llama-cpp-python, built by "
                        "`make install`: the engine for CPUs; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 "
                        "or Phi-3 with a BPE tokenizer, another model decoded by transformers with one line saying why; "
                        "its settings llamacpp.*: docs/llamacpp.md). Either engine gets the weights after every update "
@@ -348,7 +338,6 @@ class RunConfig:
                                         "where prompts are long (real benchmarks)")
     llamacpp: LlamaCppConfig = section(LlamaCppConfig, "how llama.cpp decodes",
                                        of=("agent.sampler", "env.sampler"), when="llama.cpp")
-    vllm: VllmConfig = section(VllmConfig, "each vLLM engine", of=("agent.sampler", "env.sampler"), when="vllm")
     tiny: TinyShapeConfig = section(TinyShapeConfig, "the shape of the models built from scratch",
                                     of=("agent.model", "env.model"), when="tiny")
     checkpoint_every_s: float = knob(60.0, "seconds between checkpoints: one after the first epoch that ends at "

@@ -101,13 +101,15 @@ def check_samplers(cfg: RunConfig) -> None:
 def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     """``{name}.sampler=vllm``: a :class:`genenv.models.vllm_engine.VllmSampler` of the player's own, built and
     given the policy's weights here, or with ``engine.workers`` > 0 in each Ray actor (an architecture vLLM lacks is
-    a ConfigError naming the field)."""
-    from genenv.models.vllm_engine import engine_for  # noqa: PLC0415
+    a ConfigError naming the field). Its length is the model's window; on a GPU the run's engines share
+    :data:`~genenv.models.vllm_engine.GPU_MEMORY_FOR_ENGINES` of its memory equally."""
+    from genenv.models.vllm_engine import GPU_MEMORY_FOR_ENGINES, engine_for  # noqa: PLC0415
 
+    engines = sum(p.sampler == "vllm" for p in (cfg.agent, cfg.env))
     try:
-        sampler = engine_for(policy, player.model, cfg.device, dtype=cfg.dtype, max_model_len=cfg.vllm.max_model_len,
+        sampler = engine_for(policy, player.model, cfg.device, dtype=cfg.dtype,
                              prefix_caching=cfg.prefix_cached_sampling,
-                             gpu_memory_utilization=cfg.vllm.gpu_memory_utilization)
+                             gpu_memory_utilization=GPU_MEMORY_FOR_ENGINES / engines)
     except ValueError as error:
         raise ConfigError(f"{name}.sampler: {error} ({name}.model)") from None
     if cfg.engine.workers == 0:   # built here, so that a failure is found at the start (Ray actors build their own)

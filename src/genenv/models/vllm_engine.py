@@ -38,6 +38,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+# the share of a GPU's memory a run's vLLM engines take together (weights, activations, KV cache), split equally
+# between them; the trainer keeps the rest (TRL's colocate mode gives its one engine 0.3 by default)
+GPU_MEMORY_FOR_ENGINES = 0.6
 # the smallest attention head vLLM's CPU attention backend takes ("Unsupported CPU attention configuration" below)
 CPU_MIN_HEAD_SIZE = 32
 
@@ -272,7 +275,7 @@ class VllmSampler:
         longest = max((len(p) for p in prompt_ids), default=0)
         if longest + max_new_tokens > self.max_model_len:
             raise ValueError(f"sampler=vllm: a prompt of {longest} tokens plus {max_new_tokens} new ones passes the "
-                             f"engine's length of {self.max_model_len} (vllm.max_model_len)")
+                             f"engine's length of {self.max_model_len} (the model's window)")
         vllm = self.vllm
         eos = self.policy.eos_token_id
         extra = None
