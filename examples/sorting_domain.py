@@ -84,7 +84,7 @@ def add_arguments(parser) -> None:
 
 def from_command_line(args, common: dict) -> dict:
     """Exact-match accuracy per length and overall, written to OUT/scores.json and every answer to results.jsonl."""
-    from genenv.benchmarking import greedy_responses, load_eval_policy, save_results  # noqa: PLC0415 (torch)
+    from genenv.eval_driver import greedy_responses, load_eval_policy, save_results  # noqa: PLC0415 (torch)
     try:
         lengths = [int(v) for v in args.lengths.split(",") if v.strip()]
     except ValueError:

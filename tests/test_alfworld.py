@@ -67,7 +67,7 @@ class PlanPolicy:
 
 @pytest.mark.slow
 def test_eval_games_scores_full_episodes_and_single_steps(tmp_path):
-    from genenv.domains.household.benchmark import eval_alfworld
+    from genenv.domains.household.benchmark_eval import eval_alfworld
     tasks = _one_world_per_task_type()[:3]
     for k, task in enumerate(tasks):
         alfworld.export_game(engine.parse_world(task.text), tmp_path / "games" / f"{task.meta['type']}-{k}")

@@ -224,7 +224,7 @@ def test_an_answer_stopped_after_its_call_line_gets_the_whole_answers_verdict():
     """genenv eval's stop for API items (StopAfterLine with extract_call), applied character by character: the
     answer it keeps parses to the call the whole answer parses to, and it is shorter wherever a finished line holds a
     call and text follows."""
-    from genenv.benchmarking import StopAfterLine
+    from genenv.eval_driver import StopAfterLine
 
     class Chars:   # one token per character of the texts below
         tokenizer = [chr(c) for c in range(128)]
@@ -261,7 +261,7 @@ def test_rouge_l_hand_values():
 
 
 def test_eval_command_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.domains.apibank.benchmark import eval_apibank
+    from genenv.domains.apibank.benchmark_eval import eval_apibank
 
     lines = []
     scores = eval_apibank("tiny", FIXTURE_DATA, [1, 3], tmp_path, max_new_tokens=8, policy=tiny_policy,

@@ -227,7 +227,8 @@ def test_models_check_says_what_each_family_gets(folders, tmp_path, capsys):
     from genenv.cli import main
     from genenv.model_check import check_model
     for name, folder in folders.items():
-        report = check_model(folder, load_config("own-model", [f"agent.model={folder}", f"env.model={folder}"]))
+        report = check_model(folder, load_config("own-model", [f"agent.model={folder}", f"env.model={folder}",
+                                                               "device=cpu"]))
         rows = dict(report.rows)
         assert rows["architecture"].startswith(name) and report.problem is None, (name, report.problems)
         assert int(rows["parameters"].split()[0].replace(",", "")) == sum(

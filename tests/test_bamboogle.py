@@ -58,7 +58,7 @@ def test_official_file_has_the_125_questions():
 
 
 def test_closed_book_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.domains.multihop.benchmark import eval_bamboogle
+    from genenv.domains.multihop.benchmark_eval import eval_bamboogle
 
     scores = eval_bamboogle("tiny", FIXTURE, tmp_path, max_new_tokens=8, policy=tiny_policy, log=lambda m: None)
     assert scores["questions"] == 3 and scores["setting"] == "closed-book (no retrieval)"
@@ -101,7 +101,7 @@ def test_search_protocol_turns_searches_into_passages_and_ends_at_an_answer():
 
 
 def test_retrieval_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
-    from genenv.domains.multihop.benchmark import eval_bamboogle
+    from genenv.domains.multihop.benchmark_eval import eval_bamboogle
 
     scores = eval_bamboogle("tiny", FIXTURE, tmp_path, max_new_tokens=8, policy=tiny_policy, log=lambda m: None,
                             corpus=FIXTURE / "corpus.jsonl", max_steps=2)

@@ -105,7 +105,7 @@ def test_a_slow_call_times_out():
 
 def test_eval_multi_turn_counts_turns_beyond_the_context_and_writes_bfcl_files(tmp_path):
     from genenv.config import TinyModelConfig
-    from genenv.domains.toolcall.benchmark import eval_bfcl
+    from genenv.domains.toolcall.benchmark_eval import eval_bfcl
     from genenv.models.tiny import build_tiny_policy
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=4096), string.printable, seed=0)

@@ -14,18 +14,22 @@ from genenv.cli import main, parse_command_line
 from genenv.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks" / "README.md"]
 RUN_FOR_REAL = {("domains",), ("config", "--describe"), ("config", "--presets")}
 
 
+PROGRAMS = "genenv|make|python|torchrun|accelerate"   # the project's own commands and its launchers
+
+
 def _commands(path: Path) -> list[str]:
-    """Shell commands in fenced bash blocks and inline code spans that start with genenv, make or python."""
+    """Shell commands in fenced bash blocks and inline code spans that start with genenv, make, python, torchrun or
+    accelerate (wherever they are written from)."""
     text = path.read_text()
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         found += [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
-    found += re.findall(r"`((?:PYTHONPATH=\S+ )?(?:\.venv/bin/)?(?:genenv|make|python) [^`]*)`", text)
-    return [c for c in found if re.match(r"(PYTHONPATH=\S+ )?(\.venv/bin/)?(genenv|make|python) ", c)]
+    found += re.findall(rf"`((?:PYTHONPATH=\S+ )?(?:\S*/)?(?:{PROGRAMS}) [^`]*)`", text)
+    return [c for c in found if re.match(rf"(PYTHONPATH=\S+ )?(\S*/)?({PROGRAMS}) ", c)]
 
 
 def _all_commands():
@@ -74,6 +78,14 @@ def test_every_page_is_reachable_from_the_readme():
     assert sorted(str(p.relative_to(ROOT)) for p in pages - seen) == []
 
 
+def test_every_documented_command_is_written_from_the_projects_venv():
+    """A command the docs show runs as written from a clone after `make install`: genenv, python and the launchers
+    as .venv/bin/... (a bare `torchrun` was "command not found" outside an activated venv), make as make."""
+    bare = [(where, command) for where, command in _all_commands()
+            if not re.match(r"(PYTHONPATH=\S+ )?(make |\.venv/bin/)", command)]
+    assert bare == []
+
+
 @pytest.mark.parametrize("where,command", _all_commands())
 def test_every_documented_command_is_valid(where, command, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
@@ -81,6 +93,10 @@ def test_every_documented_command_is_valid(where, command, monkeypatch, capsys):
     if words[0].startswith("PYTHONPATH="):
         words = words[1:]
     program, args = Path(words[0]).name, words[1:]
+    if program in ("torchrun", "accelerate"):   # a launcher: the script it starts is there
+        scripts = [word for word in args if word.endswith(".py")]
+        assert scripts and (ROOT / scripts[0]).exists(), f"{where}: {command}"
+        return
     if program == "make":
         targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.M))
         assert args[0] in targets, f"{where}: make {args[0]} is not a target"

@@ -32,6 +32,7 @@ def _stable(rows):
 def local_ray():
     """One local Ray with 2 CPUs for the module (starting Ray takes seconds), started as the engine starts one."""
     from genenv.engine import init_local_ray
+    ray.shutdown()   # (a run of another module in this process may have left its local Ray up)
     init_local_ray(ray, num_cpus=2, num_gpus=0)
     yield
     ray.shutdown()
@@ -71,6 +72,7 @@ def test_without_ray_installed_the_error_names_the_setting(tiny_policy, monkeypa
 def test_an_unreachable_cluster_is_one_error_naming_the_address(tiny_policy, monkeypatch):
     """The cluster is Ray's own RAY_ADDRESS; the removed engine.address says so, naming the value to export."""
     domain, _, players = _addition_setup(tiny_policy)
+    ray.shutdown()   # (a Ray already up in this process would be used as it is)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     with pytest.raises(ConfigError, match="RAY_ADDRESS: cannot reach a Ray cluster at '127.0.0.1:1'"):
         make_engine(load_config("smoke", ["engine.workers=1"]), domain, players)

@@ -207,3 +207,13 @@ def test_is_informative_on_a_list_agrees_with_the_array_path():
     for rewards in cases:
         assert is_informative(rewards) == is_informative(np.array(rewards, dtype=float)), rewards
     assert not is_informative([1.0, float("nan"), 0.0])   # a NaN reward: numpy's answer, no signal
+
+
+def test_trls_advantage_scaling_hand_values():
+    """agent.advantage_scaling=trl: the sample standard deviation (ddof 1) and eps 1e-4, as TRL's GRPOTrainer."""
+    # rewards 1,0,0,1: mean 0.5, sample std sqrt((4 x 0.25) / 3) = 0.57735
+    std = math.sqrt(1 / 3)
+    np.testing.assert_allclose(group_advantages([1, 0, 0, 1], "trl"), [0.5 / (std + 1e-4), -0.5 / (std + 1e-4),
+                                                                       -0.5 / (std + 1e-4), 0.5 / (std + 1e-4)])
+    np.testing.assert_array_equal(group_advantages([1, 1, 1], "trl"), [0, 0, 0])
+    assert group_advantages([0.0, 1.0], "trl")[1] == pytest.approx(0.5 / (math.sqrt(0.5) + 1e-4))

@@ -161,7 +161,7 @@ def test_grpo_update_trains_on_the_trainers_old_logprobs_when_asked(tiny_policy,
 def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
     """`genenv eval --sampler llama.cpp` on a model folder, or with an unknown weight type: one line naming the flag,
     before any model loads."""
-    from genenv.benchmarking import load_eval_policy
+    from genenv.eval_driver import load_eval_policy
     with pytest.raises(ValueError, match=r"--sampler: llama.cpp cannot decode '.*no-such-model': not a model "
                                          r"folder \(no readable config.json\)"):
         load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
@@ -175,7 +175,7 @@ def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come
     """llama.cpp keeps the KV cells a prompt shares with the one before it, so genenv eval decodes the prompts in
     token order over all of them (API-Bank level 1: 74% of the prompt tokens shared with the previous prompt), not
     slice by slice; every answer returns to its prompt's place. On transformers the order is today's."""
-    from genenv.benchmarking import greedy_with_progress
+    from genenv.eval_driver import greedy_with_progress
     from genenv.models.policy import Generation
 
     class Recording:
@@ -293,7 +293,7 @@ def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):
     model llama.cpp cannot decode (a Hugging Face folder, a run's weights), on cuda, or without the package."""
     import importlib.util
 
-    from genenv.benchmarking import eval_sampler
+    from genenv.eval_driver import eval_sampler
 
     found = {"llama_cpp": object()}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: found.get(name))
@@ -314,7 +314,7 @@ def test_a_model_folder_in_a_packaged_models_image_is_decoded_on_llama_cpp(tmp_p
     import json
     import shutil
 
-    from genenv.benchmarking import eval_sampler
+    from genenv.eval_driver import eval_sampler
     from genenv.models.registry import KNOWN_MODELS, llamacpp_refusal, packaged_image
 
     monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))

@@ -375,7 +375,7 @@ def test_stop_after_line_cuts_after_the_first_finished_line_it_accepts():
     """StopAfterLine asks its line test only at a token holding a newline, with every finished line so far, and a
     response stops right after the first line that passes; tokens of several characters (one holding '\\n' in
     its middle) count as one."""
-    from genenv.benchmarking import StopAfterLine
+    from genenv.eval_driver import StopAfterLine
 
     vocabulary = ["a", "b", "X", "\n", "b\nX", " "]
 

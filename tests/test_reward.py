@@ -163,14 +163,3 @@ def test_challenger_rewards_rescale_r_env_and_pay_a_shut_task_what_a_useless_one
         pytest.approx([1.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
     assert challenger_rewards(members, rescaled(0.5, 2.0), invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
         pytest.approx([0.0, 1.0, (0.8825 - floor) / (1 - floor), -0.5])
-
-
-def test_the_old_module_name_warns_and_gives_the_same_functions():
-    import importlib
-    import sys
-
-    import genenv.reward as reward
-    sys.modules.pop("genenv.curriculum", None)
-    with pytest.warns(FutureWarning, match="genenv.reward"):
-        old = importlib.import_module("genenv.curriculum")
-    assert old.alpha_reward is reward.alpha_reward and old.success_rate is reward.success_rate

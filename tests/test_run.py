@@ -408,6 +408,27 @@ def test_plain_progress_prints_every_interval():
     assert stream.getvalue().splitlines()[-1] == "steps: 4/4 (100%), 0 s"
 
 
+def test_a_warm_start_shows_progress_every_30_s_even_with_progress_off(monkeypatch, tmp_path, capsys):
+    """progress: false (smoke) still prints a line every 30 s of a long warm start (a real model's took minutes with
+    nothing on the console), and none for a short one."""
+    from genenv import progress
+    from genenv.domains import make_domain
+    from genenv.warmstart import warm_start_agent
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
+    cfg = load_config("smoke", ["threads=1", "agent.warmstart.steps=6"])
+    assert cfg.progress is False
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    ticks = iter(range(0, 10_000, 31))   # every reading of the clock 31 s after the last: a long warm start
+    monkeypatch.setattr(progress.time, "monotonic", lambda: float(next(ticks)))
+    warm_start_agent(cfg, domain, log=lambda m: None)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warm start: agent: ")]
+    assert [line.split(",")[0] for line in lines] == [f"warm start: agent: {n}/6 (" + f"{100 * n / 6:.0f}%)"
+                                                      for n in range(1, 7)] + ["warm start: agent: 6/6 (100%)"]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: 0.0)   # a short one: no line
+    warm_start_agent(load_config("smoke", ["threads=1", "agent.warmstart.steps=5"]), domain, log=lambda m: None)
+    assert "warm start" not in capsys.readouterr().out
+
+
 def test_skipped_steps_count_as_done_but_not_in_the_time_left(monkeypatch):
     """A resumed warm start skips the steps it had done: shown as done, and the time left comes from the steps
     done since (2 steps in 10 s, 6 left: ~30 s; counting the 2 skipped ones would say ~15 s)."""

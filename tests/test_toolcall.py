@@ -165,7 +165,7 @@ def test_eval_writes_bfcl_result_files(tmp_path):
     import string
 
     from genenv.config import TinyModelConfig
-    from genenv.domains.toolcall.benchmark import eval_bfcl
+    from genenv.domains.toolcall.benchmark_eval import eval_bfcl
     from genenv.models.tiny import build_tiny_policy
     policy = build_tiny_policy(TinyModelConfig(hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
                                                max_positions=4096), string.printable, seed=0)

@@ -294,3 +294,26 @@ def test_delivery_follows_the_spec_a_non_empty_list_is_delivered(world):
     query = _query()
     assert not evaluate_plan(query, None, world)["delivered"] and not evaluate_plan(query, [], world)["delivered"]
     assert evaluate_plan(query, [{}, {}], world)["delivered"]
+
+
+_PIECES = ["from ", " to ", ",", "\n", "a", " ", "to", "fro", "m ", "(", ")", "b("]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_the_linear_parsers_give_what_the_upstream_regexes_give(pieces):
+    """Issue 88, item 7: `from_to` and `strip_state` are the upstream regexes' matches (``from (.+?) to ([^,]+)``,
+    ``\\(.*?\\)`` removed), found in linear time: the regexes retried each "from " / "(" to the end of its line,
+    and a 30,000-character plan of them took seconds to score (benchmarks/travel_scoring.py times both)."""
+    import re
+
+    from genenv.domains.travel.constraints import from_to
+    from genenv.domains.travel.sandbox import strip_state
+
+    def regex_strip(text):
+        return re.sub(r"\(.*?\)", "", str(text)).strip()
+
+    text = "".join(pieces)
+    assert strip_state(text) == regex_strip(text)
+    match = re.search(r"from (.+?) to ([^,]+)", text)
+    assert from_to(text) == ((None, None) if match is None else (regex_strip(match[1]), regex_strip(match[2])))

@@ -217,8 +217,8 @@ def test_structured_queries_load_with_clear_errors(tmp_path):
 
 
 def test_eval_scores_a_scripted_planner_and_a_tiny_model(tiny_policy, tmp_path, monkeypatch):
-    import genenv.benchmarking as benchmarking
-    from genenv.domains.travel.benchmark import eval_travelplanner
+    import genenv.eval_driver as benchmarking
+    from genenv.domains.travel.benchmark_eval import eval_travelplanner
 
     # a planner that writes the hand-made plan: the first query (budget 2,000) passes, the second (100) fails
     monkeypatch.setattr(benchmarking, "greedy_responses", lambda policy, prompts, *a: [repr(PLAN)] * len(prompts))

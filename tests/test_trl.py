@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("trl", reason="trl is not installed (the trl extra; `make install` adds it)")
 
 from genenv.config import ConfigError, load_config  # noqa: E402
-from genenv.domains import Task  # noqa: E402
+from genenv.domains import Task, make_domain  # noqa: E402
 from genenv.integrations.trl import (  # noqa: E402
     DomainEnvironments,
     DomainReward,
@@ -84,13 +84,17 @@ def test_what_trl_cannot_host_is_refused_with_the_field_named():
     for overrides, field in ((["env.pg.signal=probe_gain"], "env.pg.signal"), (["curriculum=static"], "curriculum")):
         with pytest.raises(ConfigError, match=field):
             SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
-    # a multi-turn domain runs through TRL's tool calls: an agent whose chat template cannot render them is refused
-    from genenv.warmstart import warm_start_agent
+    # a multi-turn domain runs through TRL's tool calls: an agent whose chat template cannot carry them is refused,
+    # at the side's start (before the simulator's warm start) and by the scorer given the agent's own tokenizer
     cfg = load_config("multihop-smoke", ["threads=1"])
-    side = SimulatorSide(cfg)
-    agent, _ = warm_start_agent(cfg, side.domain, log=lambda m: None)   # the tiny model: no chat template
-    with pytest.raises(ConfigError, match="agent.model: domain 'multihop' is multi-turn"):
-        domain_scorer(side, agent.tokenizer)
+    with pytest.raises(ConfigError, match="agent.model: domain 'multihop' is multi-turn.*the tiny model has no chat"):
+        SimulatorSide(cfg)
+    from genenv.models.architectures import FAMILIES, build_tokenizer
+    plain = build_tokenizer(FAMILIES["qwen2"], ["a b c"])   # ChatML without tools: it drops them
+    side = SimulatorSide(load_config("smoke", ["threads=1"]))
+    side.domain = make_domain("multihop")
+    with pytest.raises(ConfigError, match="agent.model: domain 'multihop' is multi-turn.*drops tool calls"):
+        domain_scorer(side, plain)
 
 
 def test_the_example_runs(tmp_path):
@@ -103,6 +107,53 @@ def test_the_example_runs(tmp_path):
                            str(tmp_path), "threads=1"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'round': 1" in done.stdout and "'env_steps': 4" in done.stdout
+
+
+def _example(*arguments, cwd):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.Popen([sys.executable, str(root / "examples" / "trl_genenv.py"), *arguments, "threads=1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+
+def test_the_example_keeps_what_it_trained_and_a_stopped_run_resumes_to_the_uninterrupted_ones_rounds(tmp_path):
+    """The example keeps the trained agent, genenv's state and metrics under --out; SIGTERM mid-run stops it after
+    a step with a checkpoint, and --resume goes on to the same rounds (metrics, pool, simulator) as a run never
+    stopped."""
+    import signal
+    import time
+
+    from safetensors.torch import load_file
+    steps = ["--steps", "40", "--save-steps", "2"]
+    whole = _example(*steps, "--out", "whole", cwd=tmp_path)
+    out, err = whole.communicate(timeout=600)
+    assert whole.returncode == 0, err[-2000:]
+    assert "kept in whole: agent/" in out.splitlines()[-1]
+    assert (tmp_path / "whole" / "agent" / "model.safetensors").exists()
+    stopped = _example(*steps, "--out", "stopped", cwd=tmp_path)
+    first = tmp_path / "stopped" / "checkpoint-2" / "genenv" / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while not first.exists() and stopped.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stopped.send_signal(signal.SIGTERM)
+    out, err = stopped.communicate(timeout=600)
+    assert stopped.returncode == 0, err[-2000:]
+    last = out.splitlines()[-1]
+    assert last.startswith("stopped at step ") and int(last.split()[3]) < 40, last
+    resumed = _example(*steps, "--out", "stopped", "--resume", cwd=tmp_path)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-2000:]
+    rows = [(tmp_path / run / "genenv" / "metrics.jsonl").read_text().splitlines() for run in ("whole", "stopped")]
+    assert len(rows[0]) == 40 and rows[0] == rows[1]   # a round a step, each observed
+    states = [json.loads((tmp_path / run / "genenv" / "state.json").read_text()) for run in ("whole", "stopped")]
+    assert states[0]["run_state"] == states[1]["run_state"]
+    weights = [load_file(tmp_path / run / "genenv" / "env.safetensors") for run in ("whole", "stopped")]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    again = _example(*steps, "--out", "whole", cwd=tmp_path)   # a folder that holds a run is not started over
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 1 and "holds a run (checkpoint-40): add --resume" in err
 
 
 def test_the_example_refuses_trls_vllm_mode_on_cpu_at_start_saying_why(tmp_path):
@@ -259,17 +310,17 @@ def test_the_simulator_side_sets_its_simulator_up_as_the_loop_does():
 
 @pytest.mark.slow
 def test_the_documented_two_process_command_runs_as_written(tmp_path):
-    """docs/trl.md's `.venv/bin/torchrun --nproc_per_node 2 examples/trl_genenv.py ...` line, word for word (issue
-    78: it stopped in GRPOConfig, the per-device batch a whole round on each process): it finishes, and the main
-    process prints the rounds it observed."""
+    """docs/trl-distributed.md's `.venv/bin/torchrun --nproc_per_node 2 examples/trl_genenv.py ...` line, word for
+    word (issue 78: it stopped in GRPOConfig, the per-device batch a whole round on each process): it finishes, and
+    the main process prints the rounds it observed."""
     import re
     import shlex
     import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
-    block = re.search(r"```bash\n(.*?)```", (root / "docs" / "trl.md").read_text().split("## Several processes")[1],
-                      re.S).group(1)
+    page = (root / "docs" / "trl-distributed.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", page.split("## Several processes")[1], re.S).group(1)
     line = next(entry.split("#")[0].strip() for entry in block.splitlines() if "torchrun" in entry)
     words = shlex.split(line)
     assert words[0] == ".venv/bin/torchrun"   # as every command in the docs is written (issue 87, item 6)
@@ -296,14 +347,15 @@ def test_grpo_batch_splits_a_round_over_the_processes_or_says_why_not():
 
 
 # ---------------------------------------------------------------- multi-turn domains: TRL's tool calls are the actions
-def test_a_multi_turn_episode_through_the_environments_tool_earns_what_genenvs_rollout_earns():
+def test_a_multi_turn_episode_through_the_environments_tool_earns_what_genenvs_rollout_earns(tmp_path):
     """DomainEnvironment on multihop: the expert's actions through its tool give the episode genenv's rollouts give
     (the sum of checked_step's rewards), an action past the end changes nothing, and get_reward keeps (round, task,
     reward) for the callback; a wrong answer earns 0."""
     import numpy as np
 
     from genenv.integrations.trl import DomainEnvironment
-    side = SimulatorSide(load_config("multihop-smoke", ["threads=1"]), main_process=False)
+    folder = _tool_calling_qwen(tmp_path)   # (an agent whose template carries tool calls: checked at the start)
+    side = SimulatorSide(load_config("multihop-smoke", ["threads=1", f"agent.model={folder}"]), main_process=False)
     domain = side.domain
     task = domain.seed_tasks(np.random.default_rng(0), 1)[0]
     row = {"prompt": side.agent_prompt(task), "task": json.dumps(task.to_json()), "round": 3}
@@ -405,3 +457,72 @@ def test_a_multi_turn_domain_trains_in_trl_every_completion_of_a_prompt_on_its_t
         assert entry.p_hat_history[-1] == pytest.approx(sum(r >= 1.0 for r in rewards) / len(rewards))
     logged = [entry for entry in trainer.state.log_history if "genenv/round" in entry]
     assert [entry["genenv/round"] for entry in logged[:2]] == [0, 1]
+
+
+def test_genenvs_grpo_loss_equals_trls_on_one_batch_under_matching_settings(tmp_path):
+    """Issue 88, item 5: one batch (two groups of four, responses of unequal lengths, old log-probs off the policy
+    so the ratio clips, a policy moved off its reference so the KL counts) scored by TRL's own GRPOTrainer code
+    (`_compute_loss`, loss_type="bnpo": the token mean over the batch; its advantages from `nanstd`, eps 1e-4; the KL
+    unweighted, use_bias_correction_kl=False) and by genenv's (agent.advantage_scaling=trl, the same clip and KL
+    coefficient): the same loss. With TRL's default use_bias_correction_kl=True the KL term is weighed by the
+    ratio, which genenv's is not: a different loss once the samples are off-policy (asserted below)."""
+    import numpy as np
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.utils import nanstd
+
+    from genenv.algos.grpo import PolicySample, _grpo_micro_loss, group_advantages
+    from genenv.warmstart import warm_start_agent
+    cfg = load_config("smoke", ["threads=1"])
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    agent, _ = warm_start_agent(cfg, domain, log=lambda m: None)
+    reference = agent.frozen_copy()
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], loss_type="bnpo", beta=0.04,
+                      epsilon=0.2, scale_rewards="group", temperature=1.0, num_generations=4,
+                      use_bias_correction_kl=False,   # (TRL's default weighs the KL by the ratio; genenv does not)
+                      per_device_train_batch_size=8, max_completion_length=8)
+    trainer = GRPOTrainer(model=agent.model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                          args=args, train_dataset=Dataset.from_dict({"prompt": ["x"] * 8}),
+                          processing_class=agent.tokenizer)   # (its reference: a copy of the agent as it is now)
+    trainer.current_gradient_accumulation_steps = 1
+    with torch.no_grad():   # the policy a little off its reference: the KL term is not zero
+        generator = torch.Generator().manual_seed(0)
+        for parameter in agent.model.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=generator))
+    tasks = domain.seed_tasks(np.random.default_rng(0), 2)
+    prompts = [agent.encode_prompt(task.prompt) for task in tasks]
+    assert len(prompts[0]) == len(prompts[1])   # (TRL counts positions from the row's start: no prompt padding)
+    rng = np.random.default_rng(1)
+    vocab = agent.model.get_output_embeddings().weight.shape[0]
+    rewards = [[1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]
+    trl_rewards = torch.tensor(rewards)
+    trl_advantages = ((trl_rewards - trl_rewards.mean(1, keepdim=True)) / (nanstd(trl_rewards, dim=1)[:, None] + 1e-4))
+    np.testing.assert_allclose(np.concatenate([group_advantages(r, "trl") for r in rewards]),
+                               trl_advantages.flatten().numpy(), rtol=1e-6)
+    responses = [rng.integers(3, vocab, size=n).tolist() for n in (3, 5, 4, 6, 2, 5, 3, 4)]
+    batch = agent.build_batch([prompts[i // 4] for i in range(8)], responses)
+    with torch.no_grad():
+        now, _ = agent.token_logprobs(batch)
+    old = (now + torch.from_numpy(rng.normal(0.0, 0.3, now.shape)).float()) * batch.response_mask
+    advantages = np.concatenate([group_advantages(r, "trl") for r in rewards])
+    samples = [PolicySample(prompts[i // 4], responses[i], old[i, :len(responses[i])].tolist(), float(advantages[i]))
+               for i in range(8)]
+    genenv_loss, _ = _grpo_micro_loss(agent, reference, samples, None, 0.2, 0.04, 0.0, 1.0)
+
+    width = batch.response_ids.shape[1]
+    completion_ids = torch.tensor([r + [agent.tokenizer.pad_token_id] * (width - len(r)) for r in responses])
+    completion_mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in responses])
+    prompt_ids = torch.tensor([prompts[i // 4] for i in range(8)])
+    with torch.no_grad():
+        ref_logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.ref_model, torch.cat([prompt_ids, completion_ids], 1),
+            torch.cat([torch.ones_like(prompt_ids), completion_mask], 1), width)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids), "completion_ids": completion_ids,
+              "completion_mask": completion_mask, "advantages": trl_advantages.flatten(),
+              "old_per_token_logps": old, "ref_per_token_logps": ref_logps}
+    agent.model.train()
+    trl_loss = trainer._compute_loss(agent.model, inputs)
+    assert genenv_loss.item() == pytest.approx(trl_loss.item(), rel=1e-5, abs=1e-7)
+    assert abs(genenv_loss.item()) > 1e-3   # (a loss that says something)
+    trainer.args.use_bias_correction_kl = True
+    assert abs(trainer._compute_loss(agent.model, inputs).item() - genenv_loss.item()) > 1e-4

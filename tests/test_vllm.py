@@ -220,7 +220,7 @@ def test_constrained_decoding_on_vllm_applies_genenvs_own_masks(folders):
 def test_eval_and_models_check_say_which_engine_a_folder_gets(folders, tmp_path):
     """`genenv eval --sampler auto` takes vLLM on a GPU where it can decode the folder, llama.cpp or transformers on
     the CPU; `--sampler vllm` decodes on an engine; `genenv models check` says whether vLLM can and why not."""
-    from genenv.benchmarking import eval_sampler, load_eval_policy
+    from genenv.eval_driver import eval_sampler, load_eval_policy
     from genenv.model_check import check_model
     from genenv.models.vllm_engine import vllm_installed
     folder = str(folders["qwen2"])
@@ -275,7 +275,12 @@ def test_a_ray_actor_builds_engines_of_its_own_and_gives_the_in_process_metrics(
     settings = [*SMOKE, f"agent.model={folder}", f"env.model={folder}", "agent.sampler=vllm", "env.sampler=vllm",
                 "epochs=2"]
     local = run(load_config("smoke", settings), run_dir=tmp_path / "local", log=lambda m: None)
-    actors = run(load_config("smoke", [*settings, "engine.workers=1"]), run_dir=tmp_path / "ray", log=lambda m: None)
+    import ray
+    try:
+        actors = run(load_config("smoke", [*settings, "engine.workers=1"]), run_dir=tmp_path / "ray",
+                     log=lambda m: None)
+    finally:
+        ray.shutdown()   # (the local Ray the run started: the other tests of this process start their own)
     rows = read_jsonl(actors / "metrics.jsonl")
     assert sum(r["agent_updates"] for r in rows) > 0
     assert _stable(rows) == _stable(read_jsonl(local / "metrics.jsonl"))

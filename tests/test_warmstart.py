@@ -18,7 +18,7 @@ NOT_IN_WARMSTART = {
     "name", "epochs", "seeds_per_epoch", "curriculum", "eval_every", "samples_rollouts_shown", "progress",
     "checkpoint_every_s",
     "agent.lora_rank", "agent.lr", "agent.weight_decay", "agent.group_size", "agent.temperature", "agent.clip_eps",
-    "agent.kl_coef", "agent.entropy_coef", "grad_clip", "agent.replay_fraction",
+    "agent.kl_coef", "agent.entropy_coef", "agent.advantage_scaling", "grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
     "env.kl_coef", "env.max_kl", "env.generation_batch", "env.seed_draw",

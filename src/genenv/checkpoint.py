@@ -53,7 +53,7 @@ from genenv.io import (
 )
 from genenv.models.policy import Policy
 from genenv.models.remote import REMOTE_FILE, RemoteSimulator
-from genenv.players import Players, RunState, make_players
+from genenv.players import Players, RunState, engines, make_players
 from genenv.signals import check_config
 
 # ============================================================================ saving
@@ -177,7 +177,12 @@ def _event_line(event: dict) -> str:
 
 
 def save_config(cfg: RunConfig, run_dir: Path) -> None:
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    """The run's config as YAML, and after it, as comments, what decodes each player
+    (:func:`genenv.players.engines`)."""
+    found = engines(cfg)
+    notes = "".join(f"# engine of the {'agent' if name == 'agent' else 'simulator'}: {text}\n"
+                    for name, text in found.items())
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False) + notes)
 
 
 def _plain(cfg: RunConfig) -> dict:

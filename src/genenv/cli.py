@@ -170,7 +170,7 @@ def _eval(args) -> int:
         print(f"genenv: --benchmark: {args.benchmark!r} is not a benchmark; choose one of "
               f"{', '.join(sorted(known))}", file=sys.stderr)
         return 2
-    from genenv.benchmarking import eval_sampler  # noqa: PLC0415
+    from genenv.eval_driver import eval_sampler  # noqa: PLC0415
     from genenv.io import atomic_write_json  # noqa: PLC0415
     sampler = eval_sampler(args.sampler, args.model, args.device)
     if args.sampler == "auto" and args.benchmark != "heldout":
@@ -226,6 +226,8 @@ def _models(args) -> int:
         return 2
     if args.action == "check":
         return _check_model(args)
+    if args.action == "random":
+        return _random_model(args)
     try:
         folder = prepare(args.name, log=lambda m: print(m, file=sys.stderr))
     except ModelNotAvailable as err:
@@ -251,6 +253,45 @@ def _check_model(args) -> int:
     print(f"{folder} (memory for --preset {args.preset}{' ' + ' '.join(args.overrides) if args.overrides else ''})")
     print(report.text())
     return 1 if report.problem else 0
+
+
+def released_template(name: str) -> str:
+    """The chat template of a released model family, as TRL ships it (``trl.chat_template_utils.<name>_chat_template``:
+    e.g. qwen2_5, qwen3, llama3_2); a ConfigError listing the names for any other."""
+    import trl.chat_template_utils as templates  # noqa: PLC0415 (the trl extra)
+    known = sorted(n.removesuffix("_chat_template") for n in dir(templates)
+                   if n.endswith("_chat_template") and "training" not in n and isinstance(getattr(templates, n), str))
+    if name not in known:
+        raise ConfigError(f"--chat-template: {name!r} is not a template TRL ships; choose one of {', '.join(known)}")
+    return getattr(templates, f"{name}_chat_template")
+
+
+def _random_model(args) -> int:
+    """``genenv models random FAMILY --out F``: a random-weight model folder of an architecture family, its tokenizer
+    trained on the preset's domain texts, for trying a command offline (nothing is downloaded). With
+    ``--chat-template NAME`` the folder carries that released template (TRL's copy): qwen2_5 on the qwen2 family
+    renders and parses tool calls, what TRL needs for a multi-turn domain."""
+    import numpy as np  # noqa: PLC0415
+
+    from genenv.domains import make_domain  # noqa: PLC0415
+    from genenv.models.architectures import FAMILIES, random_folder  # noqa: PLC0415
+    if args.name not in FAMILIES:
+        raise ConfigError(f"models random: {args.name!r} is not an architecture family; choose one of "
+                          f"{', '.join(FAMILIES)}")
+    if not args.out:
+        raise ConfigError("models random: --out FOLDER: where to write the model folder")
+    if Path(args.out).exists():
+        raise ConfigError(f"models random: --out {args.out}: already there; choose a new folder")
+    template = released_template(args.chat_template) if args.chat_template else None
+    cfg = load_config(args.preset, args.overrides)
+    domain = make_domain(cfg.domain.name, **cfg.domain.options)
+    tasks = domain.seed_tasks(np.random.default_rng(0), 64)
+    texts = [domain.agent_context([], domain.reset(task, seed=0)[1]) + " " + task.answer for task in tasks]
+    folder = random_folder(args.name, args.out, texts, hidden_size=64, heads=2, chat_template=template, seed=0)
+    print(f"{folder}: a random {args.name} model (2 layers, 64 wide; untrained: for trying commands, not for "
+          f"results), its tokenizer trained on {cfg.domain.name}'s texts"
+          + (f", the released {args.chat_template} chat template" if template else ""))
+    return 0
 
 
 def _domains(args) -> int:
@@ -388,12 +429,17 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     ev_p.set_defaults(func=_eval)
     mod_p = sub.add_parser("models", help="list or prepare the named real models (e.g. smollm2), or check a model "
                            "folder before a run (docs/models.md)")
-    mod_p.add_argument("action", choices=("prepare", "list", "check"),
-                       help="list the known models, prepare one, or check a folder")
-    mod_p.add_argument("name", nargs="?", help="a known model name (smollm2), or the folder to check")
+    mod_p.add_argument("action", choices=("prepare", "list", "check", "random"),
+                       help="list the known models, prepare one, check a folder, or write a random-weight test folder")
+    mod_p.add_argument("name", nargs="?", help="a known model name (smollm2), the folder to check, or (random) an "
+                       "architecture family: llama, qwen2, qwen3, gemma3_text, phi3, mistral")
     mod_p.add_argument("overrides", nargs="*", help="check: config overrides of the run the memory is estimated for")
     mod_p.add_argument("--preset", default="own-model", help="check: the preset the memory is estimated for, with the "
-                       "folder as both players (default: own-model)")
+                       "folder as both players (default: own-model); random: the preset whose domain's texts train "
+                       "the tokenizer")
+    mod_p.add_argument("--out", help="random: the folder to write")
+    mod_p.add_argument("--chat-template", help="random: a released template the folder carries, as TRL ships it "
+                       "(qwen2_5 on qwen2: tool calls, for a multi-turn domain in TRL)")
     mod_p.set_defaults(func=_models)
     dom_p = sub.add_parser("domains", help="list registered domains")
     dom_p.set_defaults(func=_domains)

@@ -68,6 +68,7 @@ from genenv.metrics import (
     STALL_EPOCHS,
     PhaseTimer,
     add_phase,
+    band_line,
     epoch_metrics,
     finite_or_none,
     mean,
@@ -76,13 +77,14 @@ from genenv.metrics import (
     summary_line,
     write_samples,
 )
+from genenv.model_check import check_start
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState, check_samplers
+from genenv.players import Players, RunState, check_samplers, engines, engines_line
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
 from genenv.reward import challenger_rewards, rwr_weights, scored
 from genenv.rollout import Episode, rollout
-from genenv.run_folder import open_run, run_summary
+from genenv.run_folder import discard_failed_start, open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
 from genenv.signals import GATES, NO_CREDIT, SEED_DRAWS, SIGNALS, SUCCESS_ESTIMATES
 from genenv.splits import DataSplit, data_split
@@ -159,7 +161,7 @@ def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy | None, state: Ru
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
                  epoch: int) -> dict:
     """Phase 5: GRPO. Informative groups are buffered; an update runs once enough are buffered."""
-    informative = informative_samples(groups)
+    informative = informative_samples(groups, cfg.agent.advantage_scaling)
     state.grpo_buffer.extend(informative)
     stats = {"effective_fraction": len(informative) / len(groups) if groups else 0.0, "agent_updates": 0,
              "agent_loss": None, "agent_kl": None, "clip_fraction": None, "entropy": None, "agent_lr": None,
@@ -328,6 +330,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     """Run (or resume) a whole co-evolution; returns the run folder."""
     run_dir = Path(run_dir) if run_dir else Path("runs") / cfg.name
     log = log or (lambda msg: tqdm.write(msg))
+    check_start(cfg)   # the device and the players' models, before anything is paid
     torch.set_num_threads(cfg.threads)
     # the run's CPU threads are torch's: the tokenizer encodes on the calling thread unless the user says
     # otherwise (its own thread pool fought torch's for the cores: +50% time per prompt on average, measured)
@@ -337,14 +340,22 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     curriculum.check(domain)
     check_domain_capabilities(cfg, curriculum, domain)
     check_samplers(cfg)
+    log(engines_line(engines(cfg)))
+    log(band_line(cfg.curriculum_reward))
     split = data_split(cfg, domain)
+    made = not run_dir.exists()
     with run_lock(run_dir):   # one process writes a run folder at a time (a second one stops, naming the first)
-        return _run_locked(cfg, curriculum, domain, split, run_dir, resume, log)
+        return _run_locked(cfg, curriculum, domain, split, run_dir, resume, log, made)
 
 
 def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: DataSplit, run_dir: Path,
-                resume: bool, log) -> Path:
-    opened = open_run(cfg, curriculum, domain, split, run_dir, resume, log)
+                resume: bool, log, made: bool = False) -> Path:
+    try:
+        opened = open_run(cfg, curriculum, domain, split, run_dir, resume, log)
+    except Exception:
+        if made:   # a start that failed before its first checkpoint leaves no half-made folder behind
+            discard_failed_start(run_dir)
+        raise
     if opened is None:
         return run_dir
     players, state = opened

@@ -208,7 +208,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
         raise ConfigError(f"--workers: expected at least 1, got {workers}")
     extra = list(overrides)
     if workers > 1 and not any(o.startswith("threads=") for o in extra):
-        extra.append("threads=1")  # two single-threaded runs beat one run on two threads (DESIGN.md)
+        extra.append("threads=1")  # two single-threaded runs beat one run on two threads (tiny models)
     configs = {}
     for arm in arms:  # every config error surfaces before anything runs
         for seed in seed_list:

@@ -146,6 +146,9 @@ class AgentConfig(PlayerConfig):
                                    "prompt fits this many tokens (0 = the model's window minus max_new_tokens)",
                                    lo=0)
     clip_eps: float = knob(0.2, "PPO/GRPO ratio clip", lo=0.0, hi=1.0)
+    advantage_scaling: str = knob("population", "a group's advantages (r - mean) / (std + eps): 'population' "
+                                  "(std with ddof 0, eps 1e-6); 'trl' (the sample std, ddof 1, eps 1e-4: TRL's "
+                                  "GRPOTrainer, scale_rewards='group')", choices=("population", "trl"))
     kl_coef: float = knob(0.001, "k3 KL penalty to the frozen initial agent", lo=0.0)
     entropy_coef: float = knob(0.0, "entropy bonus (logged either way)", lo=0.0)
     replay_fraction: float = knob(0.5, "extra tasks re-rolled from the training pool, as a fraction of the "
@@ -308,7 +311,7 @@ class EngineConfig:
 
 @dataclass
 class RunConfig:
-    """A whole run. Defaults follow DESIGN.md."""
+    """A whole run (docs/configuration.md: every knob, its default and why)."""
     name: str = knob("default", "the run's name: its folder is runs/<name> unless `genenv run --out` gives one")
     seed: int = knob(0, "fixes every random stream", lo=0)
     epochs: int = knob(200, "co-evolution epochs", lo=0)

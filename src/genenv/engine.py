@@ -1,6 +1,6 @@
 """Where an epoch's model-heavy phases run: in the run's own process, or sharded over Ray actors.
 
-The simulator's task writing (phase 1), the agent's rollouts (phase 3) and its greedy evaluation (phase 9)
+The simulator's task writing (phase 1), the agent's rollouts (phase 3) and its greedy evaluation (phase 8)
 are cut into shards by the config alone (:func:`genenv.rollout.tasks_per_shard`), and every sampled sequence
 draws its randomness from (seed, epoch, phase, task, sample, turn) (:func:`genenv.seeding.sequence_uniforms`).
 A shard is therefore the same

@@ -247,6 +247,15 @@ def rejection_warning(m: dict, share: float = 0.5) -> str | None:
             "domain's parse_task or validate)")
 
 
+def band_line(reward_cfg) -> str:
+    """What the epoch line's ``band`` counts, said once at a run's start: the p_hat interval a task is in band for
+    (``alpha +- k_min``, cut to [0, 1]), and when it covers every p_hat, that it does."""
+    low, high = max(0.0, reward_cfg.alpha - reward_cfg.k_min), min(1.0, reward_cfg.alpha + reward_cfg.k_min)
+    every = " (every task: a wide band, for checking the plumbing)" if (low, high) == (0.0, 1.0) else ""
+    return (f"band: the share of tasks with {low:.2f} <= p_hat <= {high:.2f} (curriculum_reward.alpha "
+            f"{reward_cfg.alpha:g} +- k_min {reward_cfg.k_min:g}){every}")
+
+
 def summary_line(m: dict, generates: bool) -> str:
     """The epoch in one line of at most 100 characters (printed after every epoch; docs/run-folder.md explains
     each field): valid/written tasks (or drawn), mean p_hat and the share in the band, mean level, the share of

@@ -16,6 +16,7 @@ gradient), plus the process's own baseline. docs/models.md holds it against ``be
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ class ModelReport:
     """What :func:`check_model` found: ``rows`` (label, text) in order, and the first problem (None when none)."""
     rows: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    trl_problem: str | None = None   # what TRL alone refuses (a multi-turn domain's tool calls)
 
     @property
     def problem(self) -> str | None:
@@ -44,7 +46,32 @@ class ModelReport:
         width = max((len(label) for label, _ in self.rows), default=0)
         lines = [f"{label:<{width}}  {value}" for label, value in self.rows]
         lines.append(f"{'problem':<{width}}  {self.problem or 'none found'}")
+        if self.trl_problem:
+            lines.append(f"{'TRL problem':<{width}}  {self.trl_problem}")
         return "\n".join(lines)
+
+
+def _tool_call_row(report: ModelReport, cfg, tokenizer) -> None:
+    """For a multi-turn domain: the row saying whether TRL can take its actions as the folder's tool calls."""
+    from genenv.config import ConfigError  # noqa: PLC0415
+    from genenv.domains import domain_class  # noqa: PLC0415
+
+    try:
+        multi_turn = domain_class(cfg.domain.name).multi_turn
+    except ConfigError:
+        return   # (an unknown domain is refused where the run reads its config)
+    if not multi_turn or tokenizer is None:
+        return
+    try:
+        problem = tool_call_problem(tokenizer)
+    except ImportError:
+        report.rows.append(("TRL tool calls", "not checked: TRL is not installed (the trl extra)"))
+        return
+    if problem:
+        report.trl_problem = (f"agent.model: {cfg.domain.name} is multi-turn, and TRL takes its actions as tool calls: "
+                              f"{problem}; {TOOL_CALL_ADVICE}")
+    report.rows.append(("TRL tool calls", f"no ({problem})" if problem else
+                        f"yes: {cfg.domain.name}'s actions as tool calls (examples/trl_genenv.py)"))
 
 
 def _block_linears(model) -> list[tuple[str, torch.nn.Linear]]:
@@ -110,9 +137,95 @@ def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_token
     return out
 
 
+def device_problem(device: str) -> str | None:
+    """Why torch here cannot use ``device`` (the ``device`` knob), or None when it can."""
+    if device == "cuda" and not torch.cuda.is_available():
+        why = "is built without CUDA" if torch.version.cuda is None else "finds no CUDA device"
+        return (f"device: 'cuda', and torch {torch.__version__} here {why}; set device=cpu (own-model on a CPU: "
+                "docs/models.md)")
+    return None
+
+
+def tool_call_problem(tokenizer) -> str | None:
+    """Why TRL cannot take a multi-turn domain's actions as tool calls with ``tokenizer``'s chat template (TRL's own
+    two tests: the template renders a tool call and a tool message, ``supports_tool_calling``, and TRL knows how to
+    read the model's tool calls back, ``add_response_schema``), or None when it can."""
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling  # noqa: PLC0415 (the trl extra)
+
+    if not getattr(tokenizer, "chat_template", None):
+        return "it has no chat template"
+    if not supports_tool_calling(tokenizer):
+        return "its chat template drops tool calls or tool messages"
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:
+            add_response_schema(copy.copy(tokenizer))
+        except ValueError:
+            return "TRL cannot read tool calls back from its chat template (not one TRL knows)"
+    return None
+
+
+TOOL_CALL_ADVICE = ("use a tool-calling model (a Qwen2.5/Qwen3 or Llama 3.1/3.2 folder) or, offline, a test folder "
+                    "with a released template: `genenv models random qwen2 --out F --chat-template qwen2_5 --preset "
+                    "P` (docs/trl.md)")
+
+
+def model_problem(field: str, model: str) -> str | None:
+    """Why a run cannot load ``model`` (the value of the knob ``field``, ``agent.model`` or ``env.model``), named
+    by that field: a packaged model whose package is missing, a folder that does not exist, or a folder
+    :func:`check_model` finds a problem in; None when it can (and for ``tiny``)."""
+    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, packaged_file  # noqa: PLC0415
+
+    if model == "tiny":
+        return None
+    if model in KNOWN_MODELS:
+        if (model_folder(model) / "config.json").exists():
+            return None
+        try:
+            packaged_file(KNOWN_MODELS[model])
+        except ModelNotAvailable as error:
+            return f"{field}: {error}"
+        return None
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return (f"{field}: {model}: no such folder (a model is 'tiny', a packaged name "
+                f"({', '.join(sorted(KNOWN_MODELS))}) or a Hugging Face model folder)")
+    problem = check_model(folder).problem
+    return f"{field}: {problem}" if problem else None
+
+
+def start_problems(cfg) -> list[str]:
+    """What a run of ``cfg`` refuses at its start, before a run folder is made or a warm start paid for, each
+    naming its field: a device torch cannot use (:func:`device_problem`) and each player's model
+    (:func:`model_problem`; a frozen endpoint's simulator is the endpoint's). ``genenv models check FOLDER --preset
+    P`` reports the same."""
+    problems = [device_problem(cfg.device)]
+    players = [("agent.model", cfg.agent.model)]
+    if cfg.env.backend == "local":
+        players.append(("env.model", cfg.env.model))
+    seen: dict[str, str | None] = {}
+    for field_name, model in players:
+        if model not in seen:
+            seen[model] = model_problem(field_name, model)
+        elif seen[model]:
+            seen[model] = None   # (one line for a folder both players share)
+            continue
+        problems.append(seen[model])
+    return [problem for problem in problems if problem]
+
+
+def check_start(cfg) -> None:
+    """:func:`start_problems`' first, as a ConfigError (``genenv run`` prints it as one line)."""
+    from genenv.config import ConfigError  # noqa: PLC0415
+
+    problems = start_problems(cfg)
+    if problems:
+        raise ConfigError(problems[0])
+
+
 def check_model(folder: str | Path, cfg=None) -> ModelReport:
     """What genenv makes of ``folder``; with ``cfg`` (a run's config with the folder as its players), the memory
-    a run of it needs and the settings it refuses."""
+    a run of it needs and the settings it refuses: the device, and for a multi-turn domain whether TRL can take its
+    actions as tool calls (``trl_problem``: a problem for TRL alone, genenv's loop prompts with plain text)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
 
     from genenv.config import sliding_window_of  # noqa: PLC0415
@@ -175,6 +288,11 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
                         else "yes (agent.shared_prefix=true)"))
     linears = _block_linears(model)
     report.rows.append(("LoRA targets", ", ".join(sorted({name.rsplit(".", 1)[-1] for name, _ in linears}))))
+    if cfg is not None:
+        problem = device_problem(cfg.device)
+        if problem:
+            report.problems.append(problem)
+        _tool_call_row(report, cfg, tokenizer)
     if cfg is not None:   # (agent.shared_prefix on a sliding window is refused where cfg was read)
         prompt = None
         if tokenizer is not None:

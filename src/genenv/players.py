@@ -4,6 +4,7 @@ run's state (the pools, the GRPO buffer, counters). :mod:`genenv.checkpoint` sav
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 
 import torch
@@ -85,10 +86,14 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player, log=pri
 
 def check_samplers(cfg: RunConfig) -> None:
     """At a run's start, before anything is paid: a player with ``sampler=vllm`` whose model vLLM cannot decode
-    (:func:`genenv.models.vllm_engine.vllm_refusal`), or without vLLM installed, is a ConfigError naming the field."""
+    (:func:`genenv.models.vllm_engine.vllm_refusal`), or without vLLM installed, or with ``sampler=llama.cpp`` without
+    llama-cpp-python, is a ConfigError naming the field."""
     from genenv.models import vllm_engine  # noqa: PLC0415 (vLLM itself is imported where an engine is built)
 
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
+        if player.sampler == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(f"{name}.sampler: llama.cpp needs llama-cpp-python (`make install` builds it from its "
+                              f"source distribution), which is not installed here; or set {name}.sampler=transformers")
         if player.sampler != "vllm":
             continue
         if not vllm_engine.vllm_installed():
@@ -96,6 +101,30 @@ def check_samplers(cfg: RunConfig) -> None:
         refusal = vllm_engine.vllm_refusal(player.model, cfg.device)
         if refusal:
             raise ConfigError(f"{name}.sampler: {refusal} ({name}.model)")
+
+
+def engines(cfg: RunConfig) -> dict[str, str]:
+    """What decodes each player's generations (``agent``, ``env``), in words, decided from the config at the start,
+    and why where a player's ``sampler`` fell back: a run logs it first and records it in config.yaml."""
+    from genenv.models.registry import llamacpp_refusal  # noqa: PLC0415
+
+    out = {}
+    for name, player in (("agent", cfg.agent), ("env", cfg.env)):
+        if name == "env" and cfg.env.backend == "openai":
+            out[name] = f"the endpoint {cfg.env.openai.base_url} serving {cfg.env.openai.model!r} (env.backend=openai)"
+        elif player.sampler == "vllm":
+            out[name] = f"vLLM on {cfg.device} ({name}.sampler=vllm)"
+        elif player.sampler == "llama.cpp":
+            refusal = llamacpp_refusal(player.model)
+            out[name] = (f"llama.cpp ({name}.sampler=llama.cpp)" if refusal is None else
+                         f"transformers on {cfg.device}, not llama.cpp: {refusal}")
+        else:
+            out[name] = f"transformers on {cfg.device} ({name}.sampler=transformers)"
+    return out
+
+
+def engines_line(found: dict[str, str]) -> str:
+    return f"engines: agent: {found['agent']}; simulator: {found['env']}"
 
 
 def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):

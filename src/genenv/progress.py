@@ -28,6 +28,15 @@ def progress_bar(total: int, desc: str, enabled: bool = True, initial: int = 0, 
                 file=stream)
 
 
+def warm_start_progress(total: int, desc: str, enabled: bool):
+    """A warm start's display: :func:`progress_bar` where the run shows progress; with ``progress: false`` still a
+    plain line every 30 s of a long one (a real model's warm start takes minutes, with nothing else on the
+    console), and none for one shorter than that."""
+    if enabled:
+        return progress_bar(total, desc, leave=False)
+    return PlainProgress(total, desc, quiet_when_short=True)
+
+
 def _is_terminal(stream) -> bool:
     try:
         return stream.isatty()
@@ -52,10 +61,13 @@ def skip(progress, n: int) -> None:
 
 class PlainProgress:
     """``desc: n/total (pct%), elapsed, ~left [phase]`` every ``interval`` seconds and once at the end, one line
-    each (for logs: no carriage returns)."""
+    each (for logs: no carriage returns); ``quiet_when_short``: no line at the end of work that printed none
+    before (it took less than ``interval``)."""
 
-    def __init__(self, total: int, desc: str, initial: int = 0, interval: float = 30.0, stream=None):
+    def __init__(self, total: int, desc: str, initial: int = 0, interval: float = 30.0, stream=None,
+                 quiet_when_short: bool = False):
         self.total, self.desc, self.n, self.interval = total, desc, initial, interval
+        self.quiet_when_short, self._printed = quiet_when_short, False
         self.stream = stream or sys.stdout
         self._initial = initial
         self._start = self._last = time.monotonic()
@@ -85,7 +97,8 @@ class PlainProgress:
             self._print(now)
 
     def close(self) -> None:
-        if not self._closed and self.n > self._initial:  # (nothing done, e.g. a cached warm start: no line)
+        short = self.quiet_when_short and not self._printed and time.monotonic() - self._start < self.interval
+        if not self._closed and self.n > self._initial and not short:  # (nothing done, e.g. a cached warm start)
             self._print(time.monotonic())
         self._closed = True
 
@@ -100,6 +113,7 @@ class PlainProgress:
         if self.postfix and self.n < self.total:
             text += f" [{self.postfix}]"
         print(text, file=self.stream, flush=True)
+        self._printed = True
 
     def __enter__(self):
         return self

@@ -6,6 +6,7 @@ start evaluated, a first checkpoint), and what a finished run reports. The epoch
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from genenv.checkpoint import (
@@ -29,7 +30,7 @@ from genenv.evaluation import evaluate_all
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.metrics import fmt_levels
 from genenv.players import Players, RunState, make_players
-from genenv.progress import progress_bar
+from genenv.progress import warm_start_progress
 from genenv.provenance import check_code_on_resume, record_code
 from genenv.seeding import phase_rng
 from genenv.splits import DataSplit, level_accounts, training_seed_tasks
@@ -86,6 +87,13 @@ def open_run(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: Data
     return players, state
 
 
+def discard_failed_start(run_dir: Path) -> None:
+    """Remove the folder of a run whose start failed before its first checkpoint (made by this start: nothing in
+    it can be resumed), unless it holds a fixed set's shards (work a resume reuses)."""
+    if latest_checkpoint(run_dir) is None and not (run_dir / FIXED_SET_JOURNAL).exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def run_summary(run_dir: Path) -> dict:
     """What the trackers get at the end: success after the warm start and at the last evaluation."""
     warm = json.loads((run_dir / "warmstart.json").read_text()) if (run_dir / "warmstart.json").exists() else {}
@@ -116,10 +124,9 @@ def initial_players(cfg: RunConfig, curriculum: Curriculum, domain: Domain, spli
     atomic_write_json(run_dir / "data_split.json", accounts)
     for sentence in accounts["small_levels"]:
         log(f"note: {sentence}")
-    with progress_bar(cfg.agent.warmstart.steps, "warm start: agent", enabled=cfg.progress, leave=False) as bar:
+    with warm_start_progress(cfg.agent.warmstart.steps, "warm start: agent", cfg.progress) as bar:
         agent, agent_info = warm_start_agent(cfg, domain, progress=bar, log=log, seeds=seeds)
-    with progress_bar(cfg.env.warmstart.steps, "warm start: simulator", enabled=cfg.progress,
-                      leave=False) as bar:
+    with warm_start_progress(cfg.env.warmstart.steps, "warm start: simulator", cfg.progress) as bar:
         env, env_info = warm_start_simulator(cfg, domain, progress=bar, log=log)
     atomic_write_json(run_dir / "warmstart_info.json", {"agent": agent_info, "env": env_info,
                                                         "agent_parameters": agent.num_parameters(),

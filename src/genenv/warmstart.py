@@ -31,7 +31,7 @@ from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
-from genenv.progress import skip
+from genenv.progress import skip, warm_start_progress
 from genenv.prompts import context_budget, fit_contexts
 from genenv.provenance import source_fingerprint
 from genenv.rollout import rollout
@@ -238,11 +238,15 @@ def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain):
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
                      seeds: list[Task] | None = None) -> tuple[Policy, dict]:
-    """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`)."""
+    """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`).
+    ``progress``: a display of its steps (none given: a plain line every 30 s of a long one)."""
     folder, cached, policy, rng = _cached_or_base("agent", cfg, cfg.agent, domain)
     if cached is not None:
         return cached
     ws = cfg.agent.warmstart
+    own = progress is None
+    if own:
+        progress = warm_start_progress(ws.steps, "warm start: agent", enabled=False)
     if seeds is None:
         seeds = training_seed_tasks(cfg, domain, data_split(cfg, domain))
     examples = agent_examples(cfg, domain, policy, seeds)
@@ -273,6 +277,8 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     else:
         warnings.warn(f"agent warm start ended below agent.warmstart.min_success ({info['seed_success']:.3f} < "
                       f"{ws.min_success}); raise agent.warmstart.steps or max_rounds", RuntimeWarning, stacklevel=2)
+    if own:
+        progress.close()
     cached = _save_cached(policy, folder, info, cfg, cfg.dtype)
     journal.remove()
     return cached
@@ -287,6 +293,9 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
     if cached is not None:
         return cached
     ws = cfg.env.warmstart
+    own = progress is None
+    if own:   # (a plain line every 30 s of a long one)
+        progress = warm_start_progress(ws.steps, "warm start: simulator", enabled=False)
     corpus = domain.simulator_corpus(np.random.default_rng(stream_seed(cfg.seed, "env", "corpus")), ws.corpus_size)
     if cfg.env.model == "tiny":
         check_alphabet(domain, (text for seed, stats, task in corpus
@@ -302,6 +311,8 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         curve = _finetune(policy, examples, ws, rng, progress, journal, saved, 0, dict(info))
         info.update(rounds=1, loss=float(np.mean(curve[-20:])))
         log(f"simulator warm start: loss {info['loss']:.4f}")
+    if own:
+        progress.close()
     cached = _save_cached(policy, folder, info, cfg, cfg.dtype)
     journal.remove()
     return cached

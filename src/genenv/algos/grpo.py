@@ -27,13 +27,21 @@ class PolicySample:
     advantage: float
 
 
-def group_advantages(rewards, eps: float = 1e-6) -> np.ndarray:
-    """(r_i - mean) / (std + eps) within one group (population std); all zeros when std == 0."""
+# How a group's rewards are scaled into advantages, (r_i - mean) / (std + eps): the standard deviation's delta
+# degrees of freedom and eps. "population": genenv's (ddof 0, eps 1e-6); "trl": TRL's GRPOTrainer with
+# scale_rewards="group" (the sample standard deviation, ddof 1, as torch.std; eps 1e-4). At G = 8 the sample
+# deviation is sqrt(8/7) = 1.07 times the population one: the same direction, advantages 0.94 times as large.
+ADVANTAGE_SCALINGS = {"population": (0, 1e-6), "trl": (1, 1e-4)}
+
+
+def group_advantages(rewards, scaling: str = "population") -> np.ndarray:
+    """(r_i - mean) / (std + eps) within one group, std and eps as ``scaling`` (:data:`ADVANTAGE_SCALINGS`) says;
+    all zeros when the rewards are all equal."""
+    ddof, eps = ADVANTAGE_SCALINGS[scaling]
     rewards = np.asarray(rewards, dtype=float)
-    std = rewards.std()
-    if std == 0.0:
+    if rewards.size < 2 or rewards.std() == 0.0:
         return np.zeros_like(rewards)
-    return (rewards - rewards.mean()) / (std + eps)
+    return (rewards - rewards.mean()) / (rewards.std(ddof=ddof) + eps)
 
 
 def is_informative(rewards) -> bool:
@@ -235,14 +243,15 @@ def _grpo_micro_loss(policy, reference, samples, tokens, clip_eps, kl_coef, entr
     return grpo_loss(logp, old, ref_logp, advantages, mask, clip_eps, kl_coef, entropy, entropy_coef, tokens)
 
 
-def informative_samples(groups) -> list[list[PolicySample]]:
-    """GRPO samples of the informative groups of rollout episodes (every turn of an episode shares its advantage)."""
+def informative_samples(groups, scaling: str = "population") -> list[list[PolicySample]]:
+    """GRPO samples of the informative groups of rollout episodes (every turn of an episode shares its advantage),
+    the advantages scaled as ``scaling`` says (:func:`group_advantages`)."""
     informative = []
     for group in groups:
         rewards = [e.reward for e in group]
         if is_informative(rewards):
             informative.append([PolicySample(t.prompt_ids, t.response_ids, t.logprobs, float(a))
-                                for e, a in zip(group, group_advantages(rewards)) for t in e.turns])
+                                for e, a in zip(group, group_advantages(rewards, scaling)) for t in e.turns])
     return informative
 
 

@@ -35,9 +35,9 @@ BENCHMARK_ENTRY_POINTS = "genenv.benchmarks"   # an installed package's benchmar
 def benchmark_modules() -> dict[str, str]:
     """``genenv eval --benchmark NAME``: every benchmark, name -> the module that runs it (its
     ``add_arguments(parser)`` declares its command-line options, its ``from_command_line(args, common)`` runs it):
-    ``heldout`` (a config's own sets, :mod:`genenv.evaluate`), each built-in domain package's ``BENCHMARKS``, and
+    ``heldout`` (a config's own sets, :mod:`genenv.heldout_eval`), each built-in domain package's ``BENCHMARKS``, and
     each installed package's ``genenv.benchmarks`` entry points (a plugin domain's benchmark)."""
-    out = {"heldout": "genenv.evaluate"}
+    out = {"heldout": "genenv.heldout_eval"}
     out.update({name: target for package in DOMAIN_PACKAGES for name, target in getattr(package, "BENCHMARKS",
                                                                                       {}).items()})
     for point in importlib.metadata.entry_points(group=BENCHMARK_ENTRY_POINTS):

@@ -7,7 +7,7 @@ need the carry skill of the easier ones. Seed tasks cover only levels 1-2; the h
 
 Why this format: with variable-length, most-significant-first numbers a tiny model warm-started on 1-2
 digits scores exactly 0 on 3 digits, so RL gets no signal and no curriculum can matter. Fixed width and
-LSD-first order leave a small non-zero success on the next level, which GRPO can climb (DESIGN.md).
+LSD-first order leave a small non-zero success on the next level, which GRPO can climb.
 
 The simulator is prompted with a seed task and the agent's recent success, ``s5|21000000+53000000>``
 (``s5`` = success about 0.5; ``s?`` unknown) and writes a task in the same form. Its warm-start corpus pairs a

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import torch
@@ -49,16 +50,41 @@ from genenv.coevolve import (
 )
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import check_domain_capabilities, make_curriculum
-from genenv.domains import Invalid, Task, make_domain
+from genenv.domains import Invalid, Task, domain_class, make_domain
 from genenv.engine import LocalEngine
 from genenv.generation import Candidate
-from genenv.io import atomic_write_json
+from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.metrics import mean
+from genenv.model_check import TOOL_CALL_ADVICE, check_start, tool_call_problem
 from genenv.players import Players, RunState, prepare_player, simulator_constraint
 from genenv.rollout import Episode
 from genenv.signals import SIGNALS
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
+
+
+def check_trl_start(cfg: RunConfig) -> None:
+    """What a TRL run of ``cfg`` refuses before any warm start, as a ConfigError naming the field: what genenv's own
+    run refuses at its start (:func:`genenv.model_check.check_start`: the device, the players' models) and, for a
+    multi-turn domain, an agent (``agent.model``) whose chat template TRL cannot take tool calls through
+    (:func:`genenv.model_check.tool_call_problem`; the tiny models have no template)."""
+    check_start(cfg)
+    if not domain_class(cfg.domain.name).multi_turn:
+        return
+    if cfg.agent.model == "tiny":
+        problem = "the tiny model has no chat template"
+    else:
+        from transformers import AutoTokenizer  # noqa: PLC0415
+
+        from genenv.models.registry import resolve_model  # noqa: PLC0415
+        problem = tool_call_problem(AutoTokenizer.from_pretrained(resolve_model(cfg.agent.model)))
+    if problem:
+        raise ConfigError(multi_turn_refusal(cfg.domain.name, problem))
+
+
+def multi_turn_refusal(domain: str, problem: str) -> str:
+    return (f"agent.model: domain {domain!r} is multi-turn, and TRL takes its actions as tool calls, which the "
+            f"agent's chat template cannot carry ({problem}); {TOOL_CALL_ADVICE}")
 
 
 def world() -> tuple[int, int]:
@@ -79,6 +105,7 @@ class SimulatorSide:
                  main_process: bool | None = None):
         self.cfg, self.log = cfg, log
         self.main_process = int(os.environ.get("RANK", "0")) == 0 if main_process is None else main_process
+        check_trl_start(cfg)
         self.domain = make_domain(cfg.domain.name, **cfg.domain.options)
         self.curriculum = make_curriculum(cfg.curriculum)
         self.curriculum.check(self.domain)
@@ -181,8 +208,9 @@ class SimulatorSide:
     # ------------------------------------------------------------------ checkpoints (TRL's, a folder beside its own)
     def save(self, folder: Path, pending_rows: list) -> None:
         """The simulator's weights and optimiser, the pools (every event, in order), the rounds written and not yet
-        observed (their candidates, to be trained on and observed after a resume as they would have been) and the
-        round the stream writes next. Only the main process holds anything to save."""
+        observed (their candidates, to be trained on and observed after a resume as they would have been), the
+        round the stream writes next, and every observed round's metrics (``metrics.jsonl``, a row per round). Only
+        the main process holds anything to save."""
         if not self.main_process:
             return
         folder.mkdir(parents=True, exist_ok=True)
@@ -196,6 +224,7 @@ class SimulatorSide:
             "task_pool": self.state.task_pool.pending, "env_pool": self.state.env_pool.pending,
             "run_state": self.state.to_json(),
             "rounds": rounds})
+        atomic_write_jsonl(folder / "metrics.jsonl", self.metrics)
 
     def load(self, folder: Path) -> list:
         """What :meth:`save` wrote (on the main process; the others only learn the round to go on from). Returns
@@ -357,13 +386,9 @@ def domain_scorer(side: SimulatorSide, tokenizer=None) -> DomainReward | DomainE
     ``scorer.trainer_arguments()`` to ``GRPOTrainer`` and ``scorer`` to :class:`GenEnvCallback`."""
     if not side.domain.multi_turn:
         return DomainReward(side)
-    if tokenizer is not None:
-        from trl.chat_template_utils import supports_tool_calling  # noqa: PLC0415 (the trl extra)
-        if not supports_tool_calling(tokenizer):
-            raise ConfigError(f"agent.model: domain {side.domain.name!r} is multi-turn, and TRL takes its actions as "
-                              "tool calls, which the agent's chat template cannot render (it has none, or it drops "
-                              "tool calls or tool messages); use a tool-calling model, e.g. a Qwen2.5/Qwen3 folder "
-                              "(docs/trl.md)")
+    problem = tool_call_problem(tokenizer) if tokenizer is not None else None
+    if problem:
+        raise ConfigError(multi_turn_refusal(side.domain.name, problem))
     return DomainEnvironments(side)
 
 
@@ -415,6 +440,12 @@ class GenEnvCallback(_callback_base()):
         self.side.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / "genenv", self.rows)
         return control
 
+    def on_train_end(self, args, state, control, **kwargs):
+        """What the run trained, kept: genenv's state as at a checkpoint, in ``<output_dir>/genenv`` (the simulator,
+        its optimiser, the pools, ``metrics.jsonl``)."""
+        self.side.save(Path(args.output_dir) / "genenv", self.rows)
+        return control
+
     def on_train_begin(self, args, state, control, **kwargs):
         """A run resumed from a checkpoint (``trainer.train(resume_from_checkpoint=...)``; TRL has restored its step)
         restores genenv's from the same checkpoint."""
@@ -444,6 +475,35 @@ class GenEnvCallback(_callback_base()):
             logs.update(extra)
             if state.log_history:
                 state.log_history[-1].update(extra)
+        return control
+
+
+class SaveAndStopOnSignal(_callback_base()):
+    """Ctrl-C (SIGINT) or SIGTERM (a scheduler's preemption) while training: the step under way finishes (a step is
+    one round), a checkpoint is saved, TRL's and genenv's, and training stops; ``trainer.train(resume_from_checkpoint
+    =...)`` goes on from it with what the uninterrupted run would have had. A second signal stops at once. Build it
+    in the main thread (Python's signal handlers live there); across processes, every process stops at the same
+    step (the flag is gathered after each)."""
+
+    def __init__(self, signals=(signal.SIGINT, signal.SIGTERM)):
+        self.asked = False
+        for number in signals:
+            signal.signal(number, self._ask)
+
+    def _ask(self, number, frame):
+        if self.asked:
+            raise KeyboardInterrupt
+        self.asked = True
+
+    def on_step_end(self, args, state, control, **kwargs):
+        asked = self.asked
+        _, size = world()
+        if size > 1:
+            parts = [None] * size
+            dist.all_gather_object(parts, asked)
+            asked = any(parts)
+        if asked:
+            control.should_save = control.should_training_stop = True
         return control
 
 
@@ -497,5 +557,6 @@ def grpo_batch(side: SimulatorSide, num_generations: int, processes: int | None 
     return settings
 
 
-__all__ = ["DomainEnvironment", "DomainEnvironments", "DomainReward", "GenEnvCallback", "SimulatorSide",
-           "domain_scorer", "grouped_rewards", "grpo_batch", "launched_processes", "task_stream"]
+__all__ = ["DomainEnvironment", "DomainEnvironments", "DomainReward", "GenEnvCallback", "SaveAndStopOnSignal",
+           "SimulatorSide", "check_trl_start", "domain_scorer", "grouped_rewards", "grpo_batch", "launched_processes",
+           "task_stream"]

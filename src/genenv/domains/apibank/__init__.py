@@ -6,6 +6,6 @@ from our SPEC.md of the benchmark. The data stays where the user keeps it (``--d
 
 from genenv.domains.apibank.domain import ApiBankDomain
 
-BENCHMARKS = {"api-bank": "genenv.domains.apibank.benchmark"}   # genenv eval --benchmark NAME: its module
+BENCHMARKS = {"api-bank": "genenv.domains.apibank.benchmark_eval"}   # genenv eval --benchmark NAME: its module
 
 __all__ = ["BENCHMARKS", "ApiBankDomain"]

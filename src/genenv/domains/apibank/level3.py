@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from genenv.domains.apibank.calls import extract_call
+from genenv.domains.apibank.evaluator import _read_json
 from genenv.domains.apibank.scoring import CALL_TIMEOUT_S, Verdict
 from genenv.domains.apibank.tools import (
     CallError,
@@ -285,8 +286,6 @@ def score_step(prediction: str, gold_step: dict, session: Level3Session) -> Verd
 
 def load_level3(folder: Path, limit: int | None = None) -> tuple[list[dict], list[dict], list[dict]]:
     """(tasks, step items with their gold step, response items). ``limit``: the first ``limit`` tasks."""
-    from genenv.domains.apibank.evaluator import _read_json  # noqa: PLC0415  (evaluate imports this module)
-
     data = folder / "test-data"
     tasks = _read_json(data / "level-3.json")
     steps = _read_json(data / "level-3-batch-inf.json")

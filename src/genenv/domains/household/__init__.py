@@ -4,6 +4,6 @@
 
 from genenv.domains.household.domain import HouseholdDomain
 
-BENCHMARKS = {"alfworld": "genenv.domains.household.benchmark"}   # genenv eval --benchmark NAME: its module
+BENCHMARKS = {"alfworld": "genenv.domains.household.benchmark_eval"}   # genenv eval --benchmark NAME: its module
 
 __all__ = ["BENCHMARKS", "HouseholdDomain"]

@@ -4,6 +4,6 @@ reader and scorers (``bamboogle``), BM25 retrieval (``retrieval``) and ``genenv 
 
 from genenv.domains.multihop.domain import MultiHopDomain
 
-BENCHMARKS = {"bamboogle": "genenv.domains.multihop.benchmark"}   # genenv eval --benchmark NAME: its module
+BENCHMARKS = {"bamboogle": "genenv.domains.multihop.benchmark_eval"}   # genenv eval --benchmark NAME: its module
 
 __all__ = ["BENCHMARKS", "MultiHopDomain"]

@@ -4,6 +4,6 @@ through its own code (``bfcl``), the multi-turn categories (``bfcl_multiturn``) 
 
 from genenv.domains.toolcall.domain import ToolCallDomain
 
-BENCHMARKS = {"bfcl": "genenv.domains.toolcall.benchmark"}   # genenv eval --benchmark NAME: its module
+BENCHMARKS = {"bfcl": "genenv.domains.toolcall.benchmark_eval"}   # genenv eval --benchmark NAME: its module
 
 __all__ = ["BENCHMARKS", "ToolCallDomain"]

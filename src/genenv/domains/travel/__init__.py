@@ -5,6 +5,6 @@ the benchmark. The data stays where the user keeps it (``--data``: the folder ho
 
 from genenv.domains.travel.domain import TravelDomain
 
-BENCHMARKS = {"travelplanner": "genenv.domains.travel.benchmark"}   # genenv eval --benchmark NAME: its module
+BENCHMARKS = {"travelplanner": "genenv.domains.travel.benchmark_eval"}   # genenv eval --benchmark NAME: its module
 
 __all__ = ["BENCHMARKS", "TravelDomain"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.travel import constraints as travel_checks
 from genenv.domains.travel import queries as travel_queries
 from genenv.domains.travel.sandbox import Sandbox
+from genenv.eval_driver import greedy_with_progress, load_eval_policy, save_results
 
 
 def eval_travelplanner(model: str, data: str | Path, queries: str, out: str | Path, limit: int | None = None,

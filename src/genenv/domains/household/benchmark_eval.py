@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import fmt, load_eval_policy
 from genenv.domains.household import alfworld
 from genenv.domains.household.domain import HouseholdDomain
+from genenv.eval_driver import fmt, load_eval_policy
 from genenv.io import atomic_write_json
 from genenv.progress import progress_bar
 

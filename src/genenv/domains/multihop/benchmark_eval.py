@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_responses, greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.multihop import bamboogle
 from genenv.domains.multihop.retrieval import Bm25Index
+from genenv.eval_driver import greedy_responses, greedy_with_progress, load_eval_policy, save_results
 
 
 def eval_bamboogle(model: str, data: str | Path | None, out: str | Path, limit: int | None = None,

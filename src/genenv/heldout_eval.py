@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import fmt, save_results
 from genenv.config import RunConfig
 from genenv.domains import make_domain
+from genenv.eval_driver import fmt, save_results
 from genenv.evaluation import evaluate_all
 from genenv.models.policy import Policy
 from genenv.models.registry import resolve_model

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import StopAfterLine, greedy_with_progress, load_eval_policy, save_results
 from genenv.domains.apibank import evaluator as apibank
 from genenv.domains.apibank.calls import extract_call
+from genenv.domains.apibank.level3 import evaluate_level3
+from genenv.eval_driver import StopAfterLine, greedy_with_progress, load_eval_policy, save_results
 
 
 def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: str | Path, limit: int | None = None,
@@ -26,8 +27,6 @@ def eval_apibank(model: str, data: str | Path | None, levels: list[int], out: st
     :func:`extract_call`): the verdict reads that line and nothing after it, so it is the verdict of the whole
     answer, and the decoding after it is saved. ``whole_answers`` (``--whole-answers``) decodes every answer to its
     end or ``max_new_tokens``, as before, for predictions to read whole."""
-    from genenv.domains.apibank.level3 import evaluate_level3  # noqa: PLC0415 (level3 imports the evaluator)
-
     torch.set_num_threads(threads)
     folder = apibank.data_folder(data)  # bad paths and levels fail before the model loads
     scored_levels = (*apibank.LEVEL_FOLDERS, 3)

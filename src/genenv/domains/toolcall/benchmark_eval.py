@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from genenv.benchmarking import greedy_responses, greedy_with_progress, load_eval_policy
 from genenv.domains.toolcall import bfcl, bfcl_multiturn
+from genenv.eval_driver import greedy_responses, greedy_with_progress, load_eval_policy
 from genenv.io import atomic_write_json
 from genenv.progress import progress_bar
 
