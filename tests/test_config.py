@@ -131,7 +131,7 @@ def test_the_real_domain_presets_load_and_name_their_domain(name):
 
 
 def test_changed_fields_names_every_differing_leaf_by_its_dotted_key():
-    from genenv.config import changed_fields
+    from genenv.run_config import changed_fields
     old = {"epochs": 200, "agent": {"lr": 1e-3, "tiny": {"num_layers": 2}}, "name": "default"}
     new = {"epochs": 400, "agent": {"lr": 1e-3, "tiny": {"num_layers": 3}}, "name": "default", "extra": 1}
     assert changed_fields(old, new) == {"epochs": (200, 400), "agent.tiny.num_layers": (2, 3), "extra": (None, 1)}
@@ -312,7 +312,8 @@ def test_a_removed_knob_is_refused_where_it_would_have_changed_something_and_a_r
     import copy
     import warnings
 
-    from genenv.config import run_config, to_dict
+    from genenv.config import to_dict
+    from genenv.run_config import run_config
     with pytest.warns(FutureWarning, match=r"checkpoint_in_background is removed \(a checkpoint is always written in "
                                           r"the background\): leave it out"):
         load_config("smoke", ["checkpoint_in_background=false"])
@@ -368,3 +369,16 @@ def test_a_players_knob_at_the_top_names_the_players_that_have_it():
         load_config("smoke", ["group_size=4"])
     with pytest.raises(ConfigError, match=r"^variations: unknown field; did you mean env.variations\?"):
         load_config("smoke", ["variations=4"])
+
+
+def test_old_spellings_are_read_by_a_module_of_their_own_only_when_a_config_holds_one():
+    """Issue 88, item 2: config.py holds the knobs and their checks; genenv.old_spellings is imported only for a
+    config with a name or value today's lacks (and then reads it, with its warning)."""
+    import subprocess
+    import sys
+    code = ("import sys, warnings; from genenv.config import load_config; load_config('smoke', ['agent.lr=0.1']); "
+            "print('old_spellings' in str(sorted(sys.modules))); warnings.simplefilter('ignore'); "
+            "cfg = load_config('smoke', ['env.pg_steps=3']); print('genenv.old_spellings' in sys.modules, "
+            "cfg.env.pg.steps)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True", "3"], done.stderr

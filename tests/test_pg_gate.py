@@ -101,7 +101,8 @@ def test_the_update_rules_knobs_are_grouped_and_the_old_names_still_read():
     """env.pg.* and env.rwr.* (issue 42): an old flat name is read for one release with a FutureWarning naming
     the new one (quietly from a run folder's config, which was started with it); both names at once, a knob of
     the rule not selected, and pg with batch-level p_hat are configuration errors."""
-    from genenv.config import run_config, to_dict
+    from genenv.config import to_dict
+    from genenv.run_config import run_config
     with pytest.warns(FutureWarning, match="env.pg_minibatch_groups is deprecated: write env.pg.minibatch_groups"):
         cfg = load_config("smoke", ["env.pg_minibatch_groups=3", "env.pg_gate=levels"])
     assert (cfg.env.pg.minibatch_groups, cfg.env.pg.gate) == (3, "levels")
@@ -158,7 +159,8 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
     its registry's field, its knobs under experimental.<section>; the old spellings still read for one release with
     a FutureWarning naming the new one, and an old run folder's config (every switch off) reads quietly as today's
     defaults."""
-    from genenv.config import run_config, to_dict
+    from genenv.config import to_dict
+    from genenv.run_config import run_config
     from genenv.signals import check_config
 
     def load_config(*args):   # as a run reads it: the strategies' knobs checked and filled in

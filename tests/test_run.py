@@ -472,7 +472,7 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     assert not (ckpts / "latest").exists() and (ckpts / "latest.old").exists()
     run(load_config("smoke", [*smoke, "epochs=3"]), run_dir=killed, resume=True, log=lambda m: None)  # then "killed"
     assert json.loads((ckpts / "latest" / "state.json").read_text())["epoch"] == 3
-    from genenv.config import run_config_dict
+    from genenv.run_config import run_config_dict
     assert run_config_dict(killed)["epochs"] == 3      # the config the run last ran under
     messages = []
     run(load_config("smoke", [*smoke, "epochs=4"]), run_dir=killed, resume=True, log=messages.append)

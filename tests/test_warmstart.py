@@ -302,7 +302,8 @@ def test_the_knobs_no_warm_start_read_are_gone_and_the_cache_keys_keep_them():
     had, so the warm starts cached before are found again."""
     import warnings
 
-    from genenv.config import DEAD_WARMSTART_KNOBS, RunConfig
+    from genenv.config import RunConfig
+    from genenv.old_spellings import DEAD_WARMSTART_KNOBS
     from genenv.warmstart import _config_value
     cfg = RunConfig()
     assert not hasattr(cfg.agent.warmstart, "corpus_size") and not hasattr(cfg.env.warmstart, "min_success")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from genenv.config import run_config_dict
 from genenv.io import read_jsonl
 from genenv.provenance import code_history, files_that_differ, name_files
+from genenv.run_config import run_config_dict
 from genenv.stats import gain_recovered, paired_differences
 
 
@@ -210,8 +210,9 @@ def code_sentence(code: dict) -> str:
 def run_information(record: RunRecord) -> str | None:
     """What the run's method knows (:func:`genenv.curricula.information_label`), from its config.yaml; None when
     that config no longer loads (a run of an older version with a field since removed)."""
-    from genenv.config import ConfigError, run_config  # noqa: PLC0415 (report stays light to import)
+    from genenv.config import ConfigError  # noqa: PLC0415 (report stays light to import)
     from genenv.curricula import information_label  # noqa: PLC0415
+    from genenv.run_config import run_config  # noqa: PLC0415 (report stays light to import)
     try:
         return information_label(run_config(record.config))
     except ConfigError:

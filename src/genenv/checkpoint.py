@@ -31,18 +31,7 @@ import yaml
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from genenv.config import (
-    CONFIG_HISTORY,
-    RESUMABLE_FIELDS,
-    ConfigError,
-    RunConfig,
-    changed_fields,
-    merge_overrides,
-    resumable,
-    run_config,
-    run_config_dict,
-    to_dict,
-)
+from genenv.config import ConfigError, RunConfig, merge_overrides, to_dict
 from genenv.io import (
     append_jsonl,
     atomic_write_jsonl,
@@ -54,6 +43,7 @@ from genenv.io import (
 from genenv.models.policy import Policy
 from genenv.models.remote import REMOTE_FILE, RemoteSimulator
 from genenv.players import Players, RunState, engines, make_players
+from genenv.run_config import CONFIG_HISTORY, RESUMABLE_FIELDS, changed_fields, resumable, run_config, run_config_dict
 from genenv.signals import check_config
 
 # ============================================================================ saving

@@ -31,11 +31,12 @@ from genenv.checkpoint import (
     run_in_use,
     run_lock,
 )
-from genenv.config import ConfigError, load_config, resumable
+from genenv.config import ConfigError, load_config
 from genenv.curricula import check_domain_capabilities, curriculum_names, make_curriculum
 from genenv.domains import declares_ordered_levels, make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.report import reference_label, write_report
+from genenv.run_config import resumable
 from genenv.signals import check_config
 from genenv.warmstart import warm_start_agent, warm_start_simulator
 

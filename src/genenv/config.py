@@ -7,12 +7,10 @@ field and what is allowed; the CLI turns it into exit status 2.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import difflib
 import json
 import typing
-import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,9 +18,7 @@ from typing import Any, Callable
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A bad config value or key; the message names the field."""
+from genenv.errors import ConfigError
 
 
 def knob(default: Any, help: str, *, choices: tuple | None = None, lo: float | None = None,
@@ -100,12 +96,6 @@ class AgentWarmStartConfig(WarmStartConfig):
 class SimulatorWarmStartConfig(WarmStartConfig):
     """The simulator's warm start: SFT on a corpus of tasks of every difficulty the domain writes."""
     corpus_size: int = knob(20000, "examples written for the warm-start corpus", lo=1)
-
-
-# the warm-start knobs each player never read, removed in issue 76, at the values they always had (what a warm
-# start's cache key holds for them, so no cached warm start retrains)
-DEAD_WARMSTART_KNOBS = {"agent.warmstart.corpus_size": 20000, "env.warmstart.min_success": 0.9,
-                        "env.warmstart.max_rounds": 3, "env.warmstart.check_tasks": 256}
 
 
 @dataclass
@@ -367,6 +357,10 @@ class RunConfig:
 
 # --------------------------------------------------------------------------------------------- loading
 
+# values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
+REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
+
+
 def _is_dataclass_type(tp) -> bool:
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
@@ -426,7 +420,14 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
     if cls is RunConfig:
-        data = _moved_knobs(data)
+        data = _read_old_spellings(data)
+        for (name, value), commit in REMOVED_VALUES.items():
+            node = data
+            for part in name.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if node == value:
+                raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
+                                  f"runs repeat with the code of commit {commit} (docs/results-log.md)")
     hints = typing.get_type_hints(cls)
     names = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
@@ -504,198 +505,37 @@ def _check_sampler(cfg: RunConfig) -> None:
                               f"{name}.sampler=transformers or vllm")
 
 
-# knobs that moved, old dotted name -> new: the simulator's knobs grouped by the update rule that reads them (issue
-# 42), and the knobs of the options that lost their decision rule under experimental.<section> (issues 56, 76). The
-# old names are read for one release with a FutureWarning (quietly from a run folder's config).
-MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.pg.minibatch_groups",
-               "env.pg_clip_eps": "env.pg.clip_eps",
-               "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate.window",
-               "env.pg.gate_fit_window": "experimental.predicted_gate.window",
-               "experimental.predicted_gate_window": "experimental.predicted_gate.window",
-               "env.seed_draw_bins": "experimental.predicted_seeds.bins",
-               "experimental.predicted_seed_bins": "experimental.predicted_seeds.bins",
-               "env.seed_draw_window": "experimental.predicted_seeds.window",
-               "experimental.predicted_seed_window": "experimental.predicted_seeds.window",
-               "env.rwr_steps": "env.rwr.steps", "env.rwr_batch": "env.rwr.batch",
-               "env.pool_replay": "env.rwr.pool_replay",
-               "experimental.oracle_rule": "baseline.oracle_rule",
-               "env.pg.probe_tasks": "experimental.probe_gain.tasks",
-               "env.pg.probe_side": "experimental.probe_gain.side",
-               "env.pg.likelihood_width": "experimental.answer_likelihood.width",
-               **{f"env.progress.{name}": f"experimental.progress.{name}"
-                  for name in ("clusters", "window", "min_count", "exploration")},
-               # the llama.cpp sampler's knobs, a component's section (issue 76)
-               **{f"{player}.sampler_{name}": f"{player}.llamacpp.{name}"
-                  for player in ("agent", "env") for name in ("dtype", "context")}}
-# knobs each player had, now one knob of the run that both players follow (issue 76): new dotted name -> the old
-# per-player names. The old names are read for one release with a FutureWarning: a value either gave (the other at
-# its default) is the run's; two players given two different values is an error naming both
-SHARED_KNOBS = {**{name: (f"agent.{name}", f"env.{name}")
-                   for name in ("dtype", "autocast", "gradient_checkpointing", "prefix_cached_sampling")},
-                **{f"llamacpp.{name}": (f"agent.llamacpp.{name}", f"env.llamacpp.{name}")
-                   for name in ("dtype", "context")},
-                "grad_clip": ("agent.grad_clip", "env.grad_clip"),
-                **{f"tiny.{name}": (f"agent.tiny.{name}", f"env.tiny.{name}")
-                   for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads")}}
-# knobs removed in issue 76, old dotted name -> (the value at which leaving it out changes nothing, why it went or
-# what to do instead, whether another value is refused with that advice or dropped with it as a warning)
-REMOVED_KNOBS = {"checkpoint_in_background": (True, "a checkpoint is always written in the background", False),
-                 "engine.cpus_per_worker": (1.0, "an actor reserves the `threads` CPUs it runs", False),
-                 "out_dir": ("runs", "a run's folder is `genenv run --out DIR` (default runs/<name>)", True),
-                 "engine.address": ("", "Ray joins the cluster its own variable RAY_ADDRESS names: export "
-                                        "RAY_ADDRESS={value} and leave engine.address out", True),
-                 "env.openai.api_key_env": ("OPENAI_API_KEY", "the key is read from OPENAI_API_KEY, the client's own "
-                                                              "variable: export OPENAI_API_KEY=\"${value}\" and "
-                                                              "leave env.openai.api_key_env out", True)}
-# switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
-# the old name at any other value selects nothing (it was off)
-MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
-                  "experimental.predicted_seeds": (True, "env.seed_draw", "predicted"),
-                  "experimental.predicted_gate": (True, "env.pg.gate", "predicted"),
-                  "experimental.posterior_p_hat": (True, "curriculum_reward.p_hat_estimate", "posterior"),
-                  "curriculum_reward.posterior": (True, "curriculum_reward.p_hat_estimate", "posterior"),
-                  "experimental.pg_reward": ("interior", "env.pg.signal", "interior"),
-                  "env.pg.reward": ("interior", "env.pg.signal", "interior"),
-                  "env.pg_reward": ("interior", "env.pg.signal", "interior")}
-# the pg reward's variants (issue 76: options that lost their decision rule), old name -> the knob of the
-# experimental signal env.pg.signal=penalised that holds it, and the value at which it changed nothing (an old name
-# at that value is dropped; at any other it selects that signal with the value)
-PENALTY_KNOBS = {"env.pg_invalid_reward": ("invalid_reward", 0.0), "env.pg.invalid_reward": ("invalid_reward", 0.0),
-                 "env.pg.repeat_is_invalid": ("repeats", False)}
-PENALISED_SIGNAL = "penalised"
-# values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
-REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
-_ABSENT = object()
+def holds_other_names(cls, data, prefix: str = "") -> bool:
+    """Whether ``data`` (a config mapping, whole or partial, for dataclass ``cls``) holds a name ``cls`` lacks, a
+    value outside its knob's choices, or a value that is no section under ``experimental``: what an old spelling
+    looks like (:mod:`genenv.old_spellings`)."""
+    if not isinstance(data, dict):
+        return False
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        f = fields.get(key)
+        if f is None:
+            return True
+        if _is_dataclass_type(hints[key]):
+            if holds_other_names(hints[key], value):
+                return True
+        elif key == "experimental" and cls is RunConfig:
+            if isinstance(value, dict) and any(not isinstance(v, dict) for v in value.values()):
+                return True
+        elif f.metadata.get("choices") and isinstance(value, str) and value not in f.metadata["choices"]:
+            return True
+    return False
 
 
-def _at(data: dict, dotted: str):
-    """The value at ``dotted`` in nested mappings, or ``_ABSENT``."""
-    node = data
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return _ABSENT
-        node = node[part]
-    return node
-
-
-def _put(data: dict, dotted: str, value) -> None:
-    *parents, last = dotted.split(".")
-    node = data
-    for depth, part in enumerate(parents):
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"{'.'.join(parents[:depth + 1])}: expected a mapping, got {node!r}")
-    node[last] = value
-
-
-def _pop(data: dict, dotted: str):
-    *parents, last = dotted.split(".")
-    parent = _at(data, ".".join(parents)) if parents else data
-    value = parent.pop(last)
-    if parents and not parent:   # an emptied section of an old name (env.progress) goes with it
-        _pop(data, ".".join(parents))
-    return value
-
-
-def _moved_knobs(data: dict) -> dict:
-    """``data`` (a whole config, or the layers over a preset) with every switch of :data:`MOVED_SWITCHES` read as the
-    value it selects, every knob of :data:`MOVED_KNOBS` and :data:`SHARED_KNOBS` read from its old name and every
-    knob of :data:`REMOVED_KNOBS` dropped, each with a FutureWarning naming the new spelling. An old name beside its
-    new one is an error, and so is a value of :data:`REMOVED_VALUES`."""
-    level_gate = _at(data, "env.pg_level_gate")
-    for (old, value), commit in REMOVED_VALUES.items():
-        for name in (old, *(k for k, v in MOVED_KNOBS.items() if v == old)):
-            if _at(data, name) == value:
-                raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
-                                  f"runs repeat with the code of commit {commit} (docs/results-log.md)")
-    shared_old = [old for olds in SHARED_KNOBS.values() for old in olds]
-    if (all(_at(data, old) is _ABSENT for old in (*MOVED_KNOBS, *MOVED_SWITCHES, *DEAD_WARMSTART_KNOBS,
-                                                  *PENALTY_KNOBS, *REMOVED_KNOBS, *shared_old))
-            and level_gate is _ABSENT):
+def _read_old_spellings(data: dict) -> dict:
+    """``data`` with the knobs' old names read as today's, each with a FutureWarning
+    (:func:`genenv.old_spellings.read_old_spellings`; that module is read only when ``data`` holds a name or value
+    today's config lacks)."""
+    if not holds_other_names(RunConfig, data):
         return data
-    data = copy.deepcopy(data)
-    for dead in DEAD_WARMSTART_KNOBS:   # a player never read it: dropped, whatever its value
-        if _at(data, dead) is not _ABSENT:
-            warnings.warn(f"{dead} is removed: that player's warm start never read it", FutureWarning, stacklevel=3)
-            _pop(data, dead)
-    for old, (on, field_name, value) in MOVED_SWITCHES.items():   # first: a switch's old name may be a new section
-        setting = _at(data, old)
-        if setting is _ABSENT or isinstance(setting, dict):
-            continue
-        _pop(data, old)
-        if setting != on:
-            warnings.warn(f"{old} is deprecated (it was off: leave it out)", FutureWarning, stacklevel=3)
-            continue
-        current = _at(data, field_name)
-        # (the field at its default counts as unset: a run folder's config writes every field)
-        if current not in (_ABSENT, _at(to_dict(RunConfig()), field_name), value):
-            raise ConfigError(f"{old}: {setting!r} selects {field_name}={value}, and {field_name} is {current!r}; set "
-                              f"{field_name} alone ({old} is deprecated)")
-        warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} (an option that lost its decision "
-                      "rule)", FutureWarning, stacklevel=3)
-        _put(data, field_name, value)
-    for old, new in MOVED_KNOBS.items():
-        if _at(data, old) is _ABSENT:
-            continue
-        if _at(data, new) is not _ABSENT:
-            raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
-        why = " (an option that lost its decision rule)" if new.startswith("experimental.") else ""
-        warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=3)
-        _put(data, new, _pop(data, old))
-    for old, (unchanged, why, refused) in REMOVED_KNOBS.items():
-        setting = _at(data, old)
-        if setting is _ABSENT:
-            continue
-        _pop(data, old)
-        if setting != unchanged and refused:
-            raise ConfigError(f"{old}: removed; {why.format(value=setting)}")
-        warnings.warn(f"{old} is removed: leave it out" if setting == unchanged else f"{old} is removed ({why}): "
-                      "leave it out", FutureWarning, stacklevel=3)
-    defaults = to_dict(RunConfig())
-    for new, olds in SHARED_KNOBS.items():
-        given = {old: _pop(data, old) for old in olds if _at(data, old) is not _ABSENT}
-        if not given:
-            continue
-        if _at(data, new) is not _ABSENT:
-            raise ConfigError(f"{next(iter(given))}: set {new} alone (both players now follow it)")
-        chosen = {value for value in given.values() if value != _at(defaults, new)}
-        if len(chosen) > 1:
-            raise ConfigError(f"{' and '.join(given)}: {' and '.join(map(repr, given.values()))}; both players now "
-                              f"follow one {new}: set {new} alone (the code of commit 3d3030c runs them apart)")
-        warnings.warn(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} deprecated: write {new} (both "
-                      "players follow it)", FutureWarning, stacklevel=3)
-        _put(data, new, chosen.pop() if chosen else _at(defaults, new))
-    if level_gate is not _ABSENT:
-        _pop(data, "env.pg_level_gate")
-        if level_gate in (True, "true", "True"):
-            gate = _at(data, "env.pg.gate")
-            if gate not in (_ABSENT, "none", "levels"):
-                raise ConfigError(f"env.pg_level_gate: true contradicts env.pg.gate={gate}; set env.pg.gate alone "
-                                  "(env.pg_level_gate is deprecated)")
-            warnings.warn("env.pg_level_gate is deprecated: write env.pg.gate=levels", FutureWarning, stacklevel=3)
-            _put(data, "env.pg.gate", "levels")
-    for old, (name, unchanged) in PENALTY_KNOBS.items():
-        setting = _at(data, old)
-        if setting is _ABSENT:
-            continue
-        _pop(data, old)
-        if setting == unchanged and isinstance(setting, bool) == isinstance(unchanged, bool):
-            warnings.warn(f"{old} is deprecated (at {unchanged!r} it changed nothing: leave it out)", FutureWarning,
-                          stacklevel=3)
-            continue
-        signal = _at(data, "env.pg.signal")
-        if signal not in (_ABSENT, "alpha", PENALISED_SIGNAL):
-            raise ConfigError(f"{old}: {setting!r} is now a knob of env.pg.signal={PENALISED_SIGNAL} (the alpha "
-                              f"signal with penalties), and env.pg.signal is {signal!r}; the two together run with "
-                              "the code of commit fbcbc37")
-        target = f"experimental.{PENALISED_SIGNAL}.{name}"
-        if _at(data, target) is not _ABSENT:
-            raise ConfigError(f"{old}: set {target} alone ({old} is its old name)")
-        warnings.warn(f"{old}={setting!r} is deprecated: write env.pg.signal={PENALISED_SIGNAL} {target}={setting!r} "
-                      "(an option that lost its decision rule)", FutureWarning, stacklevel=3)
-        _put(data, "env.pg.signal", PENALISED_SIGNAL)
-        _put(data, target, setting)
-    return data
+    from genenv.old_spellings import read_old_spellings  # noqa: PLC0415 (old names only)
+    return read_old_spellings(data, to_dict(RunConfig()))
 
 
 def component_sections() -> list[tuple[str, str, str]]:
@@ -727,7 +567,9 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
         if any(knob_value(cfg, selector) == when for selector in selectors) or current == defaults:
             continue
         selector = selectors[0]
-        given = _at(later, dotted)
+        given = later
+        for part in dotted.split("."):
+            given = given.get(part) if isinstance(given, dict) else None
         changed = [f.name for f in dataclasses.fields(defaults) if isinstance(given, dict) and f.name in given
                    and getattr(current, f.name) != getattr(defaults, f.name)]
         if not changed:
@@ -773,44 +615,7 @@ def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
-# What a resume may change: nothing that changes what the run is (its curriculum, models, seed, rewards), only how
-# long it runs, how often it evaluates and checkpoints, and where and how fast it computes
-RESUMABLE_FIELDS = ("epochs", "eval_every", "threads", "progress", "checkpoint_every_s", "samples_rollouts_shown",
-                    "engine.", "trackers", "tracker_project")
-CONFIG_HISTORY = "config_changes.jsonl"   # in a run folder: every change a resume made, config.yaml untouched
-
-
-def run_config(data: dict) -> RunConfig:
-    """A run folder's config dict as a RunConfig. A deprecated field in it is read quietly: the run was started with
-    it, and its warning was given then; a removed one (:data:`REMOVED_KNOBS`) is dropped whatever its value."""
-    if any(_at(data, old) is not _ABSENT for old in REMOVED_KNOBS):
-        data = copy.deepcopy(data)
-        for old in REMOVED_KNOBS:
-            if _at(data, old) is not _ABSENT:
-                _pop(data, old)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return from_dict(RunConfig, data)
-
-
-def resumable(field_name: str) -> bool:
-    return any(field_name == f or (f.endswith(".") and field_name.startswith(f)) for f in RESUMABLE_FIELDS)
-
-
-def run_config_dict(run_dir: str | Path) -> dict:
-    """A run folder's config as it runs now: config.yaml (what it was started with, never rewritten) with the
-    changes of every resume (``config_changes.jsonl``) applied in order."""
-    from genenv.io import read_jsonl  # noqa: PLC0415 (io imports numpy; this module stays light)
-    run_dir = Path(run_dir)
-    data = read_yaml(run_dir / "config.yaml")
-    history = run_dir / CONFIG_HISTORY
-    for row in read_jsonl(history) if history.exists() else []:
-        for key, (_, value) in row["changes"].items():
-            data = _deep_merge(data, _nested(key, value))
-    return data
-
-
-def _nested(dotted: str, value) -> dict:
+def dotted_dict(dotted: str, value) -> dict:
     """``a.b.c``, v -> ``{"a": {"b": {"c": v}}}``."""
     out: dict = {}
     node = out
@@ -821,24 +626,11 @@ def _nested(dotted: str, value) -> dict:
     return out
 
 
-def changed_fields(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
-    """``{dotted.key: (old value, new value)}`` for every leaf that differs between two nested config dicts
-    (a key on one side only counts, with None on the other)."""
-    changes = {}
-    for key in list(dict.fromkeys([*old, *new])):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            changes.update(changed_fields(a, b, f"{prefix}{key}."))
-        elif a != b:
-            changes[f"{prefix}{key}"] = (a, b)
-    return changes
-
-
-def _deep_merge(base: dict, extra: dict) -> dict:
+def deep_merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -858,7 +650,7 @@ def parse_override(text: str) -> dict:
         value = raw
     if isinstance(value, (int, float)) and not isinstance(value, bool) and raw.strip().lower() in (".nan", "nan"):
         value = float("nan")
-    return _nested(key, value)
+    return dotted_dict(key, value)
 
 
 def presets_dir() -> Path:
@@ -917,7 +709,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
         data = read_yaml(path)
     later = read_yaml(Path(config_file)) if config_file else {}
     # (old spellings read first, so an old name given here overrides the preset's new one)
-    later = _moved_knobs(merge_overrides(later, overrides))
+    later = _read_old_spellings(merge_overrides(later, overrides))
     preset_domain = data.get("domain") if isinstance(data.get("domain"), dict) else {}
     later_domain = later.get("domain") if isinstance(later.get("domain"), dict) else {}
     if "name" in later_domain and later_domain["name"] != preset_domain.get("name", DomainConfig.name):
@@ -929,7 +721,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
             later_pg = later_env.get("pg") if isinstance(later_env.get("pg"), dict) else {}
             if data["env"]["pg"].get("gate") == "levels" and "gate" not in later_pg:
                 data["env"] = {**data["env"], "pg": {k: v for k, v in data["env"]["pg"].items() if k != "gate"}}
-    merged = _deep_merge(data, later)
+    merged = deep_merge(data, later)
     cfg = from_dict(RunConfig, merged)
     _drop_unselected_sections(cfg, later)
     _check_update_rule(cfg)
@@ -942,7 +734,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
 def merge_overrides(data: dict, overrides) -> dict:
     """``data`` with dotted ``key=value`` overrides merged on top."""
     for item in overrides:
-        data = _deep_merge(data, parse_override(item))
+        data = deep_merge(data, parse_override(item))
     return data
 
 

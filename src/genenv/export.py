@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from genenv.config import run_config_dict
 from genenv.io import publish_dir, read_jsonl, read_pool_log, run_folders
+from genenv.run_config import run_config_dict
 
 TABLES = ("tasks", "generations", "rollouts", "verl")
 # a sample's fields as columns (its "seed", the seed task the simulator varied, becomes "seed_task": "seed" is

@@ -24,13 +24,14 @@ from safetensors.torch import load_model, save_model
 
 from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.checkpoint import load_optimizers, save_optimizers
-from genenv.config import DEAD_WARMSTART_KNOBS, ConfigError, RunConfig, TinyModelConfig, tiny_model, to_dict
+from genenv.config import ConfigError, RunConfig, TinyModelConfig, tiny_model, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import atomic_write_json, build_then_swap, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
+from genenv.old_spellings import DEAD_WARMSTART_KNOBS
 from genenv.progress import skip, warm_start_progress
 from genenv.prompts import context_budget, fit_contexts
 from genenv.provenance import source_fingerprint

@@ -1,0 +1,5 @@
+"""The error every bad config value or key raises, below every module that reads a config."""
+
+
+class ConfigError(ValueError):
+    """A bad config value or key; the message names the field."""
