@@ -1,6 +1,7 @@
 """Arms from any comparison folders, paired by seed: every seed's final success and each arm's paired
-difference against a reference, with 95% bootstrap intervals (the decision rules of docs/results.md are written on
-these numbers).
+difference against a reference, with 95% bootstrap intervals: BCa first (the headline: at 8-24 seeds it corrects
+the percentile interval's bias and skew), the percentile one beside it (the decision rules of docs/results.md were
+written on those).
 
     .venv/bin/python benchmarks/paired_arms.py --metric dev --reference genenv-predicted \\
         genenv-predicted=runs/dev37b/runs/genenv-predicted random=runs/dev37/runs/random ...
@@ -133,9 +134,10 @@ def main() -> None:
         if label == args.reference:
             continue
         paired = paired_differences(reference, {s: values[s] for s in seeds})
+        bca = paired["ci95_bca"] or [float("nan")] * 2
         ci = paired["ci95"] or [float("nan")] * 2
-        print(f"{args.reference} minus {label}: {paired['mean']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}], "
-              f"{paired['wins']} of {paired['of']} seeds ahead")
+        print(f"{args.reference} minus {label}: {paired['mean']:+.3f} [{bca[0]:+.3f}, {bca[1]:+.3f}] (BCa; "
+              f"percentile [{ci[0]:+.3f}, {ci[1]:+.3f}]), {paired['wins']} of {paired['of']} seeds ahead")
     if args.gain_over and args.gain_of:
         gain = gain_recovered(reference, {s: arms[args.gain_over][s] for s in seeds},
                               {s: arms[args.gain_of][s] for s in seeds})

@@ -105,11 +105,25 @@ def test_a_simulator_only_domain_option_keys_the_simulator_alone():
 
 
 def test_cache_key_follows_the_domain_format_version():
+    import dataclasses
     cfg = load_config("smoke")
     domain = make_domain("addition", **cfg.domain.options)
     key = _cache_key("agent", cfg, cfg.agent, domain)
-    domain.format_version = 7
+    domain.warm_start_key = dataclasses.replace(domain.warm_start_key, format_version=7)
     assert _cache_key("agent", cfg, cfg.agent, domain) != key
+
+
+def test_a_domain_declares_what_keys_its_warm_starts_in_one_place():
+    """Issue 88, item 3: format_version, the options that shape only the corpus or say where data lives, and the
+    modules beyond the class's own are one WarmStartKey; a domain that sets one of them as a member of its own
+    (written for an older genenv: read no longer, a stale cache would be reused) is refused at import, naming it."""
+    from genenv.domains.base import Domain, WarmStartKey
+    from genenv.domains.household import domain as household
+    assert make_domain("household").warm_start_key == WarmStartKey(
+        format_version=3, simulator_only_options=("variation_span",), code_modules=(household.engine,))
+    with pytest.raises(TypeError, match=r"Old: format_version, code_modules now go in one declaration, "
+                                        r"warm_start_key = WarmStartKey\(format_version=\.\.\., code_modules=\.\.\.\)"):
+        type("Old", (Domain,), {"format_version": 2, "code_modules": ()})
 
 
 @pytest.mark.parametrize("role", ["agent", "env"])

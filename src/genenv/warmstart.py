@@ -81,20 +81,21 @@ def _config_value(cfg: RunConfig, dotted: str):
 
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     """The cache folder of a warm start: the fields in ``WARMSTART_FIELDS[role]`` and the domain's identity
-    and code (for the agent, less the options the domain names in ``simulator_only_options``): its class's name
-    (not its module: a moved file keeps its key), a fingerprint of what its modules compute
-    (:func:`code_fingerprint`: editing the domain retrains, moving it does not), its ``format_version`` (for what
-    the source cannot show), the data it reads (:meth:`Domain.data_fingerprint`, in place of the options that only
-    say where the data lives) and, for tiny models, its tokenizer."""
-    cls = type(domain)
-    payload = {"v": CACHE_VERSION, "role": role, "format": domain.format_version,
+    and code, as its ``warm_start_key`` (:class:`genenv.domains.base.WarmStartKey`) declares: its class's name (not
+    its module: a moved file keeps its key), a fingerprint of what its modules compute (:func:`code_fingerprint`:
+    editing the domain retrains, moving it does not), its ``format_version`` (for what the source cannot show), its
+    options (for the agent, less the ``simulator_only_options``), the data it reads (:meth:`Domain.data_fingerprint`,
+    in place of the ``location_options``, which only say where the data lives) and, for tiny models, its
+    tokenizer."""
+    cls, key = type(domain), domain.warm_start_key
+    payload = {"v": CACHE_VERSION, "role": role, "format": key.format_version,
                "domain_class": cls.__qualname__, "domain_code": code_fingerprint(cls),
                **{name: _config_value(cfg, path) for name, path in warmstart_fields(role)}}
     options = payload["domain"]["options"]
     if role == "agent":  # options that shape only the simulator's corpus leave the agent's warm start alone
-        options = {k: v for k, v in options.items() if k not in domain.simulator_only_options}
+        options = {k: v for k, v in options.items() if k not in key.simulator_only_options}
     # where the data lives does not shape a warm start, the data does: the same files elsewhere share it
-    payload["domain"]["options"] = {k: v for k, v in options.items() if k not in domain.location_options}
+    payload["domain"]["options"] = {k: v for k, v in options.items() if k not in key.location_options}
     fingerprint = domain.data_fingerprint()
     if fingerprint is not None:
         payload["data"] = fingerprint

@@ -18,7 +18,8 @@ import inspect
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -83,6 +84,20 @@ class TaskShape:
             raise TypeError("a TaskShape is a json_schema or a regex, exactly one")
 
 
+@dataclass(frozen=True)
+class WarmStartKey:
+    """What a domain adds to the key of its cached warm starts, beside its class's name, what its modules compute
+    (:func:`code_fingerprint`) and the run's settings, declared in one place (``Domain.warm_start_key``): a cached
+    warm start is reused exactly when all of it is the same."""
+    format_version: int = 1   # bump when task texts or prompts change in a way the source of its modules cannot show
+    simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
+    location_options: tuple[str, ...] = ()   # domain.options that say where data lives (keyed by data_fingerprint)
+    code_modules: tuple[ModuleType, ...] = ()   # modules beyond the class's own whose code shapes tasks and rewards
+
+
+OLD_KEY_MEMBERS = ("format_version", "simulator_only_options", "location_options", "code_modules")
+
+
 class Domain(abc.ABC):
     """Base class. A domain implements the abstract methods below (constructing one that misses any fails at
     once, naming them); single-turn domains score a response (``score``), multi-turn ones also override
@@ -91,11 +106,8 @@ class Domain(abc.ABC):
     Class attributes: ``alphabet`` (every character the tiny tokenizer must encode: task texts, prompts,
     answers, observations and the simulator prompt; ``None`` for a domain meant for real tokenizers only),
     ``tiny_words`` (whole words the tiny tokenizer keeps as one token each, see :mod:`genenv.models.tiny`),
-    ``format_version`` (bump it when task texts or prompts change in a way the source fingerprint of the
-    domain's modules cannot see, e.g. a data file), ``simulator_only_options`` (constructor options that change
-    only ``simulator_corpus``: the agent's cached warm start is shared across their values), ``location_options``
-    (options naming where the domain's data lives, e.g. ``data``: the warm-start cache keys the data itself,
-    ``data_fingerprint()``, instead of the path),
+    ``warm_start_key`` (what the domain adds to its cached warm starts' key: a :class:`WarmStartKey`, with
+    ``data_fingerprint()`` for the data it reads),
     ``agent_max_new_tokens`` / ``env_max_new_tokens`` (caps on response and task length), ``multi_turn`` and
     ``max_turns``, ``reward_range`` and ``null_response_floor`` (what ``genenv check-domain`` holds the rewards to:
     every reward in the range; an empty, punctuation-only or echoed response earns at most the floor),
@@ -118,9 +130,17 @@ class Domain(abc.ABC):
     max_turns: int = 1
     agent_max_new_tokens: int = 16
     env_max_new_tokens: int = 32
-    format_version: int = 1     # bump when task texts or prompts change: cached warm starts then retrain
-    simulator_only_options: tuple[str, ...] = ()   # domain.options that shape only the simulator's corpus
-    location_options: tuple[str, ...] = ()   # domain.options that say where data lives (keyed by data_fingerprint)
+    warm_start_key: ClassVar[WarmStartKey] = WarmStartKey()   # what keys its cached warm starts (beside its code)
+
+    def __init_subclass__(cls, **kwargs):
+        """A domain written for an older genenv that sets a cache-key member of its own is refused at import, naming
+        it: read no longer, it would let stale cached warm starts be reused."""
+        super().__init_subclass__(**kwargs)
+        old = [name for name in OLD_KEY_MEMBERS if name in vars(cls)]
+        if old:
+            raise TypeError(f"{cls.__qualname__}: {', '.join(old)} now go in one declaration, warm_start_key = "
+                            f"WarmStartKey({', '.join(f'{name}=...' for name in old)}) (genenv.domains.base, "
+                            "docs/domains.md)")
     ordered_levels: bool = False   # levels() are difficulty buckets, easiest first (what the level gate reads)
     reward_range: tuple[float, float] = (0.0, 1.0)   # every reward score/step returns lies in it
     null_response_floor: float = 0.0   # the most a response with nothing in it may earn (genenv check-domain)
@@ -131,9 +151,9 @@ class Domain(abc.ABC):
     # -------------------------------------------------------------- data
     def data_fingerprint(self) -> str | None:
         """A hash of what the domain reads from outside its code (a data folder's files), or None when it reads
-        nothing. The warm-start cache key holds it in place of the ``location_options``: the same data in another
-        folder (a fresh machine, ``$GENENV_..._DATA`` instead of ``data=``) finds the cached players, and other data
-        at the same path retrains them."""
+        nothing. The warm-start cache key holds it in place of ``warm_start_key.location_options``: the same data in
+        another folder (a fresh machine, ``$GENENV_..._DATA`` instead of ``data=``) finds the cached players, and
+        other data at the same path retrains them."""
         return None
 
     @abc.abstractmethod
@@ -295,7 +315,8 @@ class LeveledDomain(Domain):
     # None: the corpus pairs a seed with a task of any level (``corpus_task_level``), so the warm-started simulator
     # ignores its seed's level. k: the task is a variation of the seed, of a level within k of the seed's.
     variation_span: int | None = None
-    simulator_only_options = ("variation_span",)   # as a constructor option it shapes only the corpus
+    # variation_span as a constructor option shapes only the corpus
+    warm_start_key: ClassVar[WarmStartKey] = WarmStartKey(simulator_only_options=("variation_span",))
 
     @abc.abstractmethod
     def random_task(self, rng: np.random.Generator, level: int) -> Task:
@@ -484,12 +505,12 @@ def computation_hash(source: str) -> str:
 
 def code_fingerprint(cls: type[Domain]) -> str:
     """A hash of what the domain computes: :func:`computation_hash` of every module the domain class is made of
-    (its classes' modules and its ``code_modules``), the modules' hashes sorted, so that neither a module's name
-    nor its folder enters it. Part of the warm-start cache key: editing what a domain computes retrains its
-    cached players, and moving its files (issue 56) does not."""
+    (its classes' modules and its ``warm_start_key.code_modules``), the modules' hashes sorted, so that neither a
+    module's name nor its folder enters it. Part of the warm-start cache key: editing what a domain computes
+    retrains its cached players, and moving its files (issue 56) does not."""
     modules = {sys.modules[c.__module__] for c in cls.__mro__ if c.__module__ in sys.modules
                and c.__module__ not in ("builtins", "abc")}
-    modules |= set(getattr(cls, "code_modules", ()))
+    modules |= set(cls.warm_start_key.code_modules)
     hashes = []
     for module in modules:
         try:

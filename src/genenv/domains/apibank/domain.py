@@ -36,7 +36,7 @@ from genenv.domains.apibank.calls import extract_call, format_call
 from genenv.domains.apibank.evaluator import LEVEL_FOLDERS, data_folder, load_api_items
 from genenv.domains.apibank.scoring import score_call
 from genenv.domains.apibank.tools import REGISTRY, CallError, ToolSession, convert, load_databases, value_shape
-from genenv.domains.base import Domain, Invalid, Task, TaskShape, folder_fingerprint, register
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, WarmStartKey, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 
 MAX_APIS, MAX_HISTORY, MAX_TEXT = 6, 12, 400
@@ -75,8 +75,7 @@ class ApiBankDomain(Domain):
     alphabet = string.printable
     agent_max_new_tokens = 96
     env_max_new_tokens = 320
-    format_version = 1
-    location_options = ("data",)
+    warm_start_key = WarmStartKey(location_options=("data",))
 
     def __init__(self, data: str | None = None, max_task_chars: int | None = None, prompt_style: str = "official"):
         if prompt_style not in ("official", "compact"):

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 from genenv.constrained.references import MEMBER_OF, TYPE_OF
-from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
+from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, WarmStartKey, register, transcript
 from genenv.domains.household import engine
 
 HELDOUT_SEED = 20260501
@@ -86,8 +86,9 @@ class HouseholdDomain(LeveledDomain):
     tiny_words = TINY_WORDS
     ordered_levels = True   # level = the shortest plan's length, in buckets
     multi_turn = True
-    format_version = 3  # 3: the goal written last; 2: the answer is the searching expert (1: the omniscient plan)
-    code_modules = (engine,)  # the engine's rules and texts shape the tasks too (warm-start cache key)
+    # format 3: the goal written last; 2: the answer is the searching expert (1: the omniscient plan); the engine's
+    # rules and texts shape the tasks too
+    warm_start_key = WarmStartKey(format_version=3, simulator_only_options=("variation_span",), code_modules=(engine,))
 
     def __init__(self, max_steps: int = 30, seed_levels: list[int] | None = None,
                  max_receptacles: int = 6, max_distractors: int = 3):

@@ -22,7 +22,7 @@ import json
 import string
 
 from genenv.constrained.references import ITEM, MEMBER_OF, MEMBER_OF_SIBLING
-from genenv.domains.base import Domain, Invalid, Task, TaskShape, register, seed_round_trip_problem
+from genenv.domains.base import Domain, Invalid, Task, TaskShape, WarmStartKey, register, seed_round_trip_problem
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.toolcall import bfcl
 
@@ -138,7 +138,7 @@ class ToolCallDomain(Domain):
     alphabet = string.printable  # for the tiny char-level models of tests; real models bring their tokenizer
     agent_max_new_tokens = 128
     env_max_new_tokens = 384
-    format_version = 2  # 2: task JSON in natural key order
+    warm_start_key = WarmStartKey(format_version=2)   # 2: task JSON in natural key order
 
     def __init__(self, train_categories: list[str] | None = None, eval_categories: list[str] | None = None,
                  single_call_only: bool = True, prompt_style: str = "bfcl", max_task_chars: int | None = None,

@@ -42,7 +42,7 @@ import os
 import string
 from pathlib import Path
 
-from genenv.domains.base import Invalid, LeveledDomain, Task, TaskShape, folder_fingerprint, register
+from genenv.domains.base import Invalid, LeveledDomain, Task, TaskShape, WarmStartKey, folder_fingerprint, register
 from genenv.domains.jsontask import parse_json_object, stated_rate
 from genenv.domains.travel import constraints as checks
 from genenv.domains.travel import queries, solver
@@ -93,9 +93,10 @@ class TravelDomain(LeveledDomain):
     alphabet = string.printable
     agent_max_new_tokens = 1024
     env_max_new_tokens = 192
-    format_version = 1
-    location_options = ("data", "heldout_queries")
-    code_modules = (checks, solver, sandbox_module)   # the evaluator and the solver shape tasks and rewards
+    # the evaluator and the solver shape tasks and rewards
+    warm_start_key = WarmStartKey(simulator_only_options=("variation_span",),
+                                  location_options=("data", "heldout_queries"),
+                                  code_modules=(checks, solver, sandbox_module))
     seed_levels = [1, 2]
     heldout_seed, dev_seed = 41, 42
 
