@@ -144,6 +144,7 @@ def _old_run_folder_config() -> dict:
                             repeat_is_invalid=False)
     old["env"]["progress"] = {"clusters": 8, "window": 2048, "min_count": 16, "exploration": 0.2}
     old.pop("experimental")
+    old["env"].pop("learnt_levels")   # (the learnt seed draw's knobs were experimental.predicted_seed_* then)
     old["baseline"].pop("oracle_rule")
     old["curriculum_reward"].pop("p_hat_estimate")
     old["agent"]["warmstart"]["corpus_size"] = 20000                      # (knobs no player read)
@@ -176,7 +177,9 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
                                                    ("curriculum_reward", "p_hat_estimate"), "posterior"),
              "experimental.learnability_seeds=true": ("env.seed_draw=learnability", ("env", "seed_draw"),
                                                       "learnability"),
-             "experimental.predicted_seeds=true": ("env.seed_draw=predicted", ("env", "seed_draw"), "predicted"),
+             "experimental.predicted_seeds=true": ("env.seed_draw=learnt_frontier", ("env", "seed_draw"),
+                                                   "learnt_frontier"),
+             "env.seed_draw=predicted": ("env.seed_draw=learnt_frontier", ("env", "seed_draw"), "learnt_frontier"),
              "experimental.predicted_gate=true": ("env.pg.gate=predicted", ("env", "pg", "gate"), "predicted")}
     for override, (written, path, value) in moves.items():
         with pytest.warns(FutureWarning, match=f"write {written}"):
@@ -186,8 +189,6 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
             node = node[part]
         assert node == value, override
     knob_moves = {"env.pg.gate_fit_window=64": ("env.pg.gate=predicted", "predicted_gate", "window", 64),
-                  "experimental.predicted_seed_bins=3": ("env.seed_draw=predicted", "predicted_seeds", "bins", 3),
-                  "env.seed_draw_window=32": ("env.seed_draw=predicted", "predicted_seeds", "window", 32),
                   "env.pg.probe_tasks=8": ("env.pg.signal=probe_gain", "probe_gain", "tasks", 8),
                   "env.pg.likelihood_width=1.5": ("env.pg.signal=answer_likelihood", "answer_likelihood", "width", 1.5),
                   "env.progress.clusters=3": ("env.seed_draw=progress", "progress", "clusters", 3)}
@@ -195,10 +196,16 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
         with pytest.warns(FutureWarning, match="experimental." + section + "." + name):
             cfg = load_config("smoke", [selection, override])
         assert getattr(cfg.experimental[section], name) == value
+    # the learnt seed draw joined the main path (issue 88): its knobs, under any old name, are env.learnt_levels's
+    for override, name, value in (("experimental.predicted_seed_bins=3", "bins", 3), ("env.seed_draw_window=32",
+                                  "window", 32), ("experimental.predicted_seeds.bins=5", "bins", 5)):
+        with pytest.warns(FutureWarning, match=f"write env.learnt_levels.{name}$"):
+            cfg = load_config("smoke", ["env.seed_draw=learnt_frontier", override])
+        assert getattr(cfg.env.learnt_levels, name) == value
     with pytest.raises(ConfigError, match="set baseline.oracle_rule alone"):
         load_config("smoke", ["baseline.oracle_rule=band", "experimental.oracle_rule=frontier"])
-    with pytest.raises(ConfigError, match="experimental.predicted_seeds: True selects env.seed_draw=predicted, and "
-                                          "env.seed_draw is 'frontier'"):
+    with pytest.raises(ConfigError, match="experimental.predicted_seeds: True selects env.seed_draw=learnt_frontier, "
+                                          "and env.seed_draw is 'frontier'"):
         load_config("smoke", ["experimental.predicted_seeds=true", "env.seed_draw=frontier"])
     with pytest.raises(ConfigError, match="env.pg.gate: 'predicted' reads|env.pg.gate: set to 'predicted'"):
         load_config("paper", ["env.pg.gate=predicted"])     # rwr: a gate of the pg update
@@ -229,9 +236,9 @@ def test_every_experimental_strategy_is_named_with_its_measurement():
     assert all(e.measured and e.decision for e in EXPERIMENTS)
     main = {f"{r.knob}={name}" for r in REGISTRIES for name in r.names()
             if not issubclass(r.entries[name], Experimental)}
-    assert main == {"env.seed_draw=uniform", "env.seed_draw=frontier", "env.pg.gate=none", "env.pg.gate=levels",
-                    "env.pg.signal=alpha", "curriculum_reward.p_hat_estimate=empirical",
-                    "baseline.oracle_rule=frontier"}
+    assert main == {"env.seed_draw=uniform", "env.seed_draw=frontier", "env.seed_draw=learnt_frontier",
+                    "env.pg.gate=none", "env.pg.gate=levels", "env.pg.signal=alpha",
+                    "curriculum_reward.p_hat_estimate=empirical", "baseline.oracle_rule=frontier"}
     assert "issue37" in experiment("env.pg.gate=predicted").measured
     with pytest.raises(KeyError, match="known: env.pg.signal=interior"):
         experiment("env.pg.gate=greedy")
@@ -291,7 +298,7 @@ def test_each_arm_is_named_for_what_it_knows():
 def test_the_text_difficulty_model_learns_what_looks_mastered():
     """Ridge regression on character n-grams: fit on tasks whose text says how hard they are (many zeros: solved;
     many other digits: failed), it predicts a new task of each kind on its side of the 0.75 threshold."""
-    from genenv.experimental.predicted import TextDifficulty, fit_ridge, ngram_features
+    from genenv.text_difficulty import TextDifficulty, fit_ridge, ngram_features
     rng = np.random.default_rng(0)
     easy = ["".join(rng.choice(list("0000001"), 8)) for _ in range(40)]
     hard = ["".join(rng.choice(list("123456789"), 8)) for _ in range(40)]

@@ -24,10 +24,12 @@ MOVED_KNOBS = {"env.pg_steps": "env.pg.steps", "env.pg_minibatch_groups": "env.p
                "env.pg_gate": "env.pg.gate", "env.pg_gate_window": "experimental.predicted_gate.window",
                "env.pg.gate_fit_window": "experimental.predicted_gate.window",
                "experimental.predicted_gate_window": "experimental.predicted_gate.window",
-               "env.seed_draw_bins": "experimental.predicted_seeds.bins",
-               "experimental.predicted_seed_bins": "experimental.predicted_seeds.bins",
-               "env.seed_draw_window": "experimental.predicted_seeds.window",
-               "experimental.predicted_seed_window": "experimental.predicted_seeds.window",
+               "env.seed_draw_bins": "env.learnt_levels.bins",
+               "experimental.predicted_seed_bins": "env.learnt_levels.bins",
+               "experimental.predicted_seeds.bins": "env.learnt_levels.bins",
+               "env.seed_draw_window": "env.learnt_levels.window",
+               "experimental.predicted_seed_window": "env.learnt_levels.window",
+               "experimental.predicted_seeds.window": "env.learnt_levels.window",
                "env.rwr_steps": "env.rwr.steps", "env.rwr_batch": "env.rwr.batch",
                "env.pool_replay": "env.rwr.pool_replay",
                "experimental.oracle_rule": "baseline.oracle_rule",
@@ -62,7 +64,7 @@ REMOVED_KNOBS = {"checkpoint_in_background": (True, "a checkpoint is always writ
 # switches that became a registry's value: old dotted name -> (its value when on, the field it selects, the value);
 # the old name at any other value selects nothing (it was off)
 MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "learnability"),
-                  "experimental.predicted_seeds": (True, "env.seed_draw", "predicted"),
+                  "experimental.predicted_seeds": (True, "env.seed_draw", "learnt_frontier"),
                   "experimental.predicted_gate": (True, "env.pg.gate", "predicted"),
                   "experimental.posterior_p_hat": (True, "curriculum_reward.p_hat_estimate", "posterior"),
                   "curriculum_reward.posterior": (True, "curriculum_reward.p_hat_estimate", "posterior"),
@@ -137,8 +139,9 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
         if current not in (_ABSENT, _at(defaults, field_name), value):
             raise ConfigError(f"{old}: {setting!r} selects {field_name}={value}, and {field_name} is {current!r}; set "
                               f"{field_name} alone ({old} is deprecated)")
-        warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} (an option that lost its decision "
-                      "rule)", FutureWarning, stacklevel=3)
+        why = "it joined the main path" if value == "learnt_frontier" else "an option that lost its decision rule"
+        warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} ({why})", FutureWarning,
+                      stacklevel=3)
         _put(data, field_name, value)
     for old, new in MOVED_KNOBS.items():
         if _at(data, old) is _ABSENT:

@@ -36,6 +36,7 @@ from genenv.reward import (
     open_levels,
     success_rate,
 )
+from genenv.text_difficulty import learnt_levels
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
@@ -152,6 +153,20 @@ class FrontierSeeds(SeedDraw):
 
     def draw(self, pool, rng, epoch):
         return frontier_seeds(pool, self.cfg.seeds_per_epoch, rng, **frontier_rule(self.cfg))
+
+
+@SEED_DRAWS.register("learnt_frontier")
+class LearntFrontierSeeds(SeedDraw):
+    """The frontier draw over levels the pool learns (:func:`genenv.text_difficulty.learnt_levels`: its tasks in
+    ``env.learnt_levels.bins`` groups by the success their text predicts), no domain levels: each seed from the
+    group the oracle's frontier rule picks; a uniform draw before anything was rolled out."""
+
+    def draw(self, pool, rng, epoch):
+        levels = self.cfg.env.learnt_levels
+        groups = learnt_levels(pool, levels.bins, levels.window)
+        if groups is None:
+            return pool.sample(rng, self.cfg.seeds_per_epoch)
+        return frontier_seeds(pool, self.cfg.seeds_per_epoch, rng, groups=groups, **frontier_rule(self.cfg))
 
 
 # ============================================================================ level rules (the oracle's choice)

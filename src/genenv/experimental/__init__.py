@@ -5,7 +5,7 @@ some are the controls later questions compare against (issue 55 names the predic
 draw as the best earlier level-free arm). Each is a strategy registered into :mod:`genenv.signals`' registries by
 :func:`register`, which genenv's own ``genenv.strategies`` entry point calls: no module outside this package
 imports it, and the main path never tests one of its names. A run selects one by its registry's field
-(``env.seed_draw=predicted``, ``env.pg.signal=probe_gain``, ...); its knobs live under ``experimental.<section>``.
+(``env.pg.gate=predicted``, ``env.pg.signal=probe_gain``, ...); its knobs live under ``experimental.<section>``.
 No preset selects one and no default depends on them. :data:`EXPERIMENTS` says, for each, what it does, where its
 measurement is and what the rule said; :data:`REMOVED` names the options that were taken out and the commit whose
 code still runs them.
@@ -61,11 +61,8 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("env.pg.gate=predicted", "pg pays only tasks whose success, predicted from their text by a ridge "
                "regression fit to the pool's recent p_hat, is below env.pg.gate_mastered (no levels)",
                "docs/results-log/issue37-dev.md, issue37-fresh.md",
-               "fresh seeds, with the predicted seed draw, minus random with the same draw: +0.020 [-0.020, "
+               "fresh seeds, with the learnt seed draw, minus random with the same draw: +0.020 [-0.020, "
                "+0.065]; not adopted (issue 55's control)"),
-    Experiment("env.seed_draw=predicted", "the frontier seed draw over learned levels: pool tasks ranked by the "
-               "same predicted success, cut into equal groups (no levels)",
-               "docs/results-log/issue37-fresh.md", "as the predicted gate; kept as issue 55's control"),
     Experiment("env.pg.signal=probe_gain", "a valid task earns its GRPO gradient's first-order gain on a probe set "
                "of held-in pool tasks", "docs/results-log/issue55.md (2b, 2c, 3b)",
                "below +0.02 over random on dev at T200 and T600, the hard-side probe too; not adopted"),

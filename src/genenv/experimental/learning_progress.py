@@ -9,7 +9,7 @@ paper's information only (task texts and p_hat, no domain levels):
 1. The window: the pool's last ``window`` p_hat observations (every rollout group of a valid generated task or a
    replayed pool task records one, oldest first; :attr:`genenv.pool.TaskPool.outcomes`).
 2. Clusters: k-means (``scipy.cluster.vq.kmeans2``, k-means++ start, the epoch's own seed, 10 iterations) on the
-   character n-gram vectors (:func:`genenv.experimental.predicted.ngram_features`) of the window's distinct task
+   character n-gram vectors (:func:`genenv.text_difficulty.ngram_features`) of the window's distinct task
    texts, ``clusters`` groups, fit afresh each epoch (a cluster is "tasks that look alike now", no identity kept
    across epochs, so nothing to checkpoint: the pool's observations rebuild it on resume).
 3. Progress of a cluster: its observations in the window in order, split in an older and a newer half,
@@ -33,10 +33,10 @@ from scipy.cluster.vq import kmeans2
 
 from genenv.config import knob
 from genenv.experimental.credit import CreditSignal
-from genenv.experimental.predicted import ngram_features
 from genenv.experimental.sections import Experimental
 from genenv.seeding import phase_seed
 from genenv.signals import SEED_DRAWS, SIGNALS, SeedDraw
+from genenv.text_difficulty import ngram_features
 
 
 def window_observations(pool, window: int) -> tuple[list[int], list[float]]:
