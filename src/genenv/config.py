@@ -430,6 +430,13 @@ def _coerce(path: str, value: Any, tp: Any, meta: dict) -> Any:
     return value
 
 
+def value_at(data, dotted: str):
+    """The value at ``dotted`` in nested mappings, None where there is none."""
+    for part in dotted.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
 def from_dict(cls, data: dict | None, prefix: str = ""):
     """Build dataclass ``cls`` from a (possibly partial) mapping, validating every field."""
     data = {} if data is None else data
@@ -438,18 +445,11 @@ def from_dict(cls, data: dict | None, prefix: str = ""):
     if cls is RunConfig:
         data = _read_old_spellings(data)
         for (name, value), commit in REMOVED_VALUES.items():
-            node = data
-            for part in name.split("."):
-                node = node.get(part) if isinstance(node, dict) else None
-            if node == value:
+            if value_at(data, name) == value:
                 raise ConfigError(f"{name}: {value!r} was removed (an option that lost its decision rule); its "
                                   f"runs repeat with the code of commit {commit} (docs/results-log.md)")
         for (name, old), new in RENAMED_VALUES.items():
-            *parents, last = name.split(".")
-            node = data
-            for part in parents:
-                node = node.get(part) if isinstance(node, dict) else None
-            if isinstance(node, dict) and node.get(last) == old:
+            if value_at(data, name) == old:
                 warnings.warn(f"{name}={old} is deprecated: write {name}={new}", FutureWarning, stacklevel=3)
                 data = deep_merge(data, dotted_dict(name, new))
     hints = typing.get_type_hints(cls)
@@ -591,9 +591,7 @@ def _drop_unselected_sections(cfg: RunConfig, later: dict) -> None:
         if any(knob_value(cfg, selector) == when for selector in selectors) or current == defaults:
             continue
         selector = selectors[0]
-        given = later
-        for part in dotted.split("."):
-            given = given.get(part) if isinstance(given, dict) else None
+        given = value_at(later, dotted)
         changed = [f.name for f in dataclasses.fields(defaults) if isinstance(given, dict) and f.name in given
                    and getattr(current, f.name) != getattr(defaults, f.name)]
         if not changed:
@@ -701,14 +699,11 @@ def read_yaml(path: Path) -> dict:
 
 
 # The line a run on a domain without ordered difficulty levels (Domain.ordered_levels) prints when it trains the
-# simulator with the paper's information: what was measured there instead (docs/results.md, 16 fresh seeds each). No
-# level-free way of training the simulator has beaten the untrained one with an interval excluding 0 (the paper's
-# reward alone +0.009 [-0.021, +0.040] at 200 epochs); at 600 epochs the untrained simulator drawing its seeds by a
-# difficulty it learns from p_hat beat the uniform draw (+0.065 [+0.035, +0.096], 14 of 16 seeds).
+# simulator with the paper's information: what was measured there instead (docs/results.md; BCa interval).
 LEVEL_FREE_NOTE = ("note: domain {domain!r} declares no ordered difficulty levels; there no level-free way of "
                    "training the simulator has beaten the untrained one, and the measured alternative is the untrained "
                    "simulator with the learnt seed draw, curriculum=random env.seed_draw=learnt_frontier (+0.080 "
-                   "[+0.053, +0.109] over the uniform draw at 600 epochs over 24 fresh seeds on addition with its "
+                   "[+0.055, +0.111] over the uniform draw at 600 epochs over 24 fresh seeds on addition with its "
                    "levels hidden: docs/results.md)")
 
 

@@ -23,6 +23,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from genenv.config import ConfigError, sliding_window_of
+from genenv.domains import domain_class, make_domain
+from genenv.models.registry import (
+    KNOWN_MODELS,
+    ModelNotAvailable,
+    llamacpp_refusal,
+    model_folder,
+    packaged_file,
+    packaged_image,
+)
+from genenv.models.vllm_engine import vllm_installed, vllm_refusal
 
 # the resident memory of a run's process beside its models: Python, torch, transformers, genenv, the domain's data
 # (`python benchmarks/memory.py --preset smoke --epochs 2 threads=1`: a peak of 408 MB with models under 1 MB)
@@ -53,8 +66,6 @@ class ModelReport:
 
 def _tool_call_row(report: ModelReport, cfg, tokenizer) -> None:
     """For a multi-turn domain: the row saying whether TRL can take its actions as the folder's tool calls."""
-    from genenv.config import ConfigError  # noqa: PLC0415
-    from genenv.domains import domain_class  # noqa: PLC0415
 
     try:
         multi_turn = domain_class(cfg.domain.name).multi_turn
@@ -84,7 +95,6 @@ def _block_linears(model) -> list[tuple[str, torch.nn.Linear]]:
 def longest_prompt_tokens(cfg, tokenizer, tasks: int = 64) -> int:
     """The longest of ``tasks`` seed prompts of the run's domain in ``tokenizer``'s tokens, through its chat
     template when it has one (as the run prompts it)."""
-    from genenv.domains import make_domain  # noqa: PLC0415
 
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     longest = 0
@@ -173,7 +183,6 @@ def model_problem(field: str, model: str) -> str | None:
     """Why a run cannot load ``model`` (the value of the knob ``field``, ``agent.model`` or ``env.model``), named
     by that field: a packaged model whose package is missing, a folder that does not exist, or a folder
     :func:`check_model` finds a problem in; None when it can (and for ``tiny``)."""
-    from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, model_folder, packaged_file  # noqa: PLC0415
 
     if model == "tiny":
         return None
@@ -215,7 +224,6 @@ def start_problems(cfg) -> list[str]:
 
 def check_start(cfg) -> None:
     """:func:`start_problems`' first, as a ConfigError (``genenv run`` prints it as one line)."""
-    from genenv.config import ConfigError  # noqa: PLC0415
 
     problems = start_problems(cfg)
     if problems:
@@ -226,11 +234,7 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
     """What genenv makes of ``folder``; with ``cfg`` (a run's config with the folder as its players), the memory
     a run of it needs and the settings it refuses: the device, and for a multi-turn domain whether TRL can take its
     actions as tool calls (``trl_problem``: a problem for TRL alone, genenv's loop prompts with plain text)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415
 
-    from genenv.config import sliding_window_of  # noqa: PLC0415
-    from genenv.models.registry import llamacpp_refusal, packaged_image  # noqa: PLC0415
-    from genenv.models.vllm_engine import vllm_installed, vllm_refusal  # noqa: PLC0415
 
     report = ModelReport()
     folder = Path(folder).expanduser()

@@ -11,7 +11,9 @@ import torch
 
 from genenv.algos.grpo import PolicySample
 from genenv.config import ConfigError, RunConfig
+from genenv.models import vllm_engine  # (vLLM itself is imported where an engine is built)
 from genenv.models.policy import Policy
+from genenv.models.registry import llamacpp_refusal
 from genenv.models.remote import RemoteSimulator
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -88,8 +90,6 @@ def check_samplers(cfg: RunConfig) -> None:
     """At a run's start, before anything is paid: a player with ``sampler=vllm`` whose model vLLM cannot decode
     (:func:`genenv.models.vllm_engine.vllm_refusal`), or without vLLM installed, or with ``sampler=llama.cpp`` without
     llama-cpp-python, is a ConfigError naming the field."""
-    from genenv.models import vllm_engine  # noqa: PLC0415 (vLLM itself is imported where an engine is built)
-
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
             raise ConfigError(f"{name}.sampler: llama.cpp needs llama-cpp-python (`make install` builds it from its "
@@ -106,8 +106,6 @@ def check_samplers(cfg: RunConfig) -> None:
 def engines(cfg: RunConfig) -> dict[str, str]:
     """What decodes each player's generations (``agent``, ``env``), in words, decided from the config at the start,
     and why where a player's ``sampler`` fell back: a run logs it first and records it in config.yaml."""
-    from genenv.models.registry import llamacpp_refusal  # noqa: PLC0415
-
     out = {}
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if name == "env" and cfg.env.backend == "openai":
@@ -132,13 +130,11 @@ def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     given the policy's weights here, or with ``engine.workers`` > 0 in each Ray actor (an architecture vLLM lacks is
     a ConfigError naming the field). Its length is the model's window; on a GPU the run's engines share
     :data:`~genenv.models.vllm_engine.GPU_MEMORY_FOR_ENGINES` of its memory equally."""
-    from genenv.models.vllm_engine import GPU_MEMORY_FOR_ENGINES, engine_for  # noqa: PLC0415
-
     engines = sum(p.sampler == "vllm" for p in (cfg.agent, cfg.env))
     try:
-        sampler = engine_for(policy, player.model, cfg.device, dtype=cfg.dtype,
+        sampler = vllm_engine.engine_for(policy, player.model, cfg.device, dtype=cfg.dtype,
                              prefix_caching=cfg.prefix_cached_sampling,
-                             gpu_memory_utilization=GPU_MEMORY_FOR_ENGINES / engines)
+                             gpu_memory_utilization=vllm_engine.GPU_MEMORY_FOR_ENGINES / engines)
     except ValueError as error:
         raise ConfigError(f"{name}.sampler: {error} ({name}.model)") from None
     if cfg.engine.workers == 0:   # built here, so that a failure is found at the start (Ray actors build their own)

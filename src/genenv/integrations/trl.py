@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
+from transformers import AutoTokenizer
 
 from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.coevolve import (
@@ -56,6 +59,7 @@ from genenv.generation import Candidate
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.metrics import mean
 from genenv.model_check import TOOL_CALL_ADVICE, check_start, tool_call_problem
+from genenv.models.registry import resolve_model
 from genenv.players import Players, RunState, prepare_player, simulator_constraint
 from genenv.rollout import Episode
 from genenv.signals import SIGNALS
@@ -74,9 +78,6 @@ def check_trl_start(cfg: RunConfig) -> None:
     if cfg.agent.model == "tiny":
         problem = "the tiny model has no chat template"
     else:
-        from transformers import AutoTokenizer  # noqa: PLC0415
-
-        from genenv.models.registry import resolve_model  # noqa: PLC0415
         problem = tool_call_problem(AutoTokenizer.from_pretrained(resolve_model(cfg.agent.model)))
     if problem:
         raise ConfigError(multi_turn_refusal(cfg.domain.name, problem))
@@ -511,9 +512,6 @@ def restore_rng_state(checkpoint: Path, rank: int) -> None:
     """The python, numpy and torch (CPU and CUDA) random states the trainer saved in ``checkpoint`` for this
     process (``rng_state.pth``, or ``rng_state_<rank>.pth`` with several; the trainer's own file, read as it reads
     it)."""
-    import random  # noqa: PLC0415
-
-    import numpy as np  # noqa: PLC0415
     path = checkpoint / f"rng_state_{rank}.pth"
     path = path if path.exists() else checkpoint / "rng_state.pth"
     if not path.exists():
