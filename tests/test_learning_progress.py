@@ -114,4 +114,4 @@ def test_a_run_pays_learning_progress_with_no_model_calls(tmp_path):
     # the untrained simulator with the same information: the seed draw alone, no reward
     out = run(load_config("smoke", ["threads=1", "epochs=2", "curriculum=random", "env.seed_draw=progress"]),
               run_dir=tmp_path / "random", log=lambda m: None)
-    assert all(r["teacher_reward_mean"] is None for r in read_jsonl(out / "metrics.jsonl"))
+    assert not any(key.startswith("teacher_") for r in read_jsonl(out / "metrics.jsonl") for key in r)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from genenv.algos.rwr import WeightedExample
-from genenv.config import TinyModelConfig
+from genenv.config import TinyModelConfig, load_config
 from genenv.domains import Task
 from genenv.experimental.teacher import (
     likelihood_reward,
@@ -19,6 +19,7 @@ from genenv.experimental.teacher import (
     task_logprobs,
 )
 from genenv.generation import Candidate
+from genenv.io import read_jsonl
 from genenv.reward import challenger_rewards
 from genenv.rollout import Episode, Turn
 
@@ -111,7 +112,8 @@ def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_i
     from genenv.config import load_config
     from genenv.signals import SIGNALS
     signal = SIGNALS.make(load_config("smoke", ["env.pg.signal=probe_gain"]))
-    assert challenger_rewards(made, signal.valid_reward, invalid_reward=-0.5) == [-0.4, -0.5]
+    assert challenger_rewards(made, signal.paid, invalid_reward=-0.5) == [-0.4, -0.5]
+    assert signal.rewards(made, None, lambda text: False) == [-0.4, 0.0]   # (an invalid one earns 0 here)
 
 
 def _run(tmp_path, name, *overrides):
@@ -145,7 +147,7 @@ def test_a_run_pays_answer_likelihood_and_an_untrained_simulator_reads_nothing(t
         assert all(0.0 <= t["teacher_reward"] <= 1.0 for t in tasks)
     assert sum(r["env_steps"] for r in rows) > 0
     random_rows, random_samples = _run(tmp_path, "random", "curriculum=random", "env.pg.signal=answer_likelihood")
-    assert all(r["teacher_reward_mean"] is None and r["teacher_forward_sequences"] == 0 for r in random_rows)
+    assert not any(key.startswith("teacher_") for r in random_rows for key in r)   # (the hook read nothing)
     assert all(t["teacher_reward"] is None for tasks in random_samples for t in tasks)
 
 
@@ -184,3 +186,28 @@ def test_a_run_with_the_hard_probe_reads_it(tmp_path):
     rows, _ = _run(tmp_path, "hard", "env.pg.signal=probe_gain", "experimental.probe_gain.side=hard",
                    "experimental.probe_gain.tasks=16")
     assert all(r["teacher_probe_tasks"] == 16 and r["teacher_backward_passes"] >= 1 for r in rows)
+
+
+def test_the_loop_calls_the_signals_one_hook_every_epoch_and_its_metrics_join_the_row(tmp_path, monkeypatch):
+    """Issue 88, item 1: a signal keeps rewards(...) and one hook, before_agent_update, that the loop always calls
+    (a no-op for the paper's signal, whose rows hold no teacher_* keys); what a signal's hook returns joins the row,
+    and what its rewards return is what the pg update pays."""
+    from genenv.coevolve import run
+    from genenv.signals import SIGNALS, AlphaSignal
+    calls = []
+
+    class Counting(AlphaSignal):
+        def before_agent_update(self, domain, agent, state, generated, epoch):
+            calls.append((epoch, agent is not None))
+            return generated, {"counting_valid": sum(c.valid for c in generated)}
+
+    monkeypatch.setitem(SIGNALS.entries, "counting", Counting)
+    plain = read_jsonl(run(load_config("smoke", ["threads=1", "epochs=2"]), run_dir=tmp_path / "plain",
+                           log=lambda m: None) / "metrics.jsonl")
+    assert not any(key.startswith("teacher_") or key == "counting_valid" for row in plain for key in row)
+    rows = read_jsonl(run(load_config("smoke", ["threads=1", "epochs=2", "env.pg.signal=counting"]),
+                          run_dir=tmp_path / "counting", log=lambda m: None) / "metrics.jsonl")
+    assert calls == [(0, True), (1, True)]
+    assert [row["counting_valid"] for row in rows] == [row["valid"] for row in rows]
+    keep = ("agent_loss", "env_loss", "dev_success", "valid")   # the same signal otherwise: the same run
+    assert [{k: row[k] for k in keep} for row in rows] == [{k: row[k] for k in keep} for row in plain]

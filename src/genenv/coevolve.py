@@ -8,8 +8,8 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
-  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); a signal
-                       that reads the agent credits each task here (credit_tasks)
+  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); then the pg
+                       signal's hook (pg_signal, Signal.before_agent_update), which reads the agent where it must
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
   7. update_simulator  the default (env.update=pg): policy gradient on each generation's reward (env.pg.signal:
@@ -82,11 +82,11 @@ from genenv.models.policy import Policy
 from genenv.players import Players, RunState, check_samplers, engines, engines_line
 from genenv.pool import EnvExample, TaskPool
 from genenv.progress import progress_bar
-from genenv.reward import challenger_rewards, rwr_weights, scored
+from genenv.reward import rwr_weights, scored
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import discard_failed_start, open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import GATES, NO_CREDIT, SEED_DRAWS, SIGNALS, SUCCESS_ESTIMATES
+from genenv.signals import GATES, SEED_DRAWS, SIGNALS, SUCCESS_ESTIMATES, AlphaSignal, Signal
 from genenv.splits import DataSplit, data_split
 from genenv.trackers import Trackers
 
@@ -151,11 +151,12 @@ def scoring(cfg: RunConfig) -> dict:
                 p_hat_level=cr.p_hat_level, rate=SUCCESS_ESTIMATES.make(cfg).rate)
 
 
-def credit_tasks(cfg: RunConfig, domain: Domain, agent: Policy | None, state: RunState, generated: list[Candidate],
-                 epoch: int) -> tuple[list[Candidate], dict]:
-    """Phase 4c, for a signal that ``credits`` (:data:`genenv.signals.SIGNALS`): what each valid generation earns,
-    read from the agent before its update, and the epoch's credit metrics."""
-    return SIGNALS.make(cfg).credit(domain, agent, state, generated, epoch)
+def pg_signal(cfg: RunConfig, trains_simulator: bool) -> Signal:
+    """The signal the simulator's pg update pays (``env.pg.signal``, :data:`genenv.signals.SIGNALS`); the paper's
+    alpha signal, whose hook reads nothing, where no pg update runs (RWR, or a simulator never trained)."""
+    if trains_simulator and cfg.env.update == "pg":
+        return SIGNALS.make(cfg)
+    return AlphaSignal(cfg)
 
 
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
@@ -198,14 +199,14 @@ def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
 
 
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
-                              generated: list[Candidate], epoch: int, rng: np.random.Generator) -> dict | None:
+                              generated: list[Candidate], epoch: int, rng: np.random.Generator,
+                              signal: Signal) -> dict | None:
     """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (the signal
-    ``env.pg.signal``), its seed group's mean subtracted, for the generations the gate lets earn
+    ``env.pg.signal``, ``signal``), its seed group's mean subtracted, for the generations the gate lets earn
     (:func:`simulator_gate`; the others earn what a useless task earns)."""
-    ec, signal = cfg.env, SIGNALS.make(cfg)
-    rewards = challenger_rewards(generated, signal.valid_reward, signal.invalid_reward(),
-                                 simulator_gate(cfg, domain, state.task_pool),
-                                 signal.repeats(generated, lambda text: state.task_pool.joined_before(text, epoch)))
+    ec = cfg.env
+    rewards = signal.rewards(generated, simulator_gate(cfg, domain, state.task_pool),
+                             lambda text: state.task_pool.joined_before(text, epoch))
     groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
@@ -214,7 +215,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
 
 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                  epoch: int, rng: np.random.Generator) -> dict | None:
+                  epoch: int, rng: np.random.Generator, signal: Signal | None = None) -> dict | None:
     """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
     exp(lam R_env), with ``env.rwr.pool_replay`` also earlier epochs' sets from D_env, where this epoch's set is kept
     (D_env is this rule's memory: the pg rule keeps none). None: nothing was in band."""
@@ -240,10 +241,11 @@ SIMULATOR_UPDATES = {"pg": update_by_policy_gradient, "rwr": update_by_rwr}
 
 
 def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                     epoch: int) -> dict:
-    """Phase 7: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``."""
+                     epoch: int, signal: Signal) -> dict:
+    """Phase 7: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``;
+    the pg rule pays ``signal``'s rewards (:func:`pg_signal`)."""
     rule = SIMULATOR_UPDATES[cfg.env.update]
-    result = rule(cfg, domain, players, state, generated, epoch, phase_rng(cfg.seed, epoch, "env_update"))
+    result = rule(cfg, domain, players, state, generated, epoch, phase_rng(cfg.seed, epoch, "env_update"), signal)
     if result is None:
         return dict(NO_ENV_UPDATE)
     state.nonfinite_skips += result["skipped"]
@@ -291,10 +293,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     if checkpoint is not None:
         with timer("checkpoint_wait"):   # the weights and optimiser states change from here on
             checkpoint.wait()
-    teacher_stats = dict(NO_CREDIT)
-    if curriculum.trains_simulator and cfg.env.update == "pg" and SIGNALS.selected(cfg).credits:
-        with timer("credit"):
-            generated, teacher_stats = credit_tasks(cfg, domain, players.agent, state, generated, epoch)
+    signal = pg_signal(cfg, curriculum.trains_simulator)
+    with timer("credit"):   # what the signal reads before the agent's update (nothing, for the paper's)
+        generated, signal_stats = signal.before_agent_update(domain, players.agent, state, generated, epoch)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:
@@ -303,8 +304,8 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, epoch)
     with timer("env_update"):
         trains = curriculum.trains_simulator
-        env_stats = {**(update_simulator(cfg, domain, players, state, generated, epoch) if trains
-                        else dict(NO_ENV_UPDATE)), **teacher_stats}
+        env_stats = {**(update_simulator(cfg, domain, players, state, generated, epoch, signal) if trains
+                        else dict(NO_ENV_UPDATE)), **signal_stats}
         if env_stats["env_steps"]:
             engine.weights_changed("env")
     eval_stats = dict(NO_EVALUATION)

@@ -29,6 +29,7 @@ import numpy as np
 from genenv.config import ConfigError, knob_value
 from genenv.reward import (
     LevelSuccess,
+    challenger_rewards,
     frontier_reward,
     group_success,
     level_gate,
@@ -44,10 +45,6 @@ if TYPE_CHECKING:
     from genenv.pool import TaskPool
 
 ENTRY_POINT_GROUP = "genenv.strategies"   # each entry point: a callable that registers strategies when called
-
-# an epoch's metrics when no signal reads the agent before its update (stable keys in metrics.jsonl)
-NO_CREDIT = {"teacher_reward_mean": None, "teacher_probe_tasks": 0, "teacher_backward_passes": 0,
-             "teacher_forward_sequences": 0}
 
 
 class Strategy(abc.ABC):
@@ -270,28 +267,23 @@ class LevelGate(Gate):
 
 
 class Signal(Strategy):
-    """``env.pg.signal``: what a valid generation earns under the pg update. A signal that ``credits`` reads the
-    agent before its update (the loop's credit phase, timed as ``credit``) and puts its reward on each valid
-    candidate (``teacher_reward``); ``reads_agent``: it needs the agent's weights (refused where another trainer
-    holds them)."""
-    credits: ClassVar[bool] = False
+    """``env.pg.signal``: what each generation earns under the pg update (:meth:`rewards`).
+
+    :meth:`before_agent_update` is the one hook for what a signal must read before the agent's update: the loop
+    calls it every epoch, after scoring (timed as ``credit``), a no-op by default; a signal that reads the agent
+    reads it there, may put what it read on the candidates, and returns its own metrics, which join the epoch's
+    row. ``reads_agent``: it needs the agent's weights (refused where another trainer holds them)."""
     reads_agent: ClassVar[bool] = False
 
-    def credit(self, domain, agent, state, generated: list, epoch: int) -> tuple[list, dict]:
-        return generated, dict(NO_CREDIT)
+    def before_agent_update(self, domain, agent, state, generated: list, epoch: int) -> tuple[list, dict]:
+        """The candidates (changed or not) and this signal's metrics for the epoch's row; nothing by default."""
+        return generated, {}
 
     @abc.abstractmethod
-    def valid_reward(self, candidate) -> float:
-        """A valid, rolled-out candidate's reward."""
-
-    def invalid_reward(self) -> float:
-        """What an invalid generation earns: 0, what a useless valid task earns."""
-        return 0.0
-
-    def repeats(self, generated: list, known: Callable[[str], bool]) -> Callable | None:
-        """A predicate naming the valid generations that earn :meth:`invalid_reward` as repeats (``known``: a task
-        text already in the pool before the epoch), or None for none."""
-        return None
+    def rewards(self, generated: list, gate: Callable | None, known: Callable[[str], bool]) -> list[float]:
+        """Every generation's reward, in order: ``gate`` (None: every valid task) names the valid tasks that may
+        earn (the others earn 0, what a useless valid task earns); ``known(text)``: whether a task text was in the
+        pool before the epoch."""
 
 
 SIGNALS = Registry("signal", "env.pg.signal")
@@ -299,11 +291,16 @@ SIGNALS = Registry("signal", "env.pg.signal")
 
 @SIGNALS.register("alpha")
 class AlphaSignal(Signal):
-    """R_env rescaled to [0, 1] (:func:`genenv.reward.frontier_reward`): the paper's reward under pg."""
+    """R_env rescaled to [0, 1] (:func:`genenv.reward.frontier_reward`): the paper's reward under pg; an invalid
+    generation earns 0."""
 
-    def valid_reward(self, candidate):
+    def paid(self, candidate) -> float:
+        """A valid task's reward (before the gate)."""
         cr = self.cfg.curriculum_reward
         return float(frontier_reward(candidate.r_env, cr.alpha, cr.beta))
+
+    def rewards(self, generated, gate, known):
+        return challenger_rewards(generated, self.paid, 0.0, gate)
 
 
 # ============================================================================ p_hat estimates

@@ -41,7 +41,7 @@ class ProbeGain(CreditSignal):
     held-in pool tasks, scaled by the epoch's largest into [-1, 1]."""
     knobs, section, reads_agent = ProbeGainKnobs, "probe_gain", True
 
-    def rewards(self, domain, agent, state, valid, epoch, stats):
+    def credit_rewards(self, domain, agent, state, valid, epoch, stats):
         from genenv.experimental.teacher import (  # noqa: PLC0415 (torch)
             draw_probe,
             probe_direction,
@@ -65,7 +65,7 @@ class AnswerLikelihood(CreditSignal):
     """Each valid task earns the agent's probability P of its verified response, in log-odds around alpha."""
     knobs, section, reads_agent = AnswerLikelihoodKnobs, "answer_likelihood", True
 
-    def rewards(self, domain, agent, state, valid, epoch, stats):
+    def credit_rewards(self, domain, agent, state, valid, epoch, stats):
         from genenv.experimental.teacher import likelihood_reward, task_logprobs, verified_examples  # noqa: PLC0415
         cfg = self.cfg
         examples, counts = verified_examples(domain, [c.parsed for c in valid], _builder(cfg, domain, agent))

@@ -159,7 +159,7 @@ class LearningProgressSignal(CreditSignal):
     largest into [0, 1] (no model calls)."""
     knobs, section = ProgressKnobs, "progress"
 
-    def rewards(self, domain, agent, state, valid, epoch, stats):
+    def credit_rewards(self, domain, agent, state, valid, epoch, stats):
         lp = self.options
         found = cluster_progress(state.task_pool, phase_seed(self.cfg.seed, epoch, "progress"), clusters=lp.clusters,
                                  window=lp.window, min_count=lp.min_count)

@@ -10,7 +10,7 @@ import numpy as np
 
 from genenv.config import knob
 from genenv.experimental.sections import Experimental
-from genenv.reward import alpha_reward
+from genenv.reward import alpha_reward, challenger_rewards
 from genenv.signals import (
     LEVEL_RULES,
     SEED_DRAWS,
@@ -47,9 +47,9 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
 class InteriorSignal(Experimental, Signal):
     """R_env for a task the agent sometimes solves, 0 for one it always or never solves (meant for alpha < 0.5)."""
 
-    def valid_reward(self, candidate):
+    def rewards(self, generated, gate, known):
         cr = self.cfg.curriculum_reward
-        return float(interior_reward(candidate.p_hat, cr.alpha, cr.beta))
+        return challenger_rewards(generated, lambda c: float(interior_reward(c.p_hat, cr.alpha, cr.beta)), 0.0, gate)
 
 
 def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
@@ -81,11 +81,9 @@ class PenalisedSignal(Experimental, AlphaSignal):
     knobs = PenaltyKnobs
     section = "penalised"
 
-    def invalid_reward(self):
-        return float(self.options.invalid_reward)
-
-    def repeats(self, generated, known):
-        return repeated_generations(generated, known) if self.options.repeats else None
+    def rewards(self, generated, gate, known):
+        repeat = repeated_generations(generated, known) if self.options.repeats else None
+        return challenger_rewards(generated, self.paid, float(self.options.invalid_reward), gate, repeat)
 
 
 def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:

@@ -42,10 +42,10 @@ from transformers import AutoTokenizer
 
 from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.coevolve import (
-    credit_tasks,
     draw_tasks,
     generate_tasks,
     grow_pools,
+    pg_signal,
     rollout_budget,
     score_tasks,
     update_simulator,
@@ -191,10 +191,10 @@ class SimulatorSide:
         generated = score_tasks(cfg, generated, groups)
         drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
         env_stats = {"env_steps": 0}
+        signal = pg_signal(cfg, self.curriculum.trains_simulator)   # (one that reads no agent: refused at start)
+        generated, _ = signal.before_agent_update(self.domain, None, self.state, generated, round_index)
         if self.curriculum.trains_simulator:
-            if cfg.env.update == "pg" and SIGNALS.selected(cfg).credits:   # (one that reads no agent)
-                generated, _ = credit_tasks(cfg, self.domain, None, self.state, generated, round_index)
-            env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index)
+            env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index, signal)
         grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)
         scored = [c for c in generated if c.valid and c.p_hat_task is not None]
         row = {"round": round_index, "valid_fraction": len(valid) / max(1, len(generated)),
