@@ -21,7 +21,7 @@ NOT_IN_WARMSTART = {
     "agent.kl_coef", "agent.entropy_coef", "agent.advantage_scaling", "grad_clip", "agent.replay_fraction",
     "agent.min_informative_groups", "agent.minibatch_groups", "agent.update_epochs", "agent.micro_batch",
     "env.lora_rank", "env.variations", "env.temperature", "env.max_new_tokens", "env.lr", "env.weight_decay",
-    "env.kl_coef", "env.max_kl", "env.generation_batch", "env.seed_draw",
+    "env.kl_coef", "env.max_kl", "env.generation_batch", "env.seed_draw", "env.learnt_levels",
     # the simulator's update rules and their knobs (sections): co-evolution only
     "env.update", "env.pg", "env.rwr", "env.constrained",
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
