@@ -211,14 +211,11 @@ def start_problems(cfg) -> list[str]:
     players = [("agent.model", cfg.agent.model)]
     if cfg.env.backend == "local":
         players.append(("env.model", cfg.env.model))
-    seen: dict[str, str | None] = {}
+    checked: set[str] = set()
     for field_name, model in players:
-        if model not in seen:
-            seen[model] = model_problem(field_name, model)
-        elif seen[model]:
-            seen[model] = None   # (one line for a folder both players share)
-            continue
-        problems.append(seen[model])
+        if model not in checked:   # (a folder both players share: checked once, named by the first field)
+            checked.add(model)
+            problems.append(model_problem(field_name, model))
     return [problem for problem in problems if problem]
 
 
