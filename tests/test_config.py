@@ -172,7 +172,7 @@ def test_config_describe_shows_the_presets_values():
     assert rows["agent.lr"] == "0.001" and rows["env.pg.gate"] == "'levels'" and rows["epochs"] == "200"
     assert not any(name.startswith("experimental") for name in rows)   # the main knobs first, then the others
     listed = {line.split()[0]: line for line in experimental.splitlines()[1:]}
-    assert "selected by env.pg.signal=probe_gain: " in listed["experimental.probe_gain"]
+    assert "selected by experimental.signal=probe_gain: " in listed["experimental.probe_gain"]
     assert "experimental.probe_gain.tasks" in listed
     assert not any("env.seed_draw=frontier" in line for line in listed.values())   # a main-path strategy is not
     # each option with its knobs right after it
@@ -180,7 +180,7 @@ def test_config_describe_shows_the_presets_values():
     at = next(i for i, line in enumerate(lines) if line.startswith("experimental.probe_gain "))
     assert lines[at + 1].startswith("experimental.probe_gain.")
     # an option sharing a section listed before it is named by its own name
-    assert "selected by env.pg.signal=learning_progress: " in listed["experimental.learning_progress"]
+    assert "selected by experimental.signal=learning_progress: " in listed["experimental.learning_progress"]
     # a component's knobs under their component, each naming the choice that reads it
     component_rows = {line.split()[0]: line for line in components.splitlines()[1:]}
     assert "tiny.hidden_size" not in rows
@@ -190,14 +190,15 @@ def test_config_describe_shows_the_presets_values():
     assert "(agent.sampler=llama.cpp or env.sampler=llama.cpp)" in component_rows["llamacpp.context"]
 
 
-def test_the_main_config_has_at_most_111_knobs():
+def test_the_main_config_has_at_most_108_knobs():
     """Issue 76, item 2: the main config lists what a user reaches for, at most 110 leaf knobs with its components'
-    (the tiny models' shape, the OpenAI endpoint, the llama.cpp sampler); the experimental options are apart. 111
-    since issue 88: the GRPO advantage scaling (TRL's) and the learnt seed draw's two knobs joined, 108 before."""
+    (the tiny models' shape, the OpenAI endpoint, the llama.cpp sampler); the experimental options are apart. 108
+    since issue 88: the GRPO advantage scaling (TRL's) and the learnt seed draw's two knobs joined, and the three
+    fields that chose among one main-path answer (the pg signal, the p_hat estimate, the oracle's rule) left."""
     from genenv.config import describe, describe_components
     main_rows = [name for name, _, _ in describe()]
     component_rows = [name for name, _, _ in describe_components()]
-    assert len(main_rows) + len(component_rows) <= 111, (len(main_rows), len(component_rows))
+    assert len(main_rows) + len(component_rows) <= 108, (len(main_rows), len(component_rows))
     assert not set(main_rows) & set(component_rows)
     assert {"tiny.num_layers", "agent.tiny.max_positions", "env.openai.model", "llamacpp.dtype"} <= set(
         component_rows)

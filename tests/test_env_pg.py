@@ -81,8 +81,8 @@ def test_a_negative_invalid_reward_makes_validity_a_signal():
 
 
 def test_a_repeated_task_earns_what_an_invalid_one_earns():
-    """env.pg.signal=penalised with repeats: a valid task already in the pool before the epoch, or written earlier in
-    the same epoch, earns invalid_reward; its first writing this epoch and new tasks keep R_env rescaled."""
+    """experimental.signal=penalised with repeats: a valid task already in the pool before the epoch, or written
+    earlier in the same epoch, earns invalid_reward; its first writing this epoch and new tasks keep R_env rescaled."""
     from genenv.experimental.options import repeated_generations
     from genenv.pool import TaskPool
     from genenv.reward import challenger_rewards, rescaled
@@ -113,29 +113,30 @@ def test_a_run_with_repeats_paid_as_invalid(tmp_path, monkeypatch):
         verdicts.append([repeat(c) for c in candidates if c.valid])
         return repeat
     monkeypatch.setattr(options, "repeated_generations", recorded)
-    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg.minibatch_groups=2", "env.pg.signal=penalised",
-                                "experimental.penalised.invalid_reward=-0.5", "experimental.penalised.repeats=true"])
+    cfg = load_config("smoke", ["threads=1", "env.update=pg", "env.pg.minibatch_groups=2",
+                                "experimental.signal=penalised", "experimental.penalised.invalid_reward=-0.5",
+                                "experimental.penalised.repeats=true"])
     rows = read_jsonl(run(cfg, run_dir=tmp_path / "repeat", log=lambda m: None) / "metrics.jsonl")
     assert len(verdicts) == len(rows) == cfg.epochs and sum(r["env_steps"] for r in rows) > 0
     assert [len(v) for v in verdicts] == [r["valid"] for r in rows]
 
 
 def test_the_old_penalty_knobs_select_the_penalised_signal():
-    """env.pg.invalid_reward and env.pg.repeat_is_invalid (moved in issue 76) read as env.pg.signal=penalised with
+    """env.pg.invalid_reward and env.pg.repeat_is_invalid (moved in issue 76) read as experimental.signal=penalised with
     their values, with a FutureWarning; at their old defaults they select nothing; beside another signal they are
     one ConfigError naming the knob."""
-    with pytest.warns(FutureWarning, match="env.pg.signal=penalised"):
+    with pytest.warns(FutureWarning, match="experimental.signal=penalised"):
         cfg = load_config("smoke", ["env.pg.invalid_reward=-0.5", "env.pg.repeat_is_invalid=true"])
     from genenv.signals import check_config
     check_config(cfg)
-    assert cfg.env.pg.signal == "penalised"
+    assert cfg.experimental["signal"] == "penalised"
     assert (cfg.experimental["penalised"].invalid_reward, cfg.experimental["penalised"].repeats) == (-0.5, True)
     with pytest.warns(FutureWarning, match="changed nothing"):
         cfg = load_config("smoke", ["env.pg.invalid_reward=0.0", "env.pg.repeat_is_invalid=false"])
     check_config(cfg)
-    assert cfg.env.pg.signal == "alpha" and "penalised" not in cfg.experimental
+    assert cfg.experimental == {}
     with pytest.raises(ConfigError, match="env.pg.invalid_reward.*interior"):
-        load_config("smoke", ["env.pg.signal=interior", "env.pg.invalid_reward=-0.5"])
+        load_config("smoke", ["experimental.signal=interior", "env.pg.invalid_reward=-0.5"])
 
 def _group(policy, good, bad):
     """One seed group: the simulator wrote ``good`` (advantage +1) and ``bad`` (-1) after the same context."""

@@ -1,4 +1,4 @@
-"""Learning progress over clusters of look-alike tasks (env.pg.signal=learning_progress, env.seed_draw=progress,
+"""Learning progress over clusters of look-alike tasks (experimental.signal=learning_progress, env.seed_draw=progress,
 genenv.experimental.learning_progress): hand-computed progress, the pool's record of observations (rebuilt on
 resume), clusters that follow what changes, and a run that pays it."""
 
@@ -85,32 +85,38 @@ def test_clusters_follow_the_kind_of_task_whose_success_changes():
 
 
 def test_a_progress_knob_without_its_signal_or_draw_is_refused():
-    load_config("smoke", ["env.pg.signal=learning_progress", "experimental.progress.clusters=4"])
+    load_config("smoke", ["experimental.signal=learning_progress", "experimental.progress.clusters=4"])
     load_config("smoke", ["curriculum=random", "env.seed_draw=progress", "experimental.progress.exploration=0.5"])
     from genenv.signals import check_config
     with pytest.raises(ConfigError, match="experimental.progress.clusters: set to 4, a knob of env.seed_draw=progress "
-                                          "and env.pg.signal=learning_progress"):
+                                          "and experimental.signal=learning_progress"):
         check_config(load_config("smoke", ["experimental.progress.clusters=4"]))
 
 
-def test_a_run_pays_learning_progress_with_no_model_calls(tmp_path):
+def test_a_run_pays_learning_progress_with_no_model_calls(tmp_path, monkeypatch):
     from genenv.coevolve import run
+    from genenv.experimental.credit import CreditSignal
     from genenv.io import read_jsonl
-    overrides = ["threads=1", "epochs=3", "env.pg.signal=learning_progress", "env.seed_draw=progress",
+    credited, hook = [], CreditSignal.before_agent_update
+
+    def recording(self, domain, agent, state, generated, epoch):   # what the hook keeps for the pg update
+        stats = hook(self, domain, agent, state, generated, epoch)
+        credited.append([self.credited[id(c)] for c in generated if c.valid and c.episodes])
+        return stats
+    monkeypatch.setattr(CreditSignal, "before_agent_update", recording)
+    overrides = ["threads=1", "epochs=3", "experimental.signal=learning_progress", "env.seed_draw=progress",
                  "experimental.progress.clusters=2", "experimental.progress.min_count=1"]
     out = run(load_config("smoke", overrides), run_dir=tmp_path / "lp", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
-    samples = [[r for r in read_jsonl(out / "samples" / f"epoch_{e}.jsonl") if r["valid"]] for e in range(3)]
     assert all(r["teacher_forward_sequences"] == 0 and r["teacher_backward_passes"] == 0 for r in rows)
-    for epoch, tasks in enumerate(samples):
-        rewards = [t["teacher_reward"] for t in tasks]
+    assert len(credited) == 3
+    for epoch, rewards in enumerate(credited):
         assert all(0.0 <= r <= 1.0 for r in rewards)
         if epoch == 0:   # nothing observed yet: every task is exploration and earns the most
             assert rewards and set(rewards) == {1.0}
         elif rewards:
             assert max(rewards) == 1.0
-    assert rows[-1]["teacher_reward_mean"] == pytest.approx(sum(t["teacher_reward"] for t in samples[-1])
-                                                            / len(samples[-1]))
+    assert rows[-1]["teacher_reward_mean"] == pytest.approx(sum(credited[-1]) / len(credited[-1]))
     # the untrained simulator with the same information: the seed draw alone, no reward
     out = run(load_config("smoke", ["threads=1", "epochs=2", "curriculum=random", "env.seed_draw=progress"]),
               run_dir=tmp_path / "random", log=lambda m: None)

@@ -145,8 +145,9 @@ def _old_run_folder_config() -> dict:
     old["env"]["progress"] = {"clusters": 8, "window": 2048, "min_count": 16, "exploration": 0.2}
     old.pop("experimental")
     old["env"].pop("learnt_levels")   # (the learnt seed draw's knobs were experimental.predicted_seed_* then)
-    old["baseline"].pop("oracle_rule")
-    old["curriculum_reward"].pop("p_hat_estimate")
+    old["env"]["pg"]["signal"] = "alpha"                                   # (issue 88's fields of one answer)
+    old["curriculum_reward"]["p_hat_estimate"] = "empirical"
+    old["baseline"]["oracle_rule"] = "frontier"
     old["agent"]["warmstart"]["corpus_size"] = 20000                      # (knobs no player read)
     old["env"]["warmstart"].update(min_success=0.9, max_rounds=3, check_tasks=256)
     old["experimental"] = {"pg_reward": "rescaled", "oracle_rule": "frontier", "posterior_p_hat": False,
@@ -157,9 +158,9 @@ def _old_run_folder_config() -> dict:
 
 def test_options_that_lost_their_decision_rule_are_registered_strategies_and_their_old_spellings_read():
     """Issue 76: each option that lost its decision rule is a strategy the experimental plugin registers, selected by
-    its registry's field, its knobs under experimental.<section>; the old spellings still read for one release with
-    a FutureWarning naming the new one, and an old run folder's config (every switch off) reads quietly as today's
-    defaults."""
+    its registry's field, or by experimental.<part> where it replaces the main path's one answer (issue 88), its
+    knobs under experimental.<section>; the old spellings still read for one release with a FutureWarning naming the
+    new one, and an old run folder's config (every switch off) reads quietly as today's defaults."""
     from genenv.config import to_dict
     from genenv.run_config import run_config
     from genenv.signals import check_config
@@ -168,13 +169,17 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
         cfg = _load_config(*args)
         check_config(cfg)
         return cfg
-    moves = {"env.pg_reward=interior": ("env.pg.signal=interior", ("env", "pg", "signal"), "interior"),
-             "experimental.pg_reward=interior": ("env.pg.signal=interior", ("env", "pg", "signal"), "interior"),
-             "experimental.oracle_rule=band": ("baseline.oracle_rule", ("baseline", "oracle_rule"), "band"),
-             "curriculum_reward.posterior=true": ("curriculum_reward.p_hat_estimate=posterior",
-                                                  ("curriculum_reward", "p_hat_estimate"), "posterior"),
-             "experimental.posterior_p_hat=true": ("curriculum_reward.p_hat_estimate=posterior",
-                                                   ("curriculum_reward", "p_hat_estimate"), "posterior"),
+    moves = {"env.pg_reward=interior": ("experimental.signal=interior", ("experimental", "signal"), "interior"),
+             "experimental.pg_reward=interior": ("experimental.signal=interior", ("experimental", "signal"),
+                                                 "interior"),
+             "env.pg.signal=interior": ("experimental.signal=interior", ("experimental", "signal"), "interior"),
+             "baseline.oracle_rule=band": ("experimental.oracle_rule=band", ("experimental", "oracle_rule"), "band"),
+             "curriculum_reward.posterior=true": ("experimental.p_hat_estimate=posterior",
+                                                  ("experimental", "p_hat_estimate"), "posterior"),
+             "experimental.posterior_p_hat=true": ("experimental.p_hat_estimate=posterior",
+                                                   ("experimental", "p_hat_estimate"), "posterior"),
+             "curriculum_reward.p_hat_estimate=posterior": ("experimental.p_hat_estimate=posterior",
+                                                            ("experimental", "p_hat_estimate"), "posterior"),
              "experimental.learnability_seeds=true": ("env.seed_draw=learnability", ("env", "seed_draw"),
                                                       "learnability"),
              "experimental.predicted_seeds=true": ("env.seed_draw=learnt_frontier", ("env", "seed_draw"),
@@ -189,8 +194,9 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
             node = node[part]
         assert node == value, override
     knob_moves = {"env.pg.gate_fit_window=64": ("env.pg.gate=predicted", "predicted_gate", "window", 64),
-                  "env.pg.probe_tasks=8": ("env.pg.signal=probe_gain", "probe_gain", "tasks", 8),
-                  "env.pg.likelihood_width=1.5": ("env.pg.signal=answer_likelihood", "answer_likelihood", "width", 1.5),
+                  "env.pg.probe_tasks=8": ("experimental.signal=probe_gain", "probe_gain", "tasks", 8),
+                  "env.pg.likelihood_width=1.5": ("experimental.signal=answer_likelihood", "answer_likelihood",
+                                                  "width", 1.5),
                   "env.progress.clusters=3": ("env.seed_draw=progress", "progress", "clusters", 3)}
     for override, (selection, section, name, value) in knob_moves.items():
         with pytest.warns(FutureWarning, match="experimental." + section + "." + name):
@@ -202,15 +208,26 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
         with pytest.warns(FutureWarning, match=f"write env.learnt_levels.{name}$"):
             cfg = load_config("smoke", ["env.seed_draw=learnt_frontier", override])
         assert getattr(cfg.env.learnt_levels, name) == value
-    with pytest.raises(ConfigError, match="set baseline.oracle_rule alone"):
-        load_config("smoke", ["baseline.oracle_rule=band", "experimental.oracle_rule=frontier"])
+    with pytest.raises(ConfigError, match="env.pg.signal: set experimental.signal alone"):
+        load_config("smoke", ["env.pg.signal=interior", "experimental.signal=penalised"])
+    with pytest.raises(ConfigError, match="experimental.oracle_rule: 'nonesuch' is not an experimental oracle rule; "
+                                          "choose one of band, or leave it out for the main path's FrontierLevel"):
+        load_config("smoke", ["experimental.oracle_rule=nonesuch"])
+    with pytest.warns(FutureWarning, match="experimental.oracle_rule=frontier is deprecated"):   # (its name till 76)
+        assert to_dict(load_config("smoke", ["experimental.oracle_rule=frontier"])) == to_dict(load_config("smoke"))
+    for field, main in (("env.pg.signal", "alpha"), ("curriculum_reward.p_hat_estimate", "empirical"),
+                        ("baseline.oracle_rule", "frontier")):   # (the main path's answer: the field is dropped)
+        with pytest.warns(FutureWarning, match=f"{field} is removed .*: leave it out"):
+            assert to_dict(load_config("smoke", [f"{field}={main}"])) == to_dict(load_config("smoke"))
+        with pytest.raises(ConfigError, match=f"{field}: 'nonesuch' is not known; the field is removed"):
+            load_config("smoke", [f"{field}=nonesuch"])
     with pytest.raises(ConfigError, match="experimental.predicted_seeds: True selects env.seed_draw=learnt_frontier, "
                                           "and env.seed_draw is 'frontier'"):
         load_config("smoke", ["experimental.predicted_seeds=true", "env.seed_draw=frontier"])
     with pytest.raises(ConfigError, match="env.pg.gate: 'predicted' reads|env.pg.gate: set to 'predicted'"):
         load_config("paper", ["env.pg.gate=predicted"])     # rwr: a gate of the pg update
     with pytest.raises(ConfigError, match="experimental.probe_gain.tasks: set to 8, a knob of "
-                                          "env.pg.signal=probe_gain, which this run does not select"):
+                                          "experimental.signal=probe_gain, which this run does not select"):
         load_config("smoke", ["experimental.probe_gain.tasks=8"])
     with pytest.raises(ConfigError, match="experimental.nonesuch: no experimental option has this section"):
         load_config("smoke", ["experimental.nonesuch.x=1"])
@@ -222,46 +239,60 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
         read = run_config(_old_run_folder_config())
     check_config(read)   # (a run checks its strategies at start; the old folder's default sections select nothing)
     assert to_dict(read) == to_dict(load_config("smoke"))
+    old = _old_run_folder_config()   # a run folder of an experimental signal, from before issue 88
+    old["env"]["pg"]["signal"] = "probe_gain"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # (quietly: its warning was given when it started)
+        read = run_config(old)
+    check_config(read)
+    assert to_dict(read) == to_dict(load_config("smoke", ["experimental.signal=probe_gain"]))
 
 
 def test_every_experimental_strategy_is_named_with_its_measurement():
-    """genenv.experimental.EXPERIMENTS names each experimental strategy the registries hold exactly once, with where
-    it was measured and what the rule said; no main-path strategy is marked experimental."""
+    """genenv.experimental.EXPERIMENTS names each experimental strategy the registries hold, and each experimental
+    replacement of a main-path part, exactly once, with where it was measured and what the rule said; no main-path
+    strategy is marked experimental, and a registry remains only where the main path has a choice (issue 88)."""
     from genenv.experimental import EXPERIMENTS, experiment
-    from genenv.experimental.sections import Experimental
-    from genenv.signals import REGISTRIES
-    registered = [f"{r.knob}={name}" for r in REGISTRIES for name in r.names()
-                  if issubclass(r.entries[name], Experimental)]
-    assert sorted(e.setting for e in EXPERIMENTS) == sorted(registered)
+    from genenv.experimental.sections import Experimental, experimental_options
+    from genenv.signals import MAIN_PARTS, REGISTRIES, Strategy
+    assert sorted(e.setting for e in EXPERIMENTS) == sorted(setting for setting, _ in experimental_options())
     assert all(e.measured and e.decision for e in EXPERIMENTS)
     main = {f"{r.knob}={name}" for r in REGISTRIES for name in r.names()
             if not issubclass(r.entries[name], Experimental)}
     assert main == {"env.seed_draw=uniform", "env.seed_draw=frontier", "env.seed_draw=learnt_frontier",
-                    "env.pg.gate=none", "env.pg.gate=levels", "env.pg.signal=alpha",
-                    "curriculum_reward.p_hat_estimate=empirical", "baseline.oracle_rule=frontier"}
+                    "env.pg.gate=none", "env.pg.gate=levels"}
+    assert all(len([n for n in r.names() if not issubclass(r.entries[n], Experimental)]) > 1 for r in REGISTRIES)
+    assert all(issubclass(cls, Strategy) and not issubclass(cls, Experimental) for cls in MAIN_PARTS.values())
     assert "issue37" in experiment("env.pg.gate=predicted").measured
-    with pytest.raises(KeyError, match="known: env.pg.signal=interior"):
+    with pytest.raises(KeyError, match="known: experimental.signal=interior"):
         experiment("env.pg.gate=greedy")
 
 
 def test_nothing_outside_the_experimental_package_imports_it_or_names_its_options():
     """The boundary (issue 76): no module of genenv outside genenv/experimental/ imports it, tests one of its
-    option names or reads the config's experimental sections (the plugin reads, checks and describes its own,
-    through the hooks genenv.signals offers every plugin); it is reached only through the genenv.strategies entry
-    point."""
+    option names, writes one of its settings or names (``experimental.``...: its old spellings too, issue 88) or
+    reads the config's experimental sections (the plugin reads, checks, describes and migrates its own, through the
+    hooks genenv.signals offers every plugin); it is reached only through the genenv.strategies entry point."""
     import ast
     from pathlib import Path
 
     import genenv
-    from genenv.signals import REGISTRIES
+    from genenv.experimental.sections import experimental_options
     root = Path(genenv.__file__).parent
-    names = {name for r in REGISTRIES for name in r.names() if getattr(r.entries[name], "experimental", False)}
+    settings = [setting for setting, _ in experimental_options()]
+    names = {setting.rpartition("=")[2] for setting in settings}
     offenders = []
     for path in sorted(root.rglob("*.py")):
         if "experimental" in path.relative_to(root).parts:
             continue
         tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
         for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and (node.value.startswith("experimental.") or any(s in node.value for s in settings))):
+                offenders.append(f"{path.name}:{node.lineno}: names {node.value[:60]!r}")
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("genenv.experimental"):
                 offenders.append(f"{path.name}: imports {node.module}")
             if isinstance(node, ast.Import) and any(a.name.startswith("genenv.experimental") for a in node.names):

@@ -485,9 +485,9 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
 
 
 def test_replayed_tasks_record_the_posterior_p_hat(tmp_path):
-    """With curriculum_reward.p_hat_estimate=posterior every p_hat the pool records is (k + 1) / (n + 2), replayed
+    """With experimental.p_hat_estimate=posterior every p_hat the pool records is (k + 1) / (n + 2), replayed
     tasks too."""
-    cfg = load_config("smoke", ["threads=1", "epochs=2", "curriculum_reward.p_hat_estimate=posterior"])
+    cfg = load_config("smoke", ["threads=1", "epochs=2", "experimental.p_hat_estimate=posterior"])
     out = run(cfg, run_dir=tmp_path / "posterior", log=lambda m: None)
     events = [json.loads(line) for line in (out / "checkpoints" / "task_pool.log.jsonl").read_text().splitlines()]
     recorded = [e["p_hat"] for e in events if "p_hat" in e]

@@ -1,5 +1,5 @@
-"""The level-free teacher signals (env.pg.signal, genenv.experimental.teacher): hand-computed values, the first-order
-gain checked against a real step, and a run that pays them."""
+"""The level-free teacher signals (experimental.signal, genenv.experimental.teacher): hand-computed values, the
+first-order gain checked against a real step, and a run that pays them."""
 
 import math
 
@@ -105,50 +105,65 @@ def test_probe_gain_is_the_first_order_change_of_the_probe_sets_expected_success
 
 
 def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_invalid_reward():
+    """What the hook credited a candidate is what it earns; a candidate it did not credit earns the rescaled R_env,
+    an invalid one the invalid reward."""
     from genenv.domains import Invalid
+    from genenv.signals import part
     seed = Task("s", "s")
-    made = [Candidate(0, seed, "c", [1], [2], "r", Task("t", "t", "a", 1), r_env=0.9, teacher_reward=-0.4),
-            Candidate(0, seed, "c", [1], [2], "r", Invalid("bad"), teacher_reward=None)]
-    from genenv.config import load_config
-    from genenv.signals import SIGNALS
-    signal = SIGNALS.make(load_config("smoke", ["env.pg.signal=probe_gain"]))
-    assert challenger_rewards(made, signal.paid, invalid_reward=-0.5) == [-0.4, -0.5]
-    assert signal.rewards(made, None, lambda text: False) == [-0.4, 0.0]   # (an invalid one earns 0 here)
+    made = [Candidate(0, seed, "c", [1], [2], "r", Task("t", "t", "a", 1), r_env=0.9),
+            Candidate(0, seed, "c", [1], [2], "r", Invalid("bad")),
+            Candidate(0, seed, "c", [1], [2], "r", Task("u", "u", "a", 1), r_env=1.0)]
+    cfg = load_config("smoke", ["experimental.signal=probe_gain"])
+    signal = part(cfg, "signal")(cfg)
+    signal.credited = {id(made[0]): -0.4}
+    assert challenger_rewards(made, signal.paid, invalid_reward=-0.5) == [-0.4, -0.5, 1.0]
+    assert signal.rewards(made, None, lambda text: False) == [-0.4, 0.0, 1.0]   # (an invalid one earns 0 here)
 
 
-def _run(tmp_path, name, *overrides):
+def _run(tmp_path, name, *overrides, monkeypatch):
+    """A 3-epoch smoke run: its metrics rows and, per epoch, (p_hat_task, credited reward or None) of each valid
+    generation the credit signal's hook saw (the hook wrapped to record what it kept for the pg update)."""
     from genenv.coevolve import run
-    from genenv.config import load_config
-    from genenv.io import read_jsonl
+    from genenv.experimental.credit import CreditSignal
+    credited = []
+    hook = CreditSignal.before_agent_update
+
+    def recording(self, domain, agent, state, generated, epoch):
+        stats = hook(self, domain, agent, state, generated, epoch)
+        credited.append([(c.p_hat_task, self.credited.get(id(c))) for c in generated if c.valid and c.episodes])
+        return stats
+    monkeypatch.setattr(CreditSignal, "before_agent_update", recording)
     out = run(load_config("smoke", ["threads=1", "epochs=3", *overrides]), run_dir=tmp_path / name, log=lambda m: None)
-    samples = [[r for r in read_jsonl(out / "samples" / f"epoch_{e}.jsonl") if r["valid"]] for e in range(3)]
-    return read_jsonl(out / "metrics.jsonl"), samples
+    return read_jsonl(out / "metrics.jsonl"), credited
 
 
-def test_a_run_pays_probe_gains_only_to_mixed_tasks(tmp_path):
-    """signal=probe_gain in the loop: every valid task carries its teacher reward, 0 unless its rollouts were mixed,
+def test_a_run_pays_probe_gains_only_to_mixed_tasks(tmp_path, monkeypatch):
+    """probe_gain in the loop: every valid task is credited its teacher reward, 0 unless its rollouts were mixed,
     the largest magnitude 1 in an epoch with any mixed task; the extra model calls are one backward pass over the
     probe set and one per mixed task, and the simulator takes steps on them."""
-    rows, samples = _run(tmp_path, "probe", "env.pg.signal=probe_gain", "experimental.probe_gain.tasks=32")
-    for row, tasks in zip(rows, samples):
-        mixed = [t for t in tasks if 0.0 < t["p_hat_task"] < 1.0]
+    rows, epochs = _run(tmp_path, "probe", "experimental.signal=probe_gain", "experimental.probe_gain.tasks=32",
+                        monkeypatch=monkeypatch)
+    assert len(epochs) == len(rows) == 3
+    for row, tasks in zip(rows, epochs):
+        mixed = [reward for p_hat, reward in tasks if 0.0 < p_hat < 1.0]
         assert row["teacher_probe_tasks"] == 32 and row["teacher_backward_passes"] == 1 + len(mixed)
-        assert all(t["teacher_reward"] == 0.0 for t in tasks if t not in mixed)
+        assert all(reward == 0.0 for p_hat, reward in tasks if p_hat in (0.0, 1.0))
         if mixed:
-            assert max(abs(t["teacher_reward"]) for t in mixed) == pytest.approx(1.0)
-        assert row["teacher_reward_mean"] == pytest.approx(sum(t["teacher_reward"] for t in tasks) / len(tasks))
+            assert max(abs(reward) for reward in mixed) == pytest.approx(1.0)
+        assert row["teacher_reward_mean"] == pytest.approx(sum(reward for _, reward in tasks) / len(tasks))
     assert sum(r["env_steps"] for r in rows) > 0
 
 
-def test_a_run_pays_answer_likelihood_and_an_untrained_simulator_reads_nothing(tmp_path):
-    rows, samples = _run(tmp_path, "likelihood", "env.pg.signal=answer_likelihood")
-    for row, tasks in zip(rows, samples):
+def test_a_run_pays_answer_likelihood_and_an_untrained_simulator_reads_nothing(tmp_path, monkeypatch):
+    rows, epochs = _run(tmp_path, "likelihood", "experimental.signal=answer_likelihood", monkeypatch=monkeypatch)
+    for row, tasks in zip(rows, epochs):
         assert row["teacher_forward_sequences"] == len(tasks) and row["teacher_backward_passes"] == 0
-        assert all(0.0 <= t["teacher_reward"] <= 1.0 for t in tasks)
+        assert tasks and all(0.0 <= reward <= 1.0 for _, reward in tasks)
     assert sum(r["env_steps"] for r in rows) > 0
-    random_rows, random_samples = _run(tmp_path, "random", "curriculum=random", "env.pg.signal=answer_likelihood")
+    random_rows, random_epochs = _run(tmp_path, "random", "curriculum=random", "experimental.signal=answer_likelihood",
+                                      monkeypatch=monkeypatch)
     assert not any(key.startswith("teacher_") for r in random_rows for key in r)   # (the hook read nothing)
-    assert all(t["teacher_reward"] is None for tasks in random_samples for t in tasks)
+    assert random_epochs == []   # (the simulator is never trained: the paper's signal, whose hook is a no-op)
 
 
 def test_the_probe_is_drawn_from_the_pool_or_its_hard_side():
@@ -174,38 +189,40 @@ def test_the_probe_is_drawn_from_the_pool_or_its_hard_side():
 def test_a_signals_knob_without_its_signal_is_refused():
     from genenv.config import ConfigError, load_config
     from genenv.signals import check_config
-    load_config("smoke", ["env.pg.signal=probe_gain", "experimental.probe_gain.side=hard"])
+    load_config("smoke", ["experimental.signal=probe_gain", "experimental.probe_gain.side=hard"])
     for override, signal in (("experimental.probe_gain.side=hard", "probe_gain"),
                              ("experimental.probe_gain.tasks=8", "probe_gain"),
                              ("experimental.answer_likelihood.width=1", "answer_likelihood")):
-        with pytest.raises(ConfigError, match=f"a knob of env.pg.signal={signal}"):
+        with pytest.raises(ConfigError, match=f"a knob of experimental.signal={signal}"):
             check_config(load_config("smoke", [override]))
 
 
-def test_a_run_with_the_hard_probe_reads_it(tmp_path):
-    rows, _ = _run(tmp_path, "hard", "env.pg.signal=probe_gain", "experimental.probe_gain.side=hard",
-                   "experimental.probe_gain.tasks=16")
+def test_a_run_with_the_hard_probe_reads_it(tmp_path, monkeypatch):
+    rows, _ = _run(tmp_path, "hard", "experimental.signal=probe_gain", "experimental.probe_gain.side=hard",
+                   "experimental.probe_gain.tasks=16", monkeypatch=monkeypatch)
     assert all(r["teacher_probe_tasks"] == 16 and r["teacher_backward_passes"] >= 1 for r in rows)
 
 
 def test_the_loop_calls_the_signals_one_hook_every_epoch_and_its_metrics_join_the_row(tmp_path, monkeypatch):
     """Issue 88, item 1: a signal keeps rewards(...) and one hook, before_agent_update, that the loop always calls
     (a no-op for the paper's signal, whose rows hold no teacher_* keys); what a signal's hook returns joins the row,
-    and what its rewards return is what the pg update pays."""
+    and what its rewards return is what the pg update pays. A plugin's signal takes the main path's place through
+    the one hook for experiments, genenv.signals.add_replacement."""
+    from genenv import signals
     from genenv.coevolve import run
-    from genenv.signals import SIGNALS, AlphaSignal
     calls = []
 
-    class Counting(AlphaSignal):
+    class Counting(signals.AlphaSignal):
         def before_agent_update(self, domain, agent, state, generated, epoch):
             calls.append((epoch, agent is not None))
-            return generated, {"counting_valid": sum(c.valid for c in generated)}
+            return {"counting_valid": sum(c.valid for c in generated)}
 
-    monkeypatch.setitem(SIGNALS.entries, "counting", Counting)
     plain = read_jsonl(run(load_config("smoke", ["threads=1", "epochs=2"]), run_dir=tmp_path / "plain",
                            log=lambda m: None) / "metrics.jsonl")
     assert not any(key.startswith("teacher_") or key == "counting_valid" for row in plain for key in row)
-    rows = read_jsonl(run(load_config("smoke", ["threads=1", "epochs=2", "env.pg.signal=counting"]),
+    monkeypatch.setattr(signals, "REPLACEMENTS", [lambda cfg, name: Counting if name == "signal" else None,
+                                                  *signals.REPLACEMENTS])
+    rows = read_jsonl(run(load_config("smoke", ["threads=1", "epochs=2"]),
                           run_dir=tmp_path / "counting", log=lambda m: None) / "metrics.jsonl")
     assert calls == [(0, True), (1, True)]
     assert [row["counting_valid"] for row in rows] == [row["valid"] for row in rows]

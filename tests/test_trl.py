@@ -81,7 +81,8 @@ def test_a_trl_run_trains_the_simulator_on_every_completions_reward(tmp_path):
 
 
 def test_what_trl_cannot_host_is_refused_with_the_field_named():
-    for overrides, field in ((["env.pg.signal=probe_gain"], "env.pg.signal"), (["curriculum=static"], "curriculum")):
+    for overrides, field in ((["experimental.signal=probe_gain"], "experimental.signal=probe_gain: the signal reads "
+                              "the agent"), (["curriculum=static"], "curriculum")):
         with pytest.raises(ConfigError, match=field):
             SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
     # a multi-turn domain runs through TRL's tool calls: an agent whose chat template cannot carry them is refused,

@@ -27,9 +27,9 @@ NOT_IN_WARMSTART = {
     # recomputing activations changes memory, never the numbers (test_policy: the same gradients bit for bit)
     "gradient_checkpointing",
     "curriculum_reward.alpha", "curriculum_reward.beta", "curriculum_reward.k_min", "curriculum_reward.lam",
-    "curriculum_reward.p_hat_level", "curriculum_reward.p_hat_estimate", "experimental",
+    "curriculum_reward.p_hat_level", "experimental",
     "baseline.static_variations", "baseline.offline_multiplier", "baseline.offline_generator",
-    "baseline.learnability_floor", "baseline.oracle_rule", "baseline.oracle_exploration", "baseline.oracle_window",
+    "baseline.learnability_floor", "baseline.oracle_exploration", "baseline.oracle_window",
     "agent.warmup_steps",
     # co-evolution only: the warm starts run without them (make_players sets them on the warm-started players)
     "agent.shared_prefix", "prefix_cached_sampling", "autocast", "trackers", "tracker_project", "agent.sampler",

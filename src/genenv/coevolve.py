@@ -12,13 +12,13 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        signal's hook (pg_signal, Signal.before_agent_update), which reads the agent where it must
   5. update_agent      GRPO on informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
-  7. update_simulator  the default (env.update=pg): policy gradient on each generation's reward (env.pg.signal:
-                       by default R_env rescaled to [0, 1]) within its seed's variations, only for the tasks
+  7. update_simulator  the default (env.update=pg): policy gradient on each generation's reward (the signal's:
+                       R_env rescaled to [0, 1]) within its seed's variations, only for the tasks
                        env.pg.gate lets earn (read after step 6 so this epoch's rollouts count); env.update=rwr:
                        the paper's reward-weighted regression on the in-band generations (|p_hat - alpha| <= k_min,
                        weights exp(lam R_env)), which it keeps in D_env for env.rwr.pool_replay; either with KL to
                        the initial simulator and a max-KL cap. What each generation is paid is computed with
-                       genenv.reward; the seed draw, gate and signal are registered strategies (genenv.signals)
+                       genenv.reward; the seed draw and gate are registered strategies (genenv.signals)
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
 Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, a
 signal that reads the agent), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint (its part
@@ -86,7 +86,7 @@ from genenv.reward import rwr_weights, scored
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import discard_failed_start, open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import GATES, SEED_DRAWS, SIGNALS, SUCCESS_ESTIMATES, AlphaSignal, Signal
+from genenv.signals import GATES, SEED_DRAWS, AlphaSignal, Signal, part
 from genenv.splits import DataSplit, data_split
 from genenv.trackers import Trackers
 
@@ -148,14 +148,15 @@ def scoring(cfg: RunConfig) -> dict:
     """The values p_hat, R_env and the band are computed with (:func:`genenv.reward.scored`), from the config."""
     cr = cfg.curriculum_reward
     return dict(alpha=cr.alpha, beta=cr.beta, k_min=cr.k_min, success_threshold=cr.success_threshold,
-                p_hat_level=cr.p_hat_level, rate=SUCCESS_ESTIMATES.make(cfg).rate)
+                p_hat_level=cr.p_hat_level, rate=part(cfg, "p_hat_estimate").rate)
 
 
 def pg_signal(cfg: RunConfig, trains_simulator: bool) -> Signal:
-    """The signal the simulator's pg update pays (``env.pg.signal``, :data:`genenv.signals.SIGNALS`); the paper's
-    alpha signal, whose hook reads nothing, where no pg update runs (RWR, or a simulator never trained)."""
+    """The signal the simulator's pg update pays: the paper's alpha signal (:class:`genenv.signals.AlphaSignal`),
+    or the one an experiment puts in its place (:func:`genenv.signals.part`); the alpha signal, whose hook reads
+    nothing, where no pg update runs (RWR, or a simulator never trained)."""
     if trains_simulator and cfg.env.update == "pg":
-        return SIGNALS.make(cfg)
+        return part(cfg, "signal")(cfg)
     return AlphaSignal(cfg)
 
 
@@ -201,8 +202,8 @@ def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
 def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
                               generated: list[Candidate], epoch: int, rng: np.random.Generator,
                               signal: Signal) -> dict | None:
-    """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (the signal
-    ``env.pg.signal``, ``signal``), its seed group's mean subtracted, for the generations the gate lets earn
+    """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (``signal``'s,
+    :func:`pg_signal`), its seed group's mean subtracted, for the generations the gate lets earn
     (:func:`simulator_gate`; the others earn what a useless task earns)."""
     ec = cfg.env
     rewards = signal.rewards(generated, simulator_gate(cfg, domain, state.task_pool),
@@ -258,7 +259,7 @@ def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: Ru
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
                drawn_groups: list[list[Episode]], epoch: int) -> None:
     """Phase 6: D_train records every drawn task's p_hat and gets the valid generations with theirs."""
-    rate, threshold = SUCCESS_ESTIMATES.make(cfg).rate, cfg.curriculum_reward.success_threshold
+    rate, threshold = part(cfg, "p_hat_estimate").rate, cfg.curriculum_reward.success_threshold
     for task, group in zip(drawn_tasks, drawn_groups):
         p_hat = rate([e.reward for e in group], threshold)
         state.task_pool.add(task, "generated", epoch, p_hat)
@@ -295,7 +296,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
             checkpoint.wait()
     signal = pg_signal(cfg, curriculum.trains_simulator)
     with timer("credit"):   # what the signal reads before the agent's update (nothing, for the paper's)
-        generated, signal_stats = signal.before_agent_update(domain, players.agent, state, generated, epoch)
+        signal_stats = signal.before_agent_update(domain, players.agent, state, generated, epoch)
     with timer("agent_update"):
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:

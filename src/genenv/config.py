@@ -186,9 +186,6 @@ class PgConfig:
                      "below gate_mastered over the last gate_window rolled-out tasks of that level; a level never "
                      "rolled out is open; the hardest level when all are mastered). 'levels' uses the domain's "
                      "difficulty levels, the oracle's information, and needs a domain that declares them ordered")
-    signal: str = knob("alpha", "what a valid task earns (a registered signal, genenv.signals.SIGNALS): 'alpha', R_env "
-                       "rescaled to [0, 1] (the paper's reward under pg: 0 for a task always solved or always failed "
-                       "when alpha = 0.5, 1 at alpha)")
     gate_mastered: float = knob(0.75, "gate=levels: a level with recent success at least this is mastered and "
                                 "does not pay", lo=0.0, hi=1.0)
     gate_window: int = knob(64, "gate=levels: a level's recent success is the mean last p_hat of its latest this "
@@ -263,11 +260,10 @@ class CurriculumConfig:
     k_min: float = knob(0.25, "the band |p_hat - alpha| <= k_min (paper: 0.1 on batch p_hat; 0.25 per task here): "
                         "env.update=rwr learns only from tasks in it, band_hit_rate reports it under any rule, and "
                         "alpha + k_min is the mastery threshold of the oracle's frontier rule and of "
-                        "env.seed_draw=frontier/predicted (the pg gate has its own, env.pg.gate_mastered)", lo=0.0)
+                        "env.seed_draw=frontier/learnt_frontier (the pg gate has its own, env.pg.gate_mastered)",
+                        lo=0.0)
     lam: float = knob(1.0, "RWR temperature: weight = exp(lam * R_env)", lo=0.0)
     success_threshold: float = knob(1.0, "a rollout succeeds when its reward >= this", lo=0.0, hi=1.0)
-    p_hat_estimate: str = knob("empirical", "how p_hat is estimated from a group of rollout rewards (a registered "
-                               "estimate, genenv.signals.SUCCESS_ESTIMATES): 'empirical', k / n (paper Eq. 2)")
     p_hat_level: str = knob("task", "'task': each task's p_hat from its own rollouts; 'batch': one p_hat over a "
                             "seed's variations (the paper's)", choices=("batch", "task"))
 
@@ -283,13 +279,11 @@ class BaselineConfig:
                                   "warm-started 'simulator'", choices=("domain", "simulator"))
     learnability_floor: float = knob(0.01, "learnability: sampling weight floor under p(1-p), so solved and "
                                      "unsolved tasks are still revisited", lo=0.0, hi=0.25)
-    oracle_rule: str = knob("frontier", "oracle: which level the perfect teacher writes (a registered level rule, "
-                            "genenv.signals.LEVEL_RULES): 'frontier', the easiest level not yet mastered (mean recent "
-                            "success below alpha + k_min), the hardest when all are")
-    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the one its rule picks",
-                                     lo=0.0, hi=1.0)
-    oracle_window: int = knob(64, "oracle: a level's band share and mean success are over the last p_hat of its "
-                              "this-many most recent pool tasks", lo=1)
+    oracle_exploration: float = knob(0.1, "oracle: chance of a uniform level instead of the frontier one (the "
+                                     "easiest level whose mean recent success is below alpha + k_min, the hardest "
+                                     "when all are)", lo=0.0, hi=1.0)
+    oracle_window: int = knob(64, "oracle: a level's mean recent success is over the last p_hat of its this-many "
+                              "most recent pool tasks", lo=1)
 
 
 @dataclass

@@ -41,7 +41,6 @@ class Candidate:
     in_band: bool = False
     source: str = "simulator"   # or "drawn": a task a fixed-data curriculum drew from its set
     logprobs: tuple[float, ...] = ()   # the simulator's log-probs of token_ids when it sampled them
-    teacher_reward: float | None = None   # env.pg.signal other than alpha: what the task teaches (genenv.teacher)
     request_error: str | None = None   # a remote simulator's request that failed (genenv.models.remote): why
 
     @property

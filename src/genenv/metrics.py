@@ -178,7 +178,6 @@ def write_samples(run_dir: Path, epoch: int, candidates: list[Candidate], rollou
         if g.valid:
             row.update(task=g.parsed.text, answer=g.parsed.answer, level=g.parsed.level, p_hat_task=g.p_hat_task,
                        p_hat=g.p_hat, r_env=g.r_env, in_band=g.in_band,
-                       teacher_reward=g.teacher_reward,
                        rollouts=[{"response": e.final_action, "reward": e.reward,
                                   "terminated": e.terminated, "truncated": e.truncated, "error": e.error}
                                  for e in g.episodes[:rollouts_shown]])

@@ -221,7 +221,6 @@ def start_problems(cfg) -> list[str]:
 
 def check_start(cfg) -> None:
     """:func:`start_problems`' first, as a ConfigError (``genenv run`` prints it as one line)."""
-
     problems = start_problems(cfg)
     if problems:
         raise ConfigError(problems[0])
@@ -231,8 +230,6 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
     """What genenv makes of ``folder``; with ``cfg`` (a run's config with the folder as its players), the memory
     a run of it needs and the settings it refuses: the device, and for a multi-turn domain whether TRL can take its
     actions as tool calls (``trl_problem``: a problem for TRL alone, genenv's loop prompts with plain text)."""
-
-
     report = ModelReport()
     folder = Path(folder).expanduser()
     try:

@@ -114,8 +114,8 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
 
 def challenger_rewards(candidates, valid_reward: Callable, invalid_reward: float = 0.0,
                        gate: Callable | None = None, repeat: Callable | None = None) -> list[float]:
-    """The pg reward of each generation: ``valid_reward(c)`` for a valid task (the run's signal,
-    :data:`genenv.signals.SIGNALS`; by default :func:`frontier_reward` of its R_env), ``invalid_reward`` for one the
+    """The pg reward of each generation: ``valid_reward(c)`` for a valid task (the run's signal: the paper's,
+    :class:`genenv.signals.AlphaSignal`, pays :func:`frontier_reward` of its R_env), ``invalid_reward`` for one the
     domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts out earns
     0, what a useless valid task earns; with ``repeat`` (a predicate, from the signal's ``repeats``), a valid task it
     names earns ``invalid_reward``."""

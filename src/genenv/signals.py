@@ -1,32 +1,35 @@
-"""What the simulator is shown and paid, as registries of small strategies built from the config.
+"""What the simulator is shown and paid: small strategies built from the config.
 
-Each epoch the loop asks five questions, and a registered strategy answers each; the loop calls it with values and
-never tests an option's name:
+Where the main path has a real choice, a registry holds the choices and a config field selects one; the loop calls
+the selected strategy with values and never tests an option's name:
 
 - :data:`SEED_DRAWS` (``env.seed_draw``): which pool tasks the simulator writes variations of (its prompts).
 - :data:`GATES` (``env.pg.gate``): which valid generations may earn the pg update's reward.
-- :data:`SIGNALS` (``env.pg.signal``): what a generation earns under the pg update.
-- :data:`SUCCESS_ESTIMATES` (``curriculum_reward.p_hat_estimate``): p_hat from a group of rollout rewards.
-- :data:`LEVEL_RULES` (``baseline.oracle_rule``): the level the oracle (and the frontier seed draw) picks.
 
-The main path registers the paper's answers and the level-informed ones that won their decision rule (the frontier
-seed draw, the level gate). Other strategies register from plugins, through the ``genenv.strategies`` entry-point
-group (genenv's own options that lost their decision rule are one): nothing here imports them or knows their
-names. A plugin's strategy reads its own settings from the config (``read_options``), and a plugin may add a check
-of the config (:func:`add_config_check`, run by :func:`check_config`) and a part of ``genenv config --describe``
-(:func:`add_description`).
+Where it has one answer, that answer is a plain class: :class:`AlphaSignal`, what a generation earns under the pg
+update (R_env rescaled, the paper's reward); :class:`EmpiricalSuccess`, p_hat from a group of rollout rewards (k /
+n); :class:`FrontierLevel`, the level the oracle (and the frontier seed draw) picks. An experiment may put another
+class in the place of one of these three (:data:`MAIN_PARTS`) through the one hook for experiments,
+:func:`add_replacement`; the loop asks :func:`part` for each.
+
+Experiments come from plugins, through the ``genenv.strategies`` entry-point group (genenv's own options that lost
+their decision rule are one): nothing here imports them or knows their names. A plugin registers strategies into the
+registries, replaces parts (:func:`add_replacement`), and may add a check of the config (:func:`add_config_check`,
+run by :func:`check_config`), a part of ``genenv config --describe`` (:func:`add_description`) and a reader of its
+options' old spellings (:func:`add_old_spellings`, defined in :mod:`genenv.plugins`, below the config). A plugin's
+strategy reads its own settings from the config (``read_options``).
 """
 
 from __future__ import annotations
 
 import abc
-import importlib.metadata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from genenv.config import ConfigError, knob_value
+from genenv.plugins import add_old_spellings, load_plugins  # noqa: F401 (a plugin finds every hook here)
 from genenv.reward import (
     LevelSuccess,
     challenger_rewards,
@@ -44,9 +47,6 @@ if TYPE_CHECKING:
     from genenv.domains.base import Domain, Task
     from genenv.pool import TaskPool
 
-ENTRY_POINT_GROUP = "genenv.strategies"   # each entry point: a callable that registers strategies when called
-
-
 class Strategy(abc.ABC):
     """Base of every registered strategy: built from the run's config.
 
@@ -56,6 +56,7 @@ class Strategy(abc.ABC):
     kind declares the method its strategies answer with as abstract: a class that lacks it is refused when it is
     built."""
     name: ClassVar[str] = "base"
+    setting: ClassVar[str] = ""   # what selects it, knob=name ("" for a main-path part: nothing selects it)
     information: ClassVar[str | None] = None
 
     def __init__(self, cfg: RunConfig):
@@ -79,7 +80,7 @@ class Registry:
         """``@REGISTRY.register("name")``: the class answers for ``<knob>=name``."""
         def wrap(cls):
             self.entries[name] = cls
-            cls.name = name
+            cls.name, cls.setting = name, f"{self.knob}={name}"
             return cls
         return wrap
 
@@ -100,19 +101,6 @@ class Registry:
     def make(self, cfg: RunConfig) -> Strategy:
         """The strategy ``cfg`` selects, built from it."""
         return self.selected(cfg)(cfg)
-
-
-_LOADED: list[bool] = [False]
-
-
-def load_plugins() -> None:
-    """Call every ``genenv.strategies`` entry point once (genenv's own options that lost their decision rule are
-    one)."""
-    if _LOADED[0]:
-        return
-    _LOADED[0] = True
-    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        point.load()()
 
 
 # ============================================================================ seed draws
@@ -170,7 +158,7 @@ class LearntFrontierSeeds(SeedDraw):
 
 
 class LevelRule(Strategy):
-    """``baseline.oracle_rule``: the level chosen from per-level statistics, after exploration and untried levels
+    """The oracle's choice of a level from per-level statistics, after exploration and untried levels
     (:func:`choose_level`)."""
 
     @staticmethod
@@ -179,10 +167,6 @@ class LevelRule(Strategy):
         """The level, from every level's statistics (none of them None)."""
 
 
-LEVEL_RULES = Registry("level rule", "baseline.oracle_rule")
-
-
-@LEVEL_RULES.register("frontier")
 class FrontierLevel(LevelRule):
     """The easiest level whose mean recent success is below ``mastered`` (alpha + k_min: not yet solved
     reliably); the hardest level when every level is mastered."""
@@ -194,16 +178,16 @@ class FrontierLevel(LevelRule):
 
 
 def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,
-                 rng: np.random.Generator, rule: str = "frontier", mastered: float = 0.75) -> int:
-    """A uniform level with probability ``exploration``; else a level never tried; else the level the registered
-    rule ``rule`` (:data:`LEVEL_RULES`) picks."""
+                 rng: np.random.Generator, rule: type[LevelRule] = FrontierLevel, mastered: float = 0.75) -> int:
+    """A uniform level with probability ``exploration``; else a level never tried; else the level ``rule`` picks
+    (the main path's :class:`FrontierLevel`, or the class an experiment put in its place: :func:`part`)."""
     levels = list(stats)
     if rng.random() < exploration:
         return int(levels[rng.integers(len(levels))])
     untried = [lv for lv in levels if stats[lv] is None]
     if untried:
         return int(untried[rng.integers(len(untried))])
-    return LEVEL_RULES.get(rule).choose(stats, alpha, rng, mastered)
+    return rule.choose(stats, alpha, rng, mastered)
 
 
 def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
@@ -222,7 +206,7 @@ def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: f
     stats = group_success(pool, groups, window, alpha, k_min)
     seeds = []
     for _ in range(n):
-        group = choose_level(stats, alpha, exploration, rng, rule="frontier", mastered=alpha + k_min)
+        group = choose_level(stats, alpha, exploration, rng, mastered=alpha + k_min)
         members = groups[group]
         seeds.append(pool.entries[members[rng.integers(len(members))]].task)
     return seeds
@@ -267,17 +251,17 @@ class LevelGate(Gate):
 
 
 class Signal(Strategy):
-    """``env.pg.signal``: what each generation earns under the pg update (:meth:`rewards`).
+    """What each generation earns under the pg update (:meth:`rewards`).
 
     :meth:`before_agent_update` is the one hook for what a signal must read before the agent's update: the loop
     calls it every epoch, after scoring (timed as ``credit``), a no-op by default; a signal that reads the agent
-    reads it there, may put what it read on the candidates, and returns its own metrics, which join the epoch's
+    reads it there, keeps what it read for its :meth:`rewards`, and returns its own metrics, which join the epoch's
     row. ``reads_agent``: it needs the agent's weights (refused where another trainer holds them)."""
     reads_agent: ClassVar[bool] = False
 
-    def before_agent_update(self, domain, agent, state, generated: list, epoch: int) -> tuple[list, dict]:
-        """The candidates (changed or not) and this signal's metrics for the epoch's row; nothing by default."""
-        return generated, {}
+    def before_agent_update(self, domain, agent, state, generated: list, epoch: int) -> dict:
+        """This signal's metrics for the epoch's row, after reading what its rewards need; nothing by default."""
+        return {}
 
     @abc.abstractmethod
     def rewards(self, generated: list, gate: Callable | None, known: Callable[[str], bool]) -> list[float]:
@@ -286,13 +270,9 @@ class Signal(Strategy):
         pool before the epoch."""
 
 
-SIGNALS = Registry("signal", "env.pg.signal")
-
-
-@SIGNALS.register("alpha")
 class AlphaSignal(Signal):
-    """R_env rescaled to [0, 1] (:func:`genenv.reward.frontier_reward`): the paper's reward under pg; an invalid
-    generation earns 0."""
+    """R_env rescaled to [0, 1] (:func:`genenv.reward.frontier_reward`): the paper's reward under pg (0 for a task
+    always solved or always failed when alpha = 0.5, 1 at alpha); an invalid generation earns 0."""
 
     def paid(self, candidate) -> float:
         """A valid task's reward (before the gate)."""
@@ -307,7 +287,7 @@ class AlphaSignal(Signal):
 
 
 class SuccessEstimate(Strategy):
-    """``curriculum_reward.p_hat_estimate``: p_hat of a group of rollout rewards."""
+    """p_hat of a group of rollout rewards."""
 
     @staticmethod
     @abc.abstractmethod
@@ -315,24 +295,48 @@ class SuccessEstimate(Strategy):
         """p_hat of a group's rewards, a rollout succeeding at ``success_threshold`` or above."""
 
 
-SUCCESS_ESTIMATES = Registry("p_hat estimate", "curriculum_reward.p_hat_estimate")
-
-
-@SUCCESS_ESTIMATES.register("empirical")
 class EmpiricalSuccess(SuccessEstimate):
     """k / n (paper Eq. 2)."""
     rate = staticmethod(success_rate)
 
 
-REGISTRIES = (SEED_DRAWS, GATES, SIGNALS, SUCCESS_ESTIMATES, LEVEL_RULES)
+# ============================================================================ the one hook for experiments
+
+# the main path's one answer for each part where it has no choice: the class an experiment may replace
+MAIN_PARTS: dict[str, type[Strategy]] = {"signal": AlphaSignal, "p_hat_estimate": EmpiricalSuccess,
+                                         "oracle_rule": FrontierLevel}
+REPLACEMENTS: list[Callable[[RunConfig, str], type[Strategy] | None]] = []   # add_replacement
+
+
+def add_replacement(replace: Callable[[RunConfig, str], type[Strategy] | None]) -> None:
+    """A plugin's hook: ``replace(cfg, name)`` returns the class ``cfg`` puts in the place of the main path's part
+    ``name`` (a key of :data:`MAIN_PARTS`; a subclass of the same kind), or None to leave it (it may raise a
+    ConfigError naming the field that selects it)."""
+    if replace not in REPLACEMENTS:
+        REPLACEMENTS.append(replace)
+
+
+def part(cfg: RunConfig, name: str) -> type[Strategy]:
+    """The class of part ``name`` (:data:`MAIN_PARTS`) in this run: the main path's, unless an experiment the config
+    selects replaces it."""
+    load_plugins()
+    for replace in REPLACEMENTS:
+        cls = replace(cfg, name)
+        if cls is not None:
+            return cls
+    return MAIN_PARTS[name]
+
+
+REGISTRIES = (SEED_DRAWS, GATES)
 
 
 # ============================================================================ the config's view
 
 
 def selected(cfg: RunConfig) -> list[type[Strategy]]:
-    """The strategy of each registry that ``cfg`` selects (a ConfigError names an unknown one's field)."""
-    return [registry.selected(cfg) for registry in REGISTRIES]
+    """The strategy of each registry that ``cfg`` selects, then each part's (:func:`part`); a ConfigError names an
+    unknown one's field."""
+    return [*(registry.selected(cfg) for registry in REGISTRIES), *(part(cfg, name) for name in MAIN_PARTS)]
 
 
 CONFIG_CHECKS: list[Callable[[RunConfig], None]] = []          # plugins' checks of a config (add_config_check)
@@ -375,3 +379,4 @@ def information_used(cfg: RunConfig, generates: bool, trains_simulator: bool) ->
         if applies and cls.information:
             out.append(f"{cls.information} ({registry.knob}={cls.name})")
     return out
+

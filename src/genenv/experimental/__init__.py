@@ -2,10 +2,13 @@
 
 Each lost the decision rule written before its dev runs; it is kept so those runs can be repeated, and because
 some are the controls later questions compare against (issue 55 names the predicted gate with the predicted seed
-draw as the best earlier level-free arm). Each is a strategy registered into :mod:`genenv.signals`' registries by
-:func:`register`, which genenv's own ``genenv.strategies`` entry point calls: no module outside this package
-imports it, and the main path never tests one of its names. A run selects one by its registry's field
-(``env.pg.gate=predicted``, ``env.pg.signal=probe_gain``, ...); its knobs live under ``experimental.<section>``.
+draw as the best earlier level-free arm). Each is a strategy registered by :func:`register`, which genenv's own
+``genenv.strategies`` entry point calls: no module outside this package imports it, and the main path never tests
+one of its names. Where the main path has a choice, an option is one more entry of its registry, selected by the
+registry's field (``env.pg.gate=predicted``, ``env.seed_draw=progress``); where it has one answer, an option
+replaces it, selected by ``experimental.<part>`` (``experimental.signal=probe_gain``,
+``experimental.p_hat_estimate=posterior``, ``experimental.oracle_rule=band``). Its knobs live under
+``experimental.<section>``; its old spellings are read by :mod:`genenv.experimental.old_spellings`.
 No preset selects one and no default depends on them. :data:`EXPERIMENTS` says, for each, what it does, where its
 measurement is and what the rule said; :data:`REMOVED` names the options that were taken out and the commit whose
 code still runs them.
@@ -17,13 +20,16 @@ from dataclasses import dataclass
 
 
 def register() -> None:
-    """Register every experimental strategy, the check of their knob sections and their part of ``genenv config
-    --describe`` (the ``genenv.strategies`` entry point)."""
-    from genenv.experimental import agent_signals, learning_progress, options, predicted  # noqa: F401, PLC0415
-    from genenv.experimental.sections import check_sections, describe_options  # noqa: PLC0415
-    from genenv.signals import add_config_check, add_description  # noqa: PLC0415
+    """Register every experimental strategy and the hooks through which the main path reaches them: the parts they
+    replace, the check of their settings, their part of ``genenv config --describe`` and the reader of their old
+    spellings (the ``genenv.strategies`` entry point)."""
+    from genenv.experimental import agent_signals, learning_progress, old_spellings, options, predicted  # noqa: F401, PLC0415
+    from genenv.experimental.sections import check_sections, describe_options, replacement  # noqa: PLC0415
+    from genenv.signals import add_config_check, add_description, add_old_spellings, add_replacement  # noqa: PLC0415
+    add_replacement(replacement)
     add_config_check(check_sections)
     add_description(describe_options)
+    add_old_spellings(old_spellings.read_old_spellings)
 
 
 @dataclass(frozen=True)
@@ -36,12 +42,12 @@ class Experiment:
 
 
 EXPERIMENTS: tuple[Experiment, ...] = (
-    Experiment("env.pg.signal=interior", "pg pays R_env only for tasks the agent sometimes solves, meant for "
+    Experiment("experimental.signal=interior", "pg pays R_env only for tasks the agent sometimes solves, meant for "
                "alpha < 0.5 (formerly experimental.pg_reward=interior)",
                "docs/results-log/issue13-attempts-1-4.md (attempt 2)",
                "dev, 8 seeds: -0.008 [-0.034, +0.010] (alpha 0.25) and +0.003 [-0.006, +0.013] (alpha 0.3) "
                "against the default reward; not adopted"),
-    Experiment("env.pg.signal=penalised", "the alpha signal with an invalid generation earning "
+    Experiment("experimental.signal=penalised", "the alpha signal with an invalid generation earning "
                "experimental.penalised.invalid_reward and, with experimental.penalised.repeats, a repeated valid task "
                "earning it too (formerly env.pg.invalid_reward, env.pg.repeat_is_invalid)",
                "docs/results-log/apibank-comparison.md (pilots E, F, G)",
@@ -49,10 +55,10 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "was a collapse onto one solved request, the held-out comparison was never run, and constrained "
                "decoding (93% valid) replaced it in the preset; G (repeats) was built and never run; no preset "
                "selects it"),
-    Experiment("baseline.oracle_rule=band", "the oracle writes at the level with the largest band share instead of "
+    Experiment("experimental.oracle_rule=band", "the oracle writes at the level with the largest band share instead of "
                "the easiest unmastered one", "docs/results-log/issue13-sixteen-seeds.md",
                "dev, 8 seeds: 'frontier' minus 'band' +0.057 [+0.010, +0.108]; frontier adopted"),
-    Experiment("curriculum_reward.p_hat_estimate=posterior", "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2)",
+    Experiment("experimental.p_hat_estimate=posterior", "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2)",
                "none: moved here by issue 42 with the options no rule adopted (commit 87ec9e6)",
                "no run on the record shows a gain; never a default"),
     Experiment("env.seed_draw=learnability", "the simulator's seed tasks drawn by p(1-p) of their last p_hat",
@@ -63,13 +69,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "docs/results-log/issue37-dev.md, issue37-fresh.md",
                "fresh seeds, with the learnt seed draw, minus random with the same draw: +0.020 [-0.020, "
                "+0.065]; not adopted (issue 55's control)"),
-    Experiment("env.pg.signal=probe_gain", "a valid task earns its GRPO gradient's first-order gain on a probe set "
-               "of held-in pool tasks", "docs/results-log/issue55.md (2b, 2c, 3b)",
+    Experiment("experimental.signal=probe_gain", "a valid task earns its GRPO gradient's first-order gain on a "
+               "probe set of held-in pool tasks", "docs/results-log/issue55.md (2b, 2c, 3b)",
                "below +0.02 over random on dev at T200 and T600, the hard-side probe too; not adopted"),
-    Experiment("env.pg.signal=answer_likelihood", "a valid task earns the agent's probability of its verified "
+    Experiment("experimental.signal=answer_likelihood", "a valid task earns the agent's probability of its verified "
                "response, in log-odds around alpha", "docs/results-log/issue55.md (2b, 2c)",
                "below +0.02 over random on dev at T200 and T600; not adopted"),
-    Experiment("env.pg.signal=learning_progress", "a valid task earns its cluster's learning progress",
+    Experiment("experimental.signal=learning_progress", "a valid task earns its cluster's learning progress",
                "docs/results-log/issue55.md (4c)", "16 dev seeds: ahead of its untrained control on 14, the "
                "interval including 0; not adopted"),
     Experiment("env.seed_draw=progress", "seeds drawn from clusters by their learning progress (the untrained "

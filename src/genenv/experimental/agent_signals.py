@@ -1,6 +1,6 @@
-"""The registered signals that read the agent (issue 55): ``env.pg.signal=probe_gain`` and ``answer_likelihood``,
-their knobs and what they pay. Their arithmetic is :mod:`genenv.experimental.teacher` (torch), imported when a
-signal first pays a task, so registering them (every config load) costs no torch import.
+"""The experimental signals that read the agent (issue 55): ``experimental.signal=probe_gain`` and
+``answer_likelihood``, their knobs and what they pay. Their arithmetic is :mod:`genenv.experimental.teacher`
+(torch), imported when a signal first pays a task, so registering them (every config load) costs no torch import.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from genenv.config import knob
 from genenv.experimental.credit import CreditSignal
+from genenv.experimental.sections import replaces
 from genenv.seeding import phase_rng
-from genenv.signals import SIGNALS
 
 
 @dataclass
 class ProbeGainKnobs:
-    """``env.pg.signal=probe_gain``."""
+    """``experimental.signal=probe_gain``."""
     tasks: int = knob(256, "held-in tasks drawn from the training pool each epoch for the probe set (never dev or "
                       "held-out)", lo=1)
     side: str = knob("all", "which pool tasks the probe set is drawn from: 'all' (every pool task, mastered ones "
@@ -25,7 +25,7 @@ class ProbeGainKnobs:
 
 @dataclass
 class AnswerLikelihoodKnobs:
-    """``env.pg.signal=answer_likelihood``."""
+    """``experimental.signal=answer_likelihood``."""
     width: float = knob(2.0, "the reward's width in log-odds (2: P = 0.1 or 0.9 earns 0.55, P = 0.01 or 0.99 "
                         "earns 0.07)", lo=0.01)
 
@@ -35,7 +35,7 @@ def _builder(cfg, domain, agent):
     return lambda tasks: agent_examples(cfg, domain, agent, tasks)
 
 
-@SIGNALS.register("probe_gain")
+@replaces("signal", "probe_gain")
 class ProbeGain(CreditSignal):
     """Each valid task earns its GRPO gradient's first-order gain in the agent's expected success on a probe set of
     held-in pool tasks, scaled by the epoch's largest into [-1, 1]."""
@@ -60,7 +60,7 @@ class ProbeGain(CreditSignal):
         return scaled_by_largest(gains)
 
 
-@SIGNALS.register("answer_likelihood")
+@replaces("signal", "answer_likelihood")
 class AnswerLikelihood(CreditSignal):
     """Each valid task earns the agent's probability P of its verified response, in log-odds around alpha."""
     knobs, section, reads_agent = AnswerLikelihoodKnobs, "answer_likelihood", True

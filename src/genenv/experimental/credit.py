@@ -1,6 +1,6 @@
 """The base of the experimental signals that read the agent before its update (issue 55): their hook,
-:meth:`genenv.signals.Signal.before_agent_update`, puts a reward on each valid, rolled-out generation
-(``teacher_reward``), which the pg update then pays, and reports the ``teacher_*`` metrics."""
+:meth:`genenv.signals.Signal.before_agent_update`, computes a reward for each valid, rolled-out generation, which
+the signal keeps and its :meth:`rewards` then pays, and reports the ``teacher_*`` metrics."""
 
 from __future__ import annotations
 
@@ -15,27 +15,32 @@ NO_CREDIT = {"teacher_reward_mean": None, "teacher_probe_tasks": 0, "teacher_bac
 
 
 class CreditSignal(Experimental, AlphaSignal):
-    """A signal whose reward for each valid generation is computed in its hook (:meth:`credit_rewards`); a
+    """A signal whose reward for each valid generation is computed in its hook (:meth:`credit_rewards`) and kept
+    (``credited``: the candidate's id -> its reward; the loop pays the same candidates in the same epoch); a
     candidate without one (the hook read nothing) earns the paper's rescaled R_env."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.credited: dict[int, float] = {}
+        self._kept: list = []   # the candidates credited, so their ids stay theirs until they are paid
 
     @abc.abstractmethod
     def credit_rewards(self, domain, agent, state, valid: list, epoch: int, stats: dict) -> list[float]:
         """The reward of each of ``valid`` (the epoch's valid generations with rollouts); may add to ``stats``."""
 
     def before_agent_update(self, domain, agent, state, generated, epoch):
-        valid = [i for i, c in enumerate(generated) if c.valid and c.episodes]
+        valid = [c for c in generated if c.valid and c.episodes]
+        self.credited, self._kept = {}, valid
         if not valid:
-            return generated, dict(NO_CREDIT)
+            return dict(NO_CREDIT)
         stats = dict(NO_CREDIT)
-        rewards = self.credit_rewards(domain, agent, state, [generated[i] for i in valid], epoch, stats)
+        rewards = self.credit_rewards(domain, agent, state, valid, epoch, stats)
         from genenv.metrics import mean  # noqa: PLC0415 (a run's module: registering this class imports no torch)
         stats["teacher_reward_mean"] = mean(rewards)
-        out = list(generated)
-        for i, reward in zip(valid, rewards):
-            out[i] = out[i].updated(teacher_reward=float(reward))
-        return out, stats
+        self.credited = {id(c): float(reward) for c, reward in zip(valid, rewards)}
+        return stats
 
     def paid(self, candidate):
-        if candidate.teacher_reward is not None:
-            return float(candidate.teacher_reward)
+        if id(candidate) in self.credited:
+            return self.credited[id(candidate)]
         return super().paid(candidate)

@@ -1,4 +1,4 @@
-"""Learning progress over clusters of tasks (issue 55's signal (b), ``env.pg.signal=learning_progress`` and
+"""Learning progress over clusters of tasks (issue 55's signal (b), ``experimental.signal=learning_progress`` and
 ``env.seed_draw=progress``): pay the simulator, or point its seeds, where the agent's success is changing.
 
 Learning-progress curricula (TSCL, ALP-GMM, MAGELLAN) pay |change in success| per cluster of tasks rather than
@@ -33,9 +33,9 @@ from scipy.cluster.vq import kmeans2
 
 from genenv.config import knob
 from genenv.experimental.credit import CreditSignal
-from genenv.experimental.sections import Experimental
+from genenv.experimental.sections import Experimental, replaces
 from genenv.seeding import phase_seed
-from genenv.signals import SEED_DRAWS, SIGNALS, SeedDraw
+from genenv.signals import SEED_DRAWS, SeedDraw
 from genenv.text_difficulty import ngram_features
 
 
@@ -137,11 +137,11 @@ def progress_seeds(pool, n: int, rng: np.random.Generator, *, cluster_seed: int,
     return seeds
 
 
-# ----- the registered signal and seed draw (env.pg.signal=learning_progress, env.seed_draw=progress) ---------
+# ----- the signal and the seed draw (experimental.signal=learning_progress, env.seed_draw=progress) --------------
 
 @dataclass
 class ProgressKnobs:
-    """Learning progress over clusters of tasks, read by ``env.pg.signal=learning_progress`` and
+    """Learning progress over clusters of tasks, read by ``experimental.signal=learning_progress`` and
     ``env.seed_draw=progress``. Values fixed before any run, not tuned."""
     clusters: int = knob(8, "k-means clusters of the window's task texts (character n-gram vectors), fit each epoch",
                          lo=1)
@@ -153,7 +153,7 @@ class ProgressKnobs:
                               "progress", lo=0.0, hi=1.0)
 
 
-@SIGNALS.register("learning_progress")
+@replaces("signal", "learning_progress")
 class LearningProgressSignal(CreditSignal):
     """A valid task earns the learning progress of its cluster of look-alike pool tasks, scaled by the epoch's
     largest into [0, 1] (no model calls)."""

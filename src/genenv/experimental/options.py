@@ -9,19 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from genenv.config import knob
-from genenv.experimental.sections import Experimental
+from genenv.experimental.sections import Experimental, replaces
 from genenv.reward import alpha_reward, challenger_rewards
-from genenv.signals import (
-    LEVEL_RULES,
-    SEED_DRAWS,
-    SIGNALS,
-    SUCCESS_ESTIMATES,
-    AlphaSignal,
-    LevelRule,
-    SeedDraw,
-    Signal,
-    SuccessEstimate,
-)
+from genenv.signals import SEED_DRAWS, AlphaSignal, LevelRule, SeedDraw, Signal, SuccessEstimate
 
 
 @SEED_DRAWS.register("learnability")
@@ -43,7 +33,7 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
     return float(reward) if reward.ndim == 0 else reward
 
 
-@SIGNALS.register("interior")
+@replaces("signal", "interior")
 class InteriorSignal(Experimental, Signal):
     """R_env for a task the agent sometimes solves, 0 for one it always or never solves (meant for alpha < 0.5)."""
 
@@ -66,7 +56,7 @@ def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
 
 @dataclass
 class PenaltyKnobs:
-    """``env.pg.signal=penalised``: what an invalid generation, and a repeat, earn."""
+    """``experimental.signal=penalised``: what an invalid generation, and a repeat, earn."""
     invalid_reward: float = knob(0.0, "what an invalid generation earns, on the rescaled R_env scale where a task "
                                  "always solved or always failed earns 0 and one at alpha earns 1 (pilot F: -0.5)",
                                  lo=-1.0, hi=1.0)
@@ -74,7 +64,7 @@ class PenaltyKnobs:
                          "same epoch, earns invalid_reward too")
 
 
-@SIGNALS.register("penalised")
+@replaces("signal", "penalised")
 class PenalisedSignal(Experimental, AlphaSignal):
     """The alpha signal, with an invalid generation earning ``experimental.penalised.invalid_reward`` and, with
     ``repeats``, a valid task that repeats one already known earning it too (the paper's information, no levels)."""
@@ -94,13 +84,13 @@ def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:
     return (float(np.sum(values >= success_threshold)) + 1.0) / (values.size + 2.0)
 
 
-@SUCCESS_ESTIMATES.register("posterior")
+@replaces("p_hat_estimate", "posterior")
 class PosteriorSuccess(Experimental, SuccessEstimate):
     """Every p_hat the Beta(1,1) posterior mean instead of k / n."""
     rate = staticmethod(posterior_success_rate)
 
 
-@LEVEL_RULES.register("band")
+@replaces("oracle_rule", "band")
 class BandLevel(Experimental, LevelRule):
     """The level with the largest share of recent tasks in the band; else (no level has one) the level whose mean is
     closest to alpha. Ties at random."""

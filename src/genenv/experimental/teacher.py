@@ -1,4 +1,4 @@
-"""What a task teaches the agent: two level-free signals for the simulator's reward (issue 55, ``env.pg.signal``).
+"""What a task teaches the agent: two level-free signals for the simulator's reward (issue 55, ``experimental.signal``).
 
 The paper pays a task R_env(p_hat), which is the same for a task the agent always fails and one it always solves,
 and which says nothing about what the agent learns from it (measured: trained simulators put more tasks in the
@@ -22,7 +22,7 @@ band and the agent ends no better, docs/results-log/issue55.md). Two signals tha
 Both use only what the paper's method has (the verifier's reference responses, the agent and its rollouts), no
 domain levels. Their extra model calls (backward passes, teacher-forced sequences) are counted in each epoch's
 metrics beside the agent's rollouts, which they do not change. This module is their arithmetic (torch); the
-registered signals, which import it when they first pay a task, are :mod:`genenv.experimental.agent_signals`.
+signals, which import it when they first pay a task, are :mod:`genenv.experimental.agent_signals`.
 """
 
 from __future__ import annotations

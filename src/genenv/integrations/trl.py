@@ -21,8 +21,8 @@ Three pieces, each what TRL already takes:
 
 What differs from genenv's loop, by TRL's design: the trainer's dataloader reads one generation batch ahead, so a
 round's tasks are written by the simulator as it was before the previous round's update (one round late); TRL
-draws the agent's completions and computes its advantages. Signals that read the agent (``env.pg.signal=
-probe_gain`` / ``answer_likelihood``) and the fixed-data curricula are refused with a message.
+draws the agent's completions and computes its advantages. A signal that reads the agent (two experimental
+ones do) and the fixed-data curricula are refused with a message.
 Across processes the main one writes and learns (see :class:`SimulatorSide`); the launcher on CPU is
 ``torchrun --nproc_per_node N`` (gloo; ``accelerate launch --cpu`` starts one process), on GPUs ``accelerate launch``.
 """
@@ -62,7 +62,7 @@ from genenv.model_check import TOOL_CALL_ADVICE, check_start, tool_call_problem
 from genenv.models.registry import resolve_model
 from genenv.players import Players, RunState, prepare_player, simulator_constraint
 from genenv.rollout import Episode
-from genenv.signals import SIGNALS
+from genenv.signals import part
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
 
@@ -114,9 +114,10 @@ class SimulatorSide:
         if not self.curriculum.generates:
             raise ConfigError(f"curriculum: {cfg.curriculum!r} trains on a fixed set; in TRL give that set to "
                               "GRPOTrainer as its dataset (genenv export writes it), no simulator is needed")
-        if self.curriculum.trains_simulator and cfg.env.update == "pg" and SIGNALS.selected(cfg).reads_agent:
-            raise ConfigError(f"env.pg.signal: {cfg.env.pg.signal!r} reads the agent's gradients or likelihoods, "
-                              "which TRL's trainer holds; use a signal that does not read the agent with TRL")
+        signal = part(cfg, "signal")
+        if self.curriculum.trains_simulator and cfg.env.update == "pg" and signal.reads_agent:
+            raise ConfigError(f"{signal.setting}: the signal reads the agent's gradients or likelihoods, which TRL's "
+                              "trainer holds; use a signal that does not read the agent with TRL")
         fresh, replay = rollout_budget(cfg)
         self.prompts_per_round = prompts_per_round or fresh + replay
         if self.prompts_per_round < 1:
@@ -192,7 +193,7 @@ class SimulatorSide:
         drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
         env_stats = {"env_steps": 0}
         signal = pg_signal(cfg, self.curriculum.trains_simulator)   # (one that reads no agent: refused at start)
-        generated, _ = signal.before_agent_update(self.domain, None, self.state, generated, round_index)
+        signal.before_agent_update(self.domain, None, self.state, generated, round_index)
         if self.curriculum.trains_simulator:
             env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index, signal)
         grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)
