@@ -80,6 +80,21 @@ def test_a_trl_run_trains_the_simulator_on_every_completions_reward(tmp_path):
     assert all(side.agent_prompt(t) in prompts for t in written[0])
 
 
+def test_a_signal_that_reads_no_agent_runs_in_trl_and_its_metrics_join_the_rounds_row():
+    """Issue 88: TRL's side calls the signal's one hook as genenv's loop does (with no agent: TRL holds it); the
+    round's row carries the signal's own metrics, and the paper's signal adds none."""
+    rows = {}
+    for name, overrides in (("paper", []), ("progress", ["experimental.signal=learning_progress",
+                                                         "experimental.progress.min_count=1"])):
+        side = SimulatorSide(load_config("smoke", ["threads=1", *overrides]))
+        tasks = side.write_round(0)
+        rows[name] = side.observe(0, {t.text: [1.0, 0.0, 1.0, 0.0] for t in tasks})
+    assert not any(key.startswith("teacher_") for key in rows["paper"])
+    # nothing observed before the first round: every valid task's cluster is unmeasured and earns the most, 1
+    assert rows["progress"]["valid_fraction"] > 0 and rows["progress"]["teacher_reward_mean"] == 1.0
+    assert rows["progress"]["teacher_backward_passes"] == rows["progress"]["teacher_forward_sequences"] == 0
+
+
 def test_what_trl_cannot_host_is_refused_with_the_field_named():
     for overrides, field in ((["experimental.signal=probe_gain"], "experimental.signal=probe_gain: the signal reads "
                               "the agent"), (["curriculum=static"], "curriculum")):

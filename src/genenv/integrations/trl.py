@@ -193,7 +193,7 @@ class SimulatorSide:
         drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
         env_stats = {"env_steps": 0}
         signal = pg_signal(cfg, self.curriculum.trains_simulator)   # (one that reads no agent: refused at start)
-        signal.before_agent_update(self.domain, None, self.state, generated, round_index)
+        signal_stats = signal.before_agent_update(self.domain, None, self.state, generated, round_index)
         if self.curriculum.trains_simulator:
             env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index, signal)
         grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)
@@ -202,7 +202,8 @@ class SimulatorSide:
                "p_hat_mean": mean([c.p_hat_task for c in scored]),
                "band_hit_rate": mean([float(c.in_band) for c in scored]),
                "r_env_mean": mean([c.r_env for c in scored]), "pool_size": len(self.state.task_pool),
-               "env_steps": env_stats.get("env_steps", 0), "env_kl_to_initial": env_stats.get("env_kl_to_initial")}
+               "env_steps": env_stats.get("env_steps", 0), "env_kl_to_initial": env_stats.get("env_kl_to_initial"),
+               **signal_stats}   # (a signal's own metrics, as in genenv's rows)
         self.metrics.append(row)
         return row
 
