@@ -330,3 +330,34 @@ def test_the_knobs_no_warm_start_read_are_gone_and_the_cache_keys_keep_them():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read.env.warmstart == load_config("smoke").env.warmstart
+
+
+_BUILD_AGENT = """
+import sys
+from genenv.config import load_config
+from genenv.domains import make_domain
+from genenv.warmstart import warm_start_agent
+cfg = load_config("smoke", ["threads=1", "checkpoint_every_s=0"])
+policy, info = warm_start_agent(cfg, make_domain(cfg.domain.name), log=lambda m: print("LOG", m, flush=True))
+print("DONE", info["rounds"], float(sum(p.double().sum() for p in policy.model.parameters())))
+"""
+
+
+def test_two_processes_needing_one_warm_start_build_it_once_and_load_the_same_weights(tmp_path):
+    """The ranks of `torchrun --nproc_per_node 2` each warm-start the agent (examples/trl_genenv.py): on a fresh cache
+    both once wrote the same journal at the same time and one died on the other's swap (FileNotFoundError on the
+    journal's progress.json). With the cache entry's lock one builds it (journaled after every step, the race's
+    widest window) while the other waits, then loads what it saved: the same weights, and only one trained."""
+    import os
+    import subprocess
+    env = dict(os.environ, GENENV_CACHE=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILD_AGENT], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    done = [next(line for line in out.splitlines() if line.startswith("DONE")) for out, _ in outs]
+    assert done[0] == done[1]   # the same rounds and the same weights, to the last bit of their sum
+    trained = [sum(line.startswith("LOG agent warm start round") for line in out.splitlines()) for out, _ in outs]
+    assert sorted(trained) == [0, int(done[0].split()[1])]   # one process trained, the other loaded its result
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["locks", "models"]
+    assert not list((tmp_path / "cache" / "models").glob("*.partial*"))   # the journal went with the build

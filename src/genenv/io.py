@@ -9,15 +9,39 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:   # Windows: cache entries are not locked
+    fcntl = None
+
 
 def cache_root() -> Path:
     """Where genenv caches warm starts and prepared models: ``$GENENV_CACHE``, else ``~/.cache/genenv``."""
     return Path(os.environ.get("GENENV_CACHE", Path.home() / ".cache" / "genenv"))
+
+
+@contextmanager
+def cache_entry_lock(folder: Path):
+    """Hold an exclusive ``flock`` on ``<cache>/locks/<entry>.lock`` (waited for; kept apart from the entries, which
+    callers list) while the cache entry ``folder`` (``<cache>/models/<entry>``) is looked up and built: two processes
+    that need it (the ranks of ``torchrun --nproc_per_node 2``, two runs started together) build it once, the second
+    loading what the first saved, instead of writing one journal and one folder at the same time. The kernel drops
+    the lock when its process dies, so a killed build never blocks the next; the file stays (a few bytes). Without
+    ``fcntl`` (Windows) nothing is locked."""
+    if fcntl is None:
+        yield
+        return
+    locks = folder.parent.parent / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{folder.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield   # (closing the descriptor releases the lock)
 
 
 def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:

@@ -26,7 +26,7 @@ from genenv.algos.rwr import WeightedExample, supervised_finetune
 from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.config import ConfigError, RunConfig, TinyModelConfig, tiny_model, to_dict
 from genenv.domains.base import Domain, Task, code_fingerprint
-from genenv.io import atomic_write_json, build_then_swap, cache_root, publish_dir
+from genenv.io import atomic_write_json, build_then_swap, cache_entry_lock, cache_root, publish_dir
 from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, resolve_model
 from genenv.models.remote import RemoteSimulator
@@ -241,7 +241,13 @@ def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain):
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
                      seeds: list[Task] | None = None) -> tuple[Policy, dict]:
     """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`).
-    ``progress``: a display of its steps (none given: a plain line every 30 s of a long one)."""
+    ``progress``: a display of its steps (none given: a plain line every 30 s of a long one). Built once across
+    processes (:func:`genenv.io.cache_entry_lock`): another process that needs it waits, then loads it."""
+    with cache_entry_lock(agent_cache_folder(cfg, domain)):
+        return _warm_start_agent(cfg, domain, progress, log, seeds)
+
+
+def _warm_start_agent(cfg: RunConfig, domain: Domain, progress, log, seeds: list[Task] | None) -> tuple[Policy, dict]:
     folder, cached, policy, rng = _cached_or_base("agent", cfg, cfg.agent, domain)
     if cached is not None:
         return cached
@@ -287,10 +293,17 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
 
 
 def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=print) -> tuple[Policy, dict]:
+    """The simulator fine-tuned on the domain's corpus of (seed, its stats) -> variation; a frozen endpoint's client
+    with ``env.backend=openai``. Built once across processes, as the agent's is."""
     if cfg.env.backend == "openai":   # a frozen endpoint writes the tasks: nothing to warm-start
         remote = RemoteSimulator.from_config(cfg.env.openai)
         log(f"simulator: {cfg.env.openai.model or '(no model name)'} at {cfg.env.openai.base_url} (frozen)")
         return remote, {"rounds": 0, "loss": None, **remote.describe()}
+    with cache_entry_lock(cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)):
+        return _warm_start_simulator(cfg, domain, progress, log)
+
+
+def _warm_start_simulator(cfg: RunConfig, domain: Domain, progress, log) -> tuple[Policy, dict]:
     folder, cached, policy, rng = _cached_or_base("env", cfg, cfg.env, domain)
     if cached is not None:
         return cached
