@@ -225,17 +225,20 @@ def _finetune(policy: Policy, examples, ws, rng, progress, journal: WarmStartJou
 
 def agent_cache_folder(cfg: RunConfig, domain: Domain) -> Path:
     """Where :func:`warm_start_agent` caches the run's warm-started agent (a model folder)."""
-    return cache_root() / "models" / _cache_key("agent", cfg, cfg.agent, domain)
+    return _cache_folder("agent", cfg, cfg.agent, domain)
 
 
-def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain):
-    """A player's warm start as both players look it up: (its cache folder, the cached (policy, info) or None, and
-    when there is none the base policy to fine-tune and the warm start's random stream)."""
-    folder = cache_root() / "models" / _cache_key(role, cfg, player_cfg, domain)
+def _cache_folder(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> Path:
+    return cache_root() / "models" / _cache_key(role, cfg, player_cfg, domain)
+
+
+def _cached_or_base(role: str, cfg: RunConfig, player_cfg, domain: Domain, folder: Path):
+    """A player's warm start as both players look it up in its cache ``folder``: (the cached (policy, info) or None,
+    and when there is none the base policy to fine-tune and the warm start's random stream)."""
     if (folder / "config.json").exists():
-        return folder, _load_cached(folder, cfg, cfg.dtype), None, None
+        return _load_cached(folder, cfg, cfg.dtype), None, None
     rng = np.random.default_rng(stream_seed(cfg.seed, role, "warmstart"))
-    return folder, None, base_policy(role, cfg, player_cfg, domain), rng
+    return None, base_policy(role, cfg, player_cfg, domain), rng
 
 
 def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
@@ -243,12 +246,14 @@ def warm_start_agent(cfg: RunConfig, domain: Domain, progress=None, log=print,
     """The agent fine-tuned on the run's seed tasks (``seeds``, or drawn here: :func:`training_seed_tasks`).
     ``progress``: a display of its steps (none given: a plain line every 30 s of a long one). Built once across
     processes (:func:`genenv.io.cache_entry_lock`): another process that needs it waits, then loads it."""
-    with cache_entry_lock(agent_cache_folder(cfg, domain)):
-        return _warm_start_agent(cfg, domain, progress, log, seeds)
+    folder = agent_cache_folder(cfg, domain)
+    with cache_entry_lock(folder):
+        return _warm_start_agent(cfg, domain, folder, progress, log, seeds)
 
 
-def _warm_start_agent(cfg: RunConfig, domain: Domain, progress, log, seeds: list[Task] | None) -> tuple[Policy, dict]:
-    folder, cached, policy, rng = _cached_or_base("agent", cfg, cfg.agent, domain)
+def _warm_start_agent(cfg: RunConfig, domain: Domain, folder: Path, progress, log,
+                      seeds: list[Task] | None) -> tuple[Policy, dict]:
+    cached, policy, rng = _cached_or_base("agent", cfg, cfg.agent, domain, folder)
     if cached is not None:
         return cached
     ws = cfg.agent.warmstart
@@ -299,12 +304,13 @@ def warm_start_simulator(cfg: RunConfig, domain: Domain, progress=None, log=prin
         remote = RemoteSimulator.from_config(cfg.env.openai)
         log(f"simulator: {cfg.env.openai.model or '(no model name)'} at {cfg.env.openai.base_url} (frozen)")
         return remote, {"rounds": 0, "loss": None, **remote.describe()}
-    with cache_entry_lock(cache_root() / "models" / _cache_key("env", cfg, cfg.env, domain)):
-        return _warm_start_simulator(cfg, domain, progress, log)
+    folder = _cache_folder("env", cfg, cfg.env, domain)
+    with cache_entry_lock(folder):
+        return _warm_start_simulator(cfg, domain, folder, progress, log)
 
 
-def _warm_start_simulator(cfg: RunConfig, domain: Domain, progress, log) -> tuple[Policy, dict]:
-    folder, cached, policy, rng = _cached_or_base("env", cfg, cfg.env, domain)
+def _warm_start_simulator(cfg: RunConfig, domain: Domain, folder: Path, progress, log) -> tuple[Policy, dict]:
+    cached, policy, rng = _cached_or_base("env", cfg, cfg.env, domain, folder)
     if cached is not None:
         return cached
     ws = cfg.env.warmstart
