@@ -84,6 +84,18 @@ def pop(data: dict, dotted: str):
     return value
 
 
+def move_knobs(data: dict, moved: dict[str, str], note: str = "") -> None:
+    """In ``data``, each knob of ``moved`` (old dotted name -> new) given under its old name moved to its new one,
+    with a FutureWarning naming it (and ``note``); both names given is an error."""
+    for old, new in moved.items():
+        if at(data, old) is ABSENT:
+            continue
+        if at(data, new) is not ABSENT:
+            raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
+        warnings.warn(f"{old} is deprecated: write {new}{note}", FutureWarning, stacklevel=4)
+        put(data, new, pop(data, old))
+
+
 def read_old_spellings(data: dict, defaults: dict) -> dict:
     """``data`` (a whole config, or the layers over a preset) with every old spelling read as today's: first each
     plugin's (:func:`genenv.plugins.add_old_spellings`: the experimental options' are theirs), then the main path's:
@@ -105,13 +117,7 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
         if at(data, dead) is not ABSENT:
             warnings.warn(f"{dead} is removed: that player's warm start never read it", FutureWarning, stacklevel=3)
             pop(data, dead)
-    for old, new in MOVED_KNOBS.items():
-        if at(data, old) is ABSENT:
-            continue
-        if at(data, new) is not ABSENT:
-            raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
-        warnings.warn(f"{old} is deprecated: write {new}", FutureWarning, stacklevel=3)
-        put(data, new, pop(data, old))
+    move_knobs(data, MOVED_KNOBS)
     for old, (unchanged, why, refused) in REMOVED_KNOBS.items():
         setting = at(data, old)
         if setting is ABSENT:

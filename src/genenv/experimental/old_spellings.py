@@ -11,7 +11,7 @@ import warnings
 
 from genenv.config import ConfigError
 from genenv.experimental.sections import PARTS
-from genenv.old_spellings import ABSENT, at, pop, put
+from genenv.old_spellings import ABSENT, at, move_knobs, pop, put
 
 # the main-path fields that selected a part's class before only the main path's answer was left there (issue 88),
 # old dotted name -> the part: an experimental value moves to experimental.<part> (the main path's value is dropped
@@ -33,15 +33,15 @@ MOVED_SWITCHES = {"experimental.learnability_seeds": (True, "env.seed_draw", "le
 MOVED_KNOBS = {"env.pg_gate_window": "experimental.predicted_gate.window",
                "env.pg.gate_fit_window": "experimental.predicted_gate.window",
                "experimental.predicted_gate_window": "experimental.predicted_gate.window",
-               "experimental.predicted_seed_bins": "env.learnt_levels.bins",
-               "experimental.predicted_seeds.bins": "env.learnt_levels.bins",
-               "experimental.predicted_seed_window": "env.learnt_levels.window",
-               "experimental.predicted_seeds.window": "env.learnt_levels.window",
                "env.pg.probe_tasks": "experimental.probe_gain.tasks",
                "env.pg.probe_side": "experimental.probe_gain.side",
                "env.pg.likelihood_width": "experimental.answer_likelihood.width",
                **{f"env.progress.{name}": f"experimental.progress.{name}"
                   for name in ("clusters", "window", "min_count", "exploration")}}
+JOINED_KNOBS = {"experimental.predicted_seed_bins": "env.learnt_levels.bins",
+                "experimental.predicted_seeds.bins": "env.learnt_levels.bins",
+                "experimental.predicted_seed_window": "env.learnt_levels.window",
+                "experimental.predicted_seeds.window": "env.learnt_levels.window"}
 # the pg reward's variants (issue 76), old name -> the knob of experimental.signal=penalised that holds it, and the
 # value at which it changed nothing (an old name at that value is dropped; at any other it selects that signal)
 PENALTY_KNOBS = {"env.pg_invalid_reward": ("invalid_reward", 0.0), "env.pg.invalid_reward": ("invalid_reward", 0.0),
@@ -56,10 +56,10 @@ LOST = "an option that lost its decision rule"
 def read_old_spellings(data: dict, defaults: dict) -> dict:
     """``data`` with the experimental options' old spellings written as today's: a part's old field at an
     experimental value (:data:`PART_FIELDS`), the switches of :data:`MOVED_SWITCHES`, the knobs of
-    :data:`MOVED_KNOBS` and :data:`PENALTY_KNOBS`; each with a FutureWarning. An old name beside its new one is an
-    error; an old name of the main path's answer (:data:`MAIN_VALUES`) is dropped. ``defaults``: today's config at
-    its defaults, as a dict."""
-    olds = (*PART_FIELDS, *MOVED_SWITCHES, *MOVED_KNOBS, *PENALTY_KNOBS)
+    :data:`MOVED_KNOBS`, :data:`JOINED_KNOBS` and :data:`PENALTY_KNOBS`; each with a FutureWarning. An old name
+    beside its new one is an error; an old name of the main path's answer (:data:`MAIN_VALUES`) is dropped.
+    ``defaults``: today's config at its defaults, as a dict."""
+    olds = (*PART_FIELDS, *MOVED_SWITCHES, *MOVED_KNOBS, *JOINED_KNOBS, *PENALTY_KNOBS)
     if all(at(data, old) is ABSENT for old in olds) and all(at(data, k) != v for k, v in MAIN_VALUES.items()):
         return data
     data = copy.deepcopy(data)
@@ -95,14 +95,8 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
         warnings.warn(f"{old}={setting} is deprecated: write {field_name}={value} ({why})", FutureWarning,
                       stacklevel=4)
         put(data, field_name, value)
-    for old, new in MOVED_KNOBS.items():
-        if at(data, old) is ABSENT:
-            continue
-        if at(data, new) is not ABSENT:
-            raise ConfigError(f"{old}: set {new} alone ({old} is its old name)")
-        why = f" ({LOST})" if new.startswith("experimental.") else ""
-        warnings.warn(f"{old} is deprecated: write {new}{why}", FutureWarning, stacklevel=4)
-        put(data, new, pop(data, old))
+    move_knobs(data, MOVED_KNOBS, f" ({LOST})")
+    move_knobs(data, JOINED_KNOBS)
     for old, (name, unchanged) in PENALTY_KNOBS.items():
         setting = at(data, old)
         if setting is ABSENT:
