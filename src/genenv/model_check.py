@@ -66,7 +66,6 @@ class ModelReport:
 
 def _tool_call_row(report: ModelReport, cfg, tokenizer) -> None:
     """For a multi-turn domain: the row saying whether TRL can take its actions as the folder's tool calls."""
-
     try:
         multi_turn = domain_class(cfg.domain.name).multi_turn
     except ConfigError:
@@ -95,7 +94,6 @@ def _block_linears(model) -> list[tuple[str, torch.nn.Linear]]:
 def longest_prompt_tokens(cfg, tokenizer, tasks: int = 64) -> int:
     """The longest of ``tasks`` seed prompts of the run's domain in ``tokenizer``'s tokens, through its chat
     template when it has one (as the run prompts it)."""
-
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     longest = 0
     for task in domain.seed_tasks(np.random.default_rng(0), tasks):
@@ -183,7 +181,6 @@ def model_problem(field: str, model: str) -> str | None:
     """Why a run cannot load ``model`` (the value of the knob ``field``, ``agent.model`` or ``env.model``), named
     by that field: a packaged model whose package is missing, a folder that does not exist, or a folder
     :func:`check_model` finds a problem in; None when it can (and for ``tiny``)."""
-
     if model == "tiny":
         return None
     if model in KNOWN_MODELS:
