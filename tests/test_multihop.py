@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from genenv.domains import make_domain
+from genenv.domains.multihop.bamboogle import token_f1
 from genenv.domains.multihop.domain import question_text
 
 FACTS = [["Ulla Voss", "born_in", "Kardon"], ["Kardon", "city_in", "Mirrel"], ["Mirrel", "leader_of", "Tor Ban"],
@@ -90,7 +91,14 @@ def test_reward_is_exact_match_or_token_f1():
         facts=[["Ann Bo", "works_for", "Acme Labs"], ["Acme Labs", "based_in", "New Kardon"]],
         start="Ann Bo", path=("works_for", "based_in"), answer="New Kardon"))
     assert make_domain("multihop").score(task, "answer: Kardon") == 0.0
-    assert make_domain("multihop", reward="f1").score(task, "answer: Kardon") == pytest.approx(2 / 3)
+    f1 = make_domain("multihop", reward="f1")
+    assert f1.score(task, "answer: Kardon") == pytest.approx(2 / 3)   # a part of the answer: partial credit
+    assert f1.score(task, "answer: the New Kardon.") == 1.0
+    # issue 93, item 4: a hedge (a wrong and the right answer together) earns no more than the wrong one alone; the
+    # official token F1 (the Bamboogle evaluation's) pays it 0.67 and 0.8
+    assert f1.score(task, "answer: Acme New Kardon") == f1.score(task, "answer: Acme") == 0.0
+    assert f1.score(task, "answer: W G") == 0.0 and token_f1("W G", "G") == pytest.approx(2 / 3)
+    assert f1.score(task, "answer: Kardon Kardon") == 0.0   # a token repeated past the reference's count
     with pytest.raises(Exception, match="reward must be"):
         make_domain("multihop", reward="bleu")
 

@@ -140,6 +140,28 @@ def test_the_reward_is_the_share_of_checks_passed_and_one_only_for_a_full_pass(d
     assert plan_reward(task.meta["query"], verdict, "final") == 0.0
 
 
+def test_a_correct_plan_of_another_trip_earns_nothing(domain):
+    """Issue 93, item 4: TravelPlanner's checks pass most of their commonsense on a correct plan of another query
+    (the micro reward paid 0.565 on the dev set for one, benchmarks/reward_hacks.py); a plan pays only where it makes
+    this query's trip: from its origin, reaching its destination."""
+    rng = np.random.default_rng(3)
+    tasks = [domain.random_task(rng, level) for level in domain.levels() for _ in range(4)]
+    for task in tasks:
+        query = task.meta["query"]
+        assert domain.score(task, task.answer) == 1.0
+        for other in tasks:
+            trip = (other.meta["query"]["org"], other.meta["query"]["dest"], other.meta["query"]["days"])
+            if trip != (query["org"], query["dest"], query["days"]):
+                assert domain.score(task, other.answer) == 0.0, (query, other.meta["query"])
+    # without the gate these plans pass checks of this query: the gate, not the checks, refuses them
+    from genenv.domains.travel.constraints import examined, travels_the_query
+    first, second = next((a, b) for a in tasks for b in tasks if a.meta["query"]["org"] != b.meta["query"]["org"])
+    plan = json.loads(second.answer)
+    verdict = evaluate_plan(first.meta["query"], plan, domain.sandbox)
+    assert plan_reward(first.meta["query"], verdict) > 0
+    assert not travels_the_query(first.meta["query"], examined(first.meta["query"], plan), domain.sandbox)
+
+
 def test_the_simulator_text_is_parsed_and_grounded(domain):
     good = domain.parse_and_validate('```json\n{"org": "Springfield", "dest": "Wisconsin", "days": 5, '
                                      '"people_number": 1, "budget": 900}\n```')

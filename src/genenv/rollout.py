@@ -152,6 +152,29 @@ def _single_turn(domain, policy, tasks, first_index, group_size, max_new_tokens,
     return groups
 
 
+def replay(domain: Domain, task: Task, actions: list[str], seed: int = 0) -> Episode:
+    """The episode of ``task`` whose actions were ``actions``, scored as :func:`rollout` scores one: reset with
+    ``seed``, each action through ``domain.checked_step`` (bounded: a long, slow or crashing action earns 0 and
+    ends the episode), until the domain ends it or ``domain.max_turns`` actions were taken. Actions past the end
+    are not read; an episode whose actions run out first is ``truncated`` with the reward it earned. The score of
+    a response a model gave elsewhere (a verifiers rollout, :mod:`genenv.integrations.verifiers`)."""
+    episode = Episode(task)
+    state, _ = domain.reset(task, seed=seed)
+    for action in actions:
+        result = domain.checked_step(state, action)
+        episode.error = episode.error or result.error
+        episode.turns.append(Turn([], [], [], action, result.reward))
+        episode.reward += result.reward
+        state = result.state
+        if result.terminated:
+            episode.terminated = True
+            return episode
+        if result.truncated or len(episode.turns) >= domain.max_turns:
+            break
+    episode.truncated = True
+    return episode
+
+
 def single_step_accuracy(domain: Domain, policy, tasks: list[Task], *, max_new_tokens: int = 16,
                          batch_size: int = 512, max_context_tokens: int = 0) -> list[list[bool]] | None:
     """The paper's single-step protocol: each task's expert trajectory decomposed into (state, next action)

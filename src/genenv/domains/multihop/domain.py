@@ -14,12 +14,13 @@ by templates ("In which country is the city where Ulla Voss was born?"), so it a
 
 The agent acts in turns: ``search: <query>`` returns the task's facts that best match the query (BM25 from the
 ``rank_bm25`` package over the fact sentences), ``answer: <text>`` ends the episode. Reward: exact match after
-the SQuAD normalisation (``reward: em``, default) or token F1 (``reward: f1``), the same scorer as the Bamboogle
-evaluation. ``level`` = hops; difficulty adds the distractor facts.
+the SQuAD normalisation (``reward: em``, default, the Bamboogle evaluation's EM) or token F1 of an answer whose every
+token is in the reference (``reward: f1``, :func:`single_answer_f1`; the evaluation's official F1 pays hedges). ``level`` = hops; difficulty adds the distractor facts.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import string
 
@@ -60,6 +61,18 @@ SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vo", "bel", "dor", "fi", "gan", "h
 COMPANY_SUFFIX = ["Works", "Labs", "Group", "Foods", "Motors"]
 
 
+def single_answer_f1(prediction: str, gold: str) -> float:
+    """The training reward ``reward: f1``: the official token F1 (:func:`token_f1`) of a prediction whose every
+    normalised token is in the reference (as many times), else 0. The official F1 pays a hedge: ``W G``, a wrong and
+    the right answer together, earns 0.67 where ``W`` alone earns 0, which an agent would learn; here a hedge earns
+    no more than its wrong answer alone (0), while a part of the answer (``Kardon`` for ``New Kardon``: 0.67) still
+    earns partial credit. The Bamboogle evaluation keeps the official F1."""
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if collections.Counter(pred) - collections.Counter(ref):
+        return 0.0
+    return token_f1(prediction, gold)
+
+
 def question_text(start: str, path: list[str]) -> str:
     """The chain as one question: the innermost phrase is the start, each hop wraps it."""
     phrase = start
@@ -77,7 +90,7 @@ def fact_sentence(fact: list[str]) -> str:
 class MultiHopDomain(LeveledDomain):
     """Multi-hop question answering with a search tool over the facts each task carries (Bamboogle's format).
 
-    Options: ``reward`` ('em' or 'f1'), ``search_top_k`` (facts per search), ``max_steps`` (actions per
+    Options: ``reward`` ('em' or 'f1': :func:`single_answer_f1`), ``search_top_k`` (facts per search), ``max_steps`` (actions per
     episode), ``distractors`` (extra facts per task in the procedural worlds, on top of the level's share)."""
 
     alphabet = string.printable
@@ -178,7 +191,7 @@ class MultiHopDomain(LeveledDomain):
             answer = answer[len("answer:"):].strip()
         if not normalize_answer(answer) or not normalize_answer(task.answer or ""):
             return 0.0   # nothing to match: an empty answer never earns (SQuAD's EM gives "" == "" full credit)
-        return exact_match(answer, task.answer) if self.reward == "em" else token_f1(answer, task.answer)
+        return exact_match(answer, task.answer) if self.reward == "em" else single_answer_f1(answer, task.answer)
 
     def agent_context(self, history, observation):
         return transcript(history, observation)

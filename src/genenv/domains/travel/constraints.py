@@ -128,6 +128,28 @@ def reasonable_city_route(query, days, sandbox: Sandbox):
     return True
 
 
+def travels_the_query(query, days, sandbox: Sandbox) -> bool:
+    """Whether a plan's days make the query's trip: each of the query's days names its city, the first is its
+    origin, the last returns there, and they reach its destination (the city; for a trip of more than 3 days, a city
+    of the destination state). Not one of TravelPlanner's checks:
+    the domain's training reward pays only a plan that passes it (:func:`genenv.domains.travel.domain.plan_reward`),
+    since a correct plan of another query passes most commonsense checks of this one."""
+    if len(days) < int(query["days"]) or not all(filled(day.get("current_city")) for day in days):
+        return False
+    cities = []
+    for day in days:
+        current = day.get("current_city") or ""
+        if "from " in current:
+            cities += [city for city in from_to(current) if city]
+        elif filled(current):
+            cities.append(strip_state(current))
+    if not cities or cities[0] != strip_state(query["org"]) or cities[-1] != cities[0]:
+        return False
+    if int(query["days"]) > 3:
+        return any(sandbox.cities.get(city) == query["dest"] for city in cities)
+    return strip_state(query["dest"]) in cities
+
+
 def diverse_restaurants(query, days, sandbox):
     meals = [day.get(m) for day in days for m in MEALS if filled(day.get(m))]
     return len(meals) == len(set(meals))

@@ -317,8 +317,8 @@ class TravelDomain(LeveledDomain):
     def score(self, task, response):
         query = self.task_query(task)
         plan = checks.parse_plan(response)
-        if not plan:
-            return 0.0
+        if not plan or not checks.travels_the_query(query, checks.examined(query, plan), self.sandbox):
+            return 0.0   # nothing, or another trip's plan (issue 93: a correct plan of another query paid 0.54)
         return plan_reward(query, checks.evaluate_plan(query, plan, self.sandbox), self.reward,
                            content=checks.usable_share(plan, query, self.sandbox))
 
