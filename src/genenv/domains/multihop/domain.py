@@ -15,7 +15,8 @@ by templates ("In which country is the city where Ulla Voss was born?"), so it a
 The agent acts in turns: ``search: <query>`` returns the task's facts that best match the query (BM25 from the
 ``rank_bm25`` package over the fact sentences), ``answer: <text>`` ends the episode. Reward: exact match after
 the SQuAD normalisation (``reward: em``, default, the Bamboogle evaluation's EM) or token F1 of an answer whose every
-token is in the reference (``reward: f1``, :func:`single_answer_f1`; the evaluation's official F1 pays hedges). ``level`` = hops; difficulty adds the distractor facts.
+token is in the reference (``reward: f1``, :func:`single_answer_f1`; the evaluation's official F1 pays hedges).
+``level`` = hops; difficulty adds the distractor facts.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def fact_sentence(fact: list[str]) -> str:
 class MultiHopDomain(LeveledDomain):
     """Multi-hop question answering with a search tool over the facts each task carries (Bamboogle's format).
 
-    Options: ``reward`` ('em' or 'f1': :func:`single_answer_f1`), ``search_top_k`` (facts per search), ``max_steps`` (actions per
-    episode), ``distractors`` (extra facts per task in the procedural worlds, on top of the level's share)."""
+    Options: ``reward`` ('em' or 'f1': :func:`single_answer_f1`), ``search_top_k`` (facts per search),
+    ``max_steps`` (actions per episode), ``distractors`` (extra facts per task in the procedural worlds, on top of
+    the level's share)."""
 
     alphabet = string.printable
     multi_turn = True
