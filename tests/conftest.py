@@ -11,8 +11,9 @@ import torch  # noqa: E402
 os.environ.setdefault("GENENV_CACHE", os.path.join(os.path.dirname(__file__), "..", ".pytest_cache", "genenv"))
 torch.set_num_threads(1)
 
-# the fake OpenAI-compatible endpoint (fixture `endpoint`) of the remote-simulator and TRL tests
-pytest_plugins = ["fake_endpoint"]
+# the fake OpenAI-compatible endpoint (fixture `endpoint`) of the remote-simulator and TRL tests; llama.cpp's real
+# server on SmolLM2 (fixture `llama_server`) of the frozen-simulator and verifiers tests
+pytest_plugins = ["fake_endpoint", "llama_server"]
 
 
 @pytest.fixture

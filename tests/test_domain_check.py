@@ -126,20 +126,22 @@ def _old_has_content(plan) -> bool:   # travel's content test before issue 58: a
 @pytest.mark.parametrize("key, prop, undo", [
     # each row puts back the code before issue 58's fix (the guard it added, switched off) and the stronger
     # check must name the defect an outside fuzz found
+    # (issue 93's trip gate, which also pays a plan of "." nothing, switched off with it)
     ("travel", "null_in_format: a null response scored",
-     ("genenv.domains.travel.constraints.usable_share",
-      lambda plan, query, sandbox: float(_old_has_content(plan)))),
+     [("genenv.domains.travel.constraints.usable_share", lambda plan, query, sandbox: float(_old_has_content(plan))),
+      ("genenv.domains.travel.constraints.travels_the_query", lambda query, days, sandbox: True)]),
     ("travel", "wrong_json_types: validate raised TypeError",
-     ("genenv.domains.travel.solver.local_type_problem", lambda local: None)),
+     [("genenv.domains.travel.solver.local_type_problem", lambda local: None)]),
     ("toolcall", "wrong_json_types: validate raised TypeError",
-     ("genenv.domains.toolcall.domain._schema_type_problem", lambda name, properties, required: None)),
+     [("genenv.domains.toolcall.domain._schema_type_problem", lambda name, properties, required: None)]),
 ])
 def test_the_stronger_check_finds_the_defects_the_old_code_had(monkeypatch, key, prop, undo):
     """Issue 58: check-domain passed every domain while travel paid plans with nothing real in them (0.44-0.56) and
     travel's and toolcall's validate raised on JSON of the wrong type; null responses inside the answer format and
     type confusion inside well-formed tasks find all three, and the fixed code passes (the test above)."""
     domain, _ = _cached(key)
-    monkeypatch.setattr(*undo)
+    for target, value in undo:
+        monkeypatch.setattr(target, value)
     report = check_domain(domain, examples=300)
     assert not report.ok and any(str(f).startswith(prop) for f in report.failures), report.summary()
 

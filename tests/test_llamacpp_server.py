@@ -3,63 +3,20 @@ serves SmolLM2 on the loopback address and writes a run's tasks as its frozen si
 test_remote_simulator.py covers the error paths; this one checks the real protocol: every generation is a real
 request answered by the model, counted valid or invalid with its reason, and the same seed writes the same tasks."""
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
+from llama_server import SERVED_NAME
 
 from genenv.coevolve import run
 from genenv.config import load_config
 from genenv.io import read_jsonl
-from genenv.models.registry import KNOWN_MODELS, ModelNotAvailable, packaged_file
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("openai")
-pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra (make install installs it)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory):
-    try:
-        model = packaged_file(KNOWN_MODELS["smollm2"])
-    except ModelNotAvailable as error:
-        pytest.skip(str(error))
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with log.open("w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-                                   "--model_alias", "smollm2-135m", "--host", "127.0.0.1", "--port", str(port),
-                                   "--n_threads", "1", "--n_ctx", "2048"], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(240):
-            if server.poll() is not None:
-                pytest.fail(f"llama.cpp server exited: {log.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=1).read()
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"llama.cpp server did not answer in 120 s: {log.read_text()[-2000:]}")
-        yield url, log
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _config(url, *more):
     return load_config("smoke", ["curriculum=random", "env.backend=openai", f"env.openai.base_url={url}",
-                                 "env.openai.model=smollm2-135m", "epochs=2", "seeds_per_epoch=4",
+                                 f"env.openai.model={SERVED_NAME}", "epochs=2", "seeds_per_epoch=4",
                                  "env.openai.timeout_s=60", *more])
 
 

@@ -235,6 +235,10 @@ def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Do
                           "static or learnability with it")
     if cfg.env.backend == "openai" and not cfg.env.openai.model:
         raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
+    if curriculum.generates and not domain.grounds_simulator_text:
+        raise ConfigError(f"curriculum: {cfg.curriculum!r} has a simulator write tasks, and {domain.name!r} cannot "
+                          "ground a written task (Domain.grounds_simulator_text: a verifiers taskset scores replies, "
+                          "it cannot say whether a new task is sound); use curriculum=static or learnability")
     if curriculum.trains_simulator and GATES.selected(cfg).needs_ordered_levels and not domain.ordered_levels:
         raise ConfigError(f"env.pg.gate: {cfg.env.pg.gate!r} reads the domain's difficulty levels, and {domain.name!r} "
                           "does not declare them ordered (Domain.ordered_levels); use env.pg.gate=none")

@@ -147,6 +147,12 @@ class Domain(abc.ABC):
     simulator_text_limit: int = 65_536   # characters of simulator text read; a longer text is Invalid unread
     agent_text_limit: int = 65_536       # characters of one agent action read; a longer one earns 0 unread
     call_seconds: float = 10.0           # the longest one parse + validate, or one step, may run
+    # what a chat model not warm-started on the domain is told of its action format (a system prompt), or None when
+    # the first observation says it: the verifiers tasksets send it (genenv.integrations.verifiers)
+    agent_instructions: str | None = None
+    # the domain grounds a simulator's text (``validate`` decides what is true); False (a verifiers taskset) refuses
+    # the curricula that generate tasks, at start
+    grounds_simulator_text: bool = True
 
     # -------------------------------------------------------------- data
     def data_fingerprint(self) -> str | None:
@@ -371,6 +377,7 @@ class LeveledDomain(Domain):
 
 _REGISTRY: dict[str, type[Domain]] = {}
 ENTRY_POINT_GROUP = "genenv.domains"
+SOURCE_GROUP = "genenv.domain_sources"   # prefix -> a callable from an id to a domain class (``verifiers:ID``)
 
 
 def seed_round_trip_problem(domain: Domain, task: Task) -> str | None:
@@ -407,7 +414,10 @@ def domain_class(name: str) -> type[Domain]:
     every process a run starts, since the name travels in the run's config)."""
     if name in _REGISTRY:
         return _REGISTRY[name]
-    if ":" in name:
+    source = _domain_source(name)
+    if source is not None:
+        cls = source(name.partition(":")[2])
+    elif ":" in name:
         module_name, _, class_name = name.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -434,6 +444,22 @@ def domain_class(name: str) -> type[Domain]:
     if "name" not in cls.__dict__:
         cls.name = name
     return cls
+
+
+def _domain_source(name: str):
+    """The ``genenv.domain_sources`` entry point a ``prefix:ID`` name starts with (``verifiers:ID``: a verifiers
+    taskset, :mod:`genenv.integrations.verifiers_domain`), loaded: a callable from ID to a domain class; or None."""
+    prefix = name.partition(":")[0]
+    if ":" not in name:
+        return None
+    points = [ep for ep in importlib.metadata.entry_points(group=SOURCE_GROUP) if ep.name == prefix]
+    if not points:
+        return None
+    try:
+        return points[0].load()
+    except ImportError as err:
+        raise ConfigError(f"domain.name: {name!r} needs the {prefix} extra (pip install "
+                          f"'genenv-coevolve[{prefix}]'): {err}") from None
 
 
 def plugin_names() -> list[str]:

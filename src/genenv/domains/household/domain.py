@@ -85,6 +85,10 @@ class HouseholdDomain(LeveledDomain):
     alphabet = string.ascii_letters + string.digits + " \n.,:;!?-=_'\"{}[]()>"
     tiny_words = TINY_WORDS
     ordered_levels = True   # level = the shortest plan's length, in buckets
+    agent_instructions = ("You act in a household text world, one action per reply, and are shown what it does. "
+                          "Actions: go to <place>, open <place>, close <place>, take <object> from <place>, "
+                          "move <object> to <place>, heat/cool/clean <object> with <appliance>, use <lamp>, look, "
+                          "inventory, examine <place>; names as the world writes them ('desk 1', 'ladle 1').\n")
     multi_turn = True
     # format 3: the goal written last; 2: the answer is the searching expert (1: the omniscient plan); the engine's
     # rules and texts shape the tasks too

@@ -28,6 +28,7 @@ import string
 from genenv.constrained.references import MEMBER_OF
 from genenv.domains.base import Invalid, LeveledDomain, StepResult, Task, TaskShape, register, transcript
 from genenv.domains.jsontask import parse_json_object, stated_rate
+from genenv.domains.multihop import bamboogle
 from genenv.domains.multihop.bamboogle import exact_match, normalize_answer, read_action, search_observation, token_f1
 from genenv.domains.multihop.retrieval import Bm25Index
 
@@ -98,6 +99,7 @@ class MultiHopDomain(LeveledDomain):
     alphabet = string.printable
     multi_turn = True
     agent_max_new_tokens = 24
+    agent_instructions = bamboogle.SEARCH_PROMPT
     env_max_new_tokens = 384
     seed_levels = [2]
     heldout_seed, dev_seed = 31, 32
