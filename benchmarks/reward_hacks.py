@@ -1,8 +1,8 @@
-"""What each domain's training reward pays for ignoring the task (issue 93, item 4): on each domain's dev set, the
-mean reward of the task's own reference actions, of *another* task's reference actions (task i answered with task
-i+1's), and of a hedge (the final answer written as another task's answer and this one's together: on one line for
-an answer-phrase domain, as two lines or two plans elsewhere). A reward others train on must pay the other task's
-answer and the hedge no more than a single wrong answer.
+"""What each domain's training reward pays for ignoring the task (issue 93, item 4): on each domain's dev set (its
+held-out set where it has none), the mean reward of the task's own reference actions, of *another* task's reference
+actions (task i answered with task i+1's), and of a hedge (the final answer written as another task's answer and this
+one's together: on one line for an answer-phrase domain, as two lines or two plans elsewhere). A reward others train
+on must pay the other task's answer and the hedge no more than a single wrong answer.
 
     .venv/bin/python benchmarks/reward_hacks.py [--per-level 20] [--data ../shared/data]
 """
@@ -38,8 +38,9 @@ def hedge(mine: str, other: str) -> str:
 def measure(name: str, options: dict, per_level: int) -> dict:
     domain = make_domain(name, **options)
     cfg = RunConfig()
-    tasks = data_split(RunConfig(domain=type(cfg.domain)(name=name, options=options, heldout_per_level=per_level)),
-                       domain).dev
+    split = data_split(RunConfig(domain=type(cfg.domain)(name=name, options=options, heldout_per_level=per_level)),
+                       domain)
+    tasks = split.dev or split.heldout   # (toolcall has no dev set: its held-out one)
     own, other, hedged, other_by_level = [], [], [], {}
     for i, task in enumerate(tasks):
         mine, theirs = reference(domain, task), reference(domain, tasks[(i + 1) % len(tasks)])
