@@ -21,6 +21,8 @@ from verifiers.v1.utils.loaders import environment_class, load_taskset, taskset_
 from genenv.config import load_config  # noqa: E402
 from genenv.domains import make_domain  # noqa: E402
 from genenv.domains.apibank.evaluator import data_folder  # noqa: E402
+from genenv.domains.multihop.bamboogle import load_questions  # noqa: E402
+from genenv.domains.multihop.benchmark_eval import eval_bamboogle  # noqa: E402
 from genenv.integrations.verifiers import TASKSET_IDS, DomainEnv, DomainTaskset, genenv_task  # noqa: E402
 from genenv.models.policy import Generation  # noqa: E402
 from genenv.rollout import replay, rollout  # noqa: E402
@@ -220,3 +222,50 @@ def test_vf_eval_on_a_real_model_server_scores_as_genenv(llama_server, tmp_path,
     if domain.multi_turn:   # the episode goes on past the first reply until the domain ends it
         assert all(len(a) > 1 for a in answers if not replay(domain, tasks[0], a[:1]).terminated)
         assert max(len(a) for a in answers) > 1, answers
+
+
+BAMBOOGLE = Path(os.environ.get("GENENV_BAMBOOGLE_DATA", Path(__file__).resolve().parents[2] / "shared/data/bamboogle"))
+
+
+class AnswersByQuestion:
+    """A policy for ``genenv eval --benchmark bamboogle`` that answers each question with a given reply."""
+
+    fast_sampler = None
+
+    def __init__(self, replies: dict[str, str]):
+        self.replies = replies
+
+    def encode_prompts(self, prompts):
+        return [[0] * len(json.dumps(p)) for p in prompts]
+
+    def generate(self, prompts, n=1, **kwargs):
+        return [[Generation([0], [0], self.replies[p[-1]["content"]], [0.0], True)] for p in prompts]
+
+
+def test_bamboogles_questions_score_as_the_benchmark_scores_them(tmp_path):
+    """The taskset's reward (EM) and metric (F1) on each question equal genenv eval --benchmark bamboogle's on the same
+    replies: the right answer, a hedge, a wrong one, nothing."""
+    try:
+        questions = load_questions(BAMBOOGLE)
+    except ValueError as error:
+        pytest.skip(f"Bamboogle data not found ({error})")
+    tasks = list(taskset("genenv-bamboogle", data=str(BAMBOOGLE)))
+    assert [t.data.answer for t in tasks] == [q["answer"] for q in questions]
+    kinds = [lambda q: q["answer"], lambda q: f"Answer: {q['answer']}\nmore", lambda q: f"Paris {q['answer']}",
+             lambda q: "Paris", lambda q: ""]
+    replies = {f"Question: {q['question']}": kinds[i % len(kinds)](q) for i, q in enumerate(questions)}
+    scores = eval_bamboogle("fake", BAMBOOGLE, tmp_path / "eval", policy=AnswersByQuestion(replies), log=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
+    ours = []
+    for task in tasks:
+        trace = trace_of(task, [replies[task.data.prompt]])
+        asyncio.run(task.score(trace))
+        ours.append((trace.rewards["exact_match"].score, trace.metrics["f1"]))
+    assert ours == [(row["em"], row["f1"]) for row in rows]
+    assert 0 < scores["em"] < scores["f1"] < 1   # the hedges: F1 pays them, EM does not
+    done = subprocess.run([str(VENV_BIN / "vf-validate"), "genenv-bamboogle", "--taskset.data", str(BAMBOOGLE),
+                           "--runtime.type", "subprocess", "-o", str(tmp_path / "validate")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    rows = [json.loads(line) for line in next((tmp_path / "validate").rglob("results.jsonl")).read_text().splitlines()]
+    assert len(rows) == len(questions) and all(row["gold"]["valid"] and row["noop"]["valid"] for row in rows)
