@@ -45,6 +45,8 @@ class CurriculumTask(DomainTask):
     async def reward(self, trace: vf.Trace) -> float:
         """The domain's reward of the replies (as :class:`DomainTask`), handed to the curriculum's inbox."""
         value = await DomainTask.reward(self, trace)
+        if not trace.agent.trainable:   # vf-validate's checks, a judge's or a user simulator's seat: not the agent's
+            return value
         text = self.data.genenv_task["text"]
         post(Path(self.data.state), self.data.round, text, value)
         live = Curriculum.live.get(str(Path(self.data.state).resolve()))
