@@ -27,6 +27,7 @@ from genenv.config import load_config
 from genenv.domains.base import Task
 from genenv.integrations.trl import SimulatorSide, grouped_rewards
 from genenv.integrations.verifiers import DomainTask, DomainTaskData, first_message, wire_task
+from genenv.io import atomic_write_json
 
 INBOX, READ = "rewards.jsonl", "inbox_read.json"
 
@@ -96,18 +97,22 @@ class Curriculum:
         self.cfg = load_config(config.preset, list(config.overrides))
         self.side = SimulatorSide(self.cfg, log=lambda message: None, main_process=True)
         self.rows: list[tuple[int, str, float]] = []   # rewards of rounds not yet observed
-        self.read = 0   # inbox lines read
+        self.read = 0   # bytes of the inbox read (whole lines)
         if (self.folder / "state.json").exists():
             self.rows = self.side.load(self.folder)
-            self.read = json.loads((self.folder / READ).read_text())["lines"]
+            self.read = json.loads((self.folder / READ).read_text())["bytes"]
 
     def absorb(self) -> list[dict]:
         """The inbox's new rewards; each round whose every task has ``group_size`` of them is observed (in order).
         Returns the observed rounds' metrics."""
         inbox = self.folder / INBOX
-        lines = inbox.read_text().splitlines() if inbox.exists() else []
-        self.rows += [tuple(json.loads(line)) for line in lines[self.read:]]
-        self.read = len(lines)
+        if inbox.exists():   # only what was appended since the last read, up to its last whole line
+            with inbox.open("rb") as file:
+                file.seek(self.read)
+                new = file.read()
+            whole = new[:new.rfind(b"\n") + 1]
+            self.rows += [tuple(json.loads(line)) for line in whole.decode().splitlines()]
+            self.read += len(whole)
         observed = []
         for round_index, rewards in sorted(grouped_rewards(self.rows).items()):
             written = self.side.rounds.get(round_index)
@@ -129,7 +134,7 @@ class Curriculum:
 
     def save(self) -> None:
         self.side.save(self.folder, self.rows)
-        (self.folder / READ).write_text(json.dumps({"lines": self.read}))
+        atomic_write_json(self.folder / READ, {"bytes": self.read})
 
 
 class CurriculumTaskset(vf.Taskset[CurriculumTask, CurriculumTasksetConfig]):
