@@ -49,15 +49,19 @@ def test_old_logprobs_are_recomputed_by_the_trainer_in_the_buffers_order(tiny_po
             assert sample.old_logprobs == pytest.approx(alone.tolist(), abs=1e-5)
 
 
-def test_the_sampler_falls_back_to_transformers_where_llama_cpp_cannot_decode(tiny_policy):
-    """Issue 78, item 2: a model llama.cpp cannot decode (the tiny model's character tokenizer) is decoded by
-    transformers, with one line in the run's log saying why; llama.cpp beside Ray workers is refused."""
+def test_a_model_llama_cpp_cannot_decode_is_refused_naming_the_field(tiny_policy):
+    """A model llama.cpp cannot decode (the tiny model's character tokenizer) is refused, naming the field and why
+    (issue 94: one rule for every decoder and entry point; it was decoded by transformers before); llama.cpp beside
+    Ray workers is refused."""
     from genenv.players import llama_cpp_sampler
+    from genenv.preflight import decoder_problem
     cfg = load_config("smoke", ["agent.sampler=llama.cpp"])
-    lines = []
-    assert llama_cpp_sampler(cfg, "agent", tiny_policy, cfg.agent, log=lines.append) is None
-    assert lines == ["agent.sampler=llama.cpp: llama.cpp cannot decode 'tiny': its tokenizer is a character one, "
-                     "not a BPE; decoding with transformers instead"]
+    expected = ("agent.sampler: llama.cpp cannot decode 'tiny': its tokenizer is a character one, not a BPE; or set "
+                "agent.sampler=transformers")
+    assert decoder_problem("agent.sampler", "llama.cpp", "tiny", "cpu") == expected
+    with pytest.raises(ConfigError) as refused:
+        llama_cpp_sampler(cfg, "agent", tiny_policy, cfg.agent)
+    assert str(refused.value) == expected
     with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
         load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
     with pytest.raises(ConfigError, match=r"llamacpp\.dtype: 'q4' is not allowed"):

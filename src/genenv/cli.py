@@ -172,7 +172,14 @@ def _eval(args) -> int:
         return 2
     from genenv.eval_driver import eval_sampler  # noqa: PLC0415
     from genenv.io import atomic_write_json  # noqa: PLC0415
-    sampler = eval_sampler(args.sampler, args.model, args.device)
+    from genenv.preflight import eval_problems  # noqa: PLC0415
+    # heldout's auto is the decoder the run config's agent has (its sets scored as the run scores them)
+    sampler = args.sampler if args.benchmark == "heldout" else eval_sampler(args.sampler, args.model, args.device)
+    problems = [] if sampler == "auto" else eval_problems(args.model, sampler, args.device)
+    if problems:   # before any model loads or file is written
+        for problem in problems:
+            print(f"genenv: {problem}", file=sys.stderr)
+        return 2
     if args.sampler == "auto" and args.benchmark != "heldout":
         print(f"sampler: {sampler} (--sampler auto: vLLM on a GPU, llama.cpp on the CPU, where it can decode the "
               "model; --sampler transformers, llama.cpp or vllm to choose)")
@@ -184,9 +191,10 @@ def _eval(args) -> int:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     scores_path = Path(args.out) / "scores.json"
-    if args.benchmark != "heldout" and scores_path.exists():   # which engine decoded the answers, with the scores
-        atomic_write_json(scores_path, {**json.loads(scores_path.read_text()), "sampler": sampler,
-                                        "sampler_dtype": args.sampler_dtype if sampler == "llama.cpp" else None})
+    if scores_path.exists():   # which decoder decoded the answers, with the scores
+        atomic_write_json(scores_path, {"sampler": sampler,   # (heldout records the one its config gave)
+                                        "sampler_dtype": args.sampler_dtype if sampler == "llama.cpp" else None,
+                                        **json.loads(scores_path.read_text())})
     print(f"scores: {scores_path}")
     return 0
 
@@ -248,11 +256,24 @@ def _check_model(args) -> int:
     except ModelNotAvailable as err:
         print(f"genenv: {err}", file=sys.stderr)
         return 2
-    cfg = load_config(args.preset, [*args.overrides, f"agent.model={folder}", f"env.model={folder}"])
+    preset, machine = args.preset, []
+    if preset is None:   # own-model, on the device this machine has (its preset asks for cuda)
+        import torch  # noqa: PLC0415
+
+        preset, machine = "own-model", [f"device={'cuda' if torch.cuda.is_available() else 'cpu'}"]
+    cfg = load_config(preset, [*machine, *args.overrides, f"agent.model={folder}", f"env.model={folder}"])
     report = check_model(folder, cfg)
-    print(f"{folder} (memory for --preset {args.preset}{' ' + ' '.join(args.overrides) if args.overrides else ''})")
+    settings = " ".join([*machine, *args.overrides])
+    print(f"{folder} (memory for --preset {preset}{' ' + settings if settings else ''})")
     print(report.text())
-    return 1 if report.problem else 0
+    from genenv.players import engines  # noqa: PLC0415
+    from genenv.preflight import survey  # noqa: PLC0415
+    for name, text in engines(cfg).items():
+        print(f"decoder of the {'agent' if name == 'agent' else 'simulator'}: {text}")
+    problems = [problem for problem in survey(cfg).problems if problem not in report.problems]
+    for problem in problems:   # what `genenv run` with these settings refuses besides
+        print(f"run refuses  {problem}")
+    return 1 if report.problem or problems else 0
 
 
 def released_template(name: str) -> str:
@@ -283,7 +304,7 @@ def _random_model(args) -> int:
     if Path(args.out).exists():
         raise ConfigError(f"models random: --out {args.out}: already there; choose a new folder")
     template = released_template(args.chat_template) if args.chat_template else None
-    cfg = load_config(args.preset, args.overrides)
+    cfg = load_config(args.preset or "own-model", args.overrides)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     tasks = domain.seed_tasks(np.random.default_rng(0), 64)
     texts = [domain.agent_context([], domain.reset(task, seed=0)[1]) + " " + task.answer for task in tasks]
@@ -326,6 +347,9 @@ def _config(args) -> int:
     make_curriculum(cfg.curriculum)
     from genenv.signals import check_config  # noqa: PLC0415 (the strategies' registries check their names)
     check_config(cfg)
+    from genenv.preflight import survey  # noqa: PLC0415 (the models, decoders and the domain's capabilities)
+    for problem in survey(cfg).problems:   # what a run of it refuses: said, and the config still shown
+        print(f"genenv: a run refuses: {problem}", file=sys.stderr)
     if args.describe:   # the values of the preset and overrides given (defaults: --preset default)
         for name, value, help_text in describe(values=cfg):
             print(f"{name:40s} {value!r:12}  {help_text}")
@@ -434,9 +458,9 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
     mod_p.add_argument("name", nargs="?", help="a known model name (smollm2), the folder to check, or (random) an "
                        "architecture family: llama, qwen2, qwen3, gemma3_text, phi3, mistral")
     mod_p.add_argument("overrides", nargs="*", help="check: config overrides of the run the memory is estimated for")
-    mod_p.add_argument("--preset", default="own-model", help="check: the preset the memory is estimated for, with the "
-                       "folder as both players (default: own-model); random: the preset whose domain's texts train "
-                       "the tokenizer")
+    mod_p.add_argument("--preset", default=None, help="check: the preset the memory is estimated for, with the "
+                       "folder as both players (default: own-model on this machine's device); random: the preset "
+                       "whose domain's texts train the tokenizer (default: own-model)")
     mod_p.add_argument("--out", help="random: the folder to write")
     mod_p.add_argument("--chat-template", help="random: a released template the folder carries, as TRL ships it "
                        "(qwen2_5 on qwen2: tool calls, for a multi-turn domain in TRL)")
@@ -506,8 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:   # `genenv run ... | head`: the reader left; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except ConfigError as err:
-        print(f"genenv: config error: {err}", file=sys.stderr)
+    except ConfigError as err:   # (the preflight's: a line per problem)
+        for line in str(err).splitlines() or [""]:
+            print(f"genenv: config error: {line}", file=sys.stderr)
         return 2
     except FileExistsError as err:
         print(f"genenv: {err}", file=sys.stderr)

@@ -47,8 +47,8 @@ from genenv.algos.grpo import grpo_update, informative_samples
 from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import CheckpointWriter, export_final, run_lock
 from genenv.config import RunConfig
-from genenv.curricula import Curriculum, check_domain_capabilities, make_curriculum
-from genenv.domains import Task, make_domain
+from genenv.curricula import Curriculum
+from genenv.domains import Task
 from genenv.domains.base import Domain
 from genenv.engine import Engine, make_engine
 from genenv.evaluation import evaluate_all
@@ -77,10 +77,10 @@ from genenv.metrics import (
     summary_line,
     write_samples,
 )
-from genenv.model_check import check_start
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState, check_samplers, engines, engines_line
+from genenv.players import Players, RunState, engines, engines_line
 from genenv.pool import EnvExample, TaskPool
+from genenv.preflight import preflight
 from genenv.progress import progress_bar
 from genenv.reward import rwr_weights, scored
 from genenv.rollout import Episode, rollout
@@ -176,7 +176,8 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
                                  minibatch_groups=ac.minibatch_groups, clip_eps=ac.clip_eps, kl_coef=ac.kl_coef,
                                  entropy_coef=ac.entropy_coef, grad_clip=cfg.grad_clip, temperature=ac.temperature,
                                  micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps,
-                                 shared_prefix=ac.shared_prefix, recompute_old_logprobs=ac.sampler != "transformers")
+                                 shared_prefix=ac.shared_prefix,
+                                 recompute_old_logprobs=players.agent.fast_sampler is not None)
     state.nonfinite_skips += skipped
     state.grpo_buffer = []
     state.total_agent_updates += len(steps)
@@ -212,7 +213,7 @@ def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, 
     return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                      minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                      max_kl=ec.max_kl, grad_clip=cfg.grad_clip, temperature=ec.temperature, rng=rng,
-                     recompute_old_logprobs=ec.sampler != "transformers", constraint=players.env_constraint)
+                     recompute_old_logprobs=players.env.fast_sampler is not None, constraint=players.env_constraint)
 
 
 def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
@@ -332,16 +333,11 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     """Run (or resume) a whole co-evolution; returns the run folder."""
     run_dir = Path(run_dir) if run_dir else Path("runs") / cfg.name
     log = log or (lambda msg: tqdm.write(msg))
-    check_start(cfg)   # the device and the players' models, before anything is paid
+    curriculum, domain = preflight(cfg)   # every problem of the config, before anything is paid
     torch.set_num_threads(cfg.threads)
     # the run's CPU threads are torch's: the tokenizer encodes on the calling thread unless the user says
     # otherwise (its own thread pool fought torch's for the cores: +50% time per prompt on average, measured)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    curriculum = make_curriculum(cfg.curriculum)
-    domain = make_domain(cfg.domain.name, **cfg.domain.options)
-    curriculum.check(domain)
-    check_domain_capabilities(cfg, curriculum, domain)
-    check_samplers(cfg)
     log(engines_line(engines(cfg)))
     log(band_line(cfg.curriculum_reward))
     split = data_split(cfg, domain)

@@ -32,9 +32,10 @@ from genenv.checkpoint import (
     run_lock,
 )
 from genenv.config import ConfigError, load_config
-from genenv.curricula import check_domain_capabilities, curriculum_names, make_curriculum
+from genenv.curricula import curriculum_names
 from genenv.domains import declares_ordered_levels, make_domain
 from genenv.io import atomic_write_json, read_jsonl
+from genenv.preflight import survey
 from genenv.report import reference_label, write_report
 from genenv.run_config import resumable
 from genenv.signals import check_config
@@ -210,15 +211,18 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     extra = list(overrides)
     if workers > 1 and not any(o.startswith("threads=") for o in extra):
         extra.append("threads=1")  # two single-threaded runs beat one run on two threads (tiny models)
-    configs = {}
-    for arm in arms:  # every config error surfaces before anything runs
+    configs, problems = {}, {}
+    for arm in arms:  # every config error surfaces before anything runs: no warm start is paid before
         for seed in seed_list:
             configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
                                              config_file, ordered_levels=declares_ordered_levels)
             check_config(configs[arm, seed])   # its strategies, and their knobs as a run writes them
-        first = configs[arm, seed_list[0]]   # what the arm needs of its domain (a level gate: ordered levels)
-        check_domain_capabilities(first, make_curriculum(first.curriculum),
-                                  make_domain(first.domain.name, **first.domain.options))
+        # the arm's preflight (its seeds differ in the seed alone)
+        for problem in survey(configs[arm, seed_list[0]]).problems:
+            problems.setdefault(problem, []).append(arm.label)
+    if problems:   # each problem once, with the arms it stops where not all of them
+        raise ConfigError("\n".join(problem if len(labels) == len(arms) else f"{problem} (arm {', '.join(labels)})"
+                                     for problem, labels in problems.items()))
     with run_lock(out, "comparing it"):   # one process runs a comparison folder at a time
         statuses, resumes = _check_existing_runs(out, configs)
         atomic_write_json(out / "compare.json", {"preset": preset, "config_file": config_file, "overrides": extra,

@@ -115,7 +115,7 @@ class PlayerConfig:
                        "(a vLLM engine in the run's process: the engine for GPUs; a real model with heads 32 wide or "
                        "more on CPU; docs/vllm.md); 'llama.cpp' (llama-cpp-python, built by "
                        "`make install`: the engine for CPUs; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 "
-                       "or Phi-3 with a BPE tokenizer, another model decoded by transformers with one line saying why; "
+                       "or Phi-3 with a BPE tokenizer; a model a decoder cannot decode is refused at the start; "
                        "its settings llamacpp.*: docs/llamacpp.md). Either engine gets the weights after every update "
                        "that changed them and is reproducible on one machine and build, not bit for bit across them",
                        choices=("transformers", "vllm", "llama.cpp"))
@@ -514,9 +514,8 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
 
 def _check_sampler(cfg: RunConfig) -> None:
     """``{agent,env}.sampler=llama.cpp`` runs in the run's own process (vLLM: an engine in each Ray actor, or in the
-    run's process). (A model llama.cpp cannot
-    decode is decoded by transformers, with one line in the run's log: :func:`genenv.players.llama_cpp_sampler`; a
-    model vLLM cannot decode is refused at the run's start: :func:`genenv.players.check_samplers`.)"""
+    run's process). (A model the decoder cannot decode is refused by the preflight:
+    :func:`genenv.preflight.decoder_problem`.)"""
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "llama.cpp" and cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "

@@ -26,7 +26,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
 from genenv.reward import level_success
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import GATES, check_config, choose_level, part
+from genenv.signals import choose_level, part
 from genenv.signals import information_used as strategy_information
 from genenv.splits import DataSplit
 
@@ -223,22 +223,3 @@ def add_fixed_set(cfg: RunConfig, domain: Domain, pool: TaskPool, seeds: list[Ta
         f"written once; {len(written) - len(valid)} of {len(written)} generations invalid)")
     return summary
 
-
-def check_domain_capabilities(cfg: RunConfig, curriculum: Curriculum, domain: Domain) -> None:
-    """A ConfigError before anything is trained when a setting needs what ``domain`` does not declare, or a
-    curriculum would train a simulator that cannot be trained (a remote endpoint). The strategies the config selects
-    are checked first (:func:`genenv.signals.check_config`: their names, the plugins' checks of their knobs)."""
-    check_config(cfg)
-    if curriculum.trains_simulator and cfg.env.backend == "openai":
-        raise ConfigError(f"env.backend: 'openai' is a frozen simulator (the endpoint's model is never trained), and "
-                          f"curriculum {cfg.curriculum!r} trains it; use curriculum=random (the authors' setup), "
-                          "static or learnability with it")
-    if cfg.env.backend == "openai" and not cfg.env.openai.model:
-        raise ConfigError("env.openai.model: name the model the endpoint serves (env.backend=openai)")
-    if curriculum.generates and not domain.grounds_simulator_text:
-        raise ConfigError(f"curriculum: {cfg.curriculum!r} has a simulator write tasks, and {domain.name!r} cannot "
-                          "ground a written task (Domain.grounds_simulator_text: a verifiers taskset scores replies, "
-                          "it cannot say whether a new task is sound); use curriculum=static or learnability")
-    if curriculum.trains_simulator and GATES.selected(cfg).needs_ordered_levels and not domain.ordered_levels:
-        raise ConfigError(f"env.pg.gate: {cfg.env.pg.gate!r} reads the domain's difficulty levels, and {domain.name!r} "
-                          "does not declare them ordered (Domain.ordered_levels); use env.pg.gate=none")

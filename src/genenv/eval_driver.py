@@ -13,7 +13,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
-from genenv.models.vllm_engine import install_hint, vllm_installed, vllm_refusal
+from genenv.models.vllm_engine import vllm_installed, vllm_refusal
 from genenv.progress import progress_bar
 from genenv.prompts import context_budget
 
@@ -113,11 +113,15 @@ def eval_sampler(sampler: str, model: str, device: str) -> str:
 
 
 def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = "transformers",
-                     use_chat_template: bool = False, sampler_dtype: str = "f16"):
+                     use_chat_template: bool | None = False, sampler_dtype: str = "f16", dtype: str | None = None):
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
     q8_0; :mod:`genenv.models.llamacpp`), 16 answers side by side; ``vllm``: on a vLLM engine in this process
-    (:mod:`genenv.models.vllm_engine`, the model's own dtype); ``auto``: :func:`eval_sampler`."""
+    (:mod:`genenv.models.vllm_engine`, the model's own dtype); ``auto``: :func:`eval_sampler`. A decoder that cannot
+    decode the model is refused before it loads, as a run refuses it (:func:`genenv.preflight.decoder_problem`).
+    ``dtype``: the weights' dtype in torch (None: the folder's)."""
+    from genenv.preflight import decoder_problem  # noqa: PLC0415 (the preflight imports the model checks)
+
     if sampler not in ("auto", "transformers", "llama.cpp", "vllm"):
         raise ValueError(f"--sampler: {sampler!r} is not auto, transformers, llama.cpp or vllm")
     if sampler == "auto":
@@ -125,14 +129,11 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
         log(f"sampler: {sampler} (--sampler auto; --sampler transformers, llama.cpp or vllm to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
-    refusal = None
-    if sampler == "llama.cpp":
-        refusal = llamacpp_refusal(model)
-    elif sampler == "vllm":
-        refusal = vllm_refusal(model, device) if vllm_installed() else install_hint()
+    refusal = decoder_problem("--sampler", sampler, model, device)
     if refusal:   # refused before any model loads
-        raise ValueError(f"--sampler: {refusal}")
-    policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template)
+        raise ValueError(refusal)
+    policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template,
+                         **({"dtype": dtype} if dtype else {}))
     if sampler == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
 

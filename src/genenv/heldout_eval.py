@@ -11,29 +11,32 @@ from pathlib import Path
 
 import torch
 
-from genenv.config import RunConfig
+from genenv.config import ConfigError, RunConfig
 from genenv.domains import make_domain
-from genenv.eval_driver import fmt, save_results
+from genenv.eval_driver import fmt, load_eval_policy, save_results
 from genenv.evaluation import evaluate_all
-from genenv.models.policy import Policy
-from genenv.models.registry import resolve_model
+from genenv.preflight import eval_problems
 from genenv.splits import data_split
 
 
-def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=None) -> dict:
+def eval_split(cfg: RunConfig, model: str, out: str | Path, log=print, policy=None, sampler: str = "transformers",
+               sampler_dtype: str = "f16") -> dict:
     """A model on a run config's own dev and held-out sets, scored exactly as ``genenv run`` scores them (the
     same tasks, prompts, greedy decoding and verdicts): the number a run reports after its warm start and at
     every evaluation, for a model that has not been through the run (SmolLM2 before any training, an exported
-    ``final/agent``, another run's agent). Every task's actions and verdict go to OUT/results.jsonl."""
+    ``final/agent``, another run's agent). Every task's actions and verdict go to OUT/results.jsonl. ``sampler``:
+    the decoder of the answers (:func:`genenv.eval_driver.load_eval_policy`)."""
     torch.set_num_threads(cfg.threads)
     domain = make_domain(cfg.domain.name, **cfg.domain.options)  # bad data paths fail before the model loads
     split = data_split(cfg, domain)
     if policy is None:
-        policy = Policy.load(resolve_model(model, log), device=cfg.device, dtype=cfg.dtype)
+        policy = load_eval_policy(model, log, cfg.device, cfg.threads, sampler=sampler, sampler_dtype=sampler_dtype,
+                                  dtype=cfg.dtype, use_chat_template=None)   # (the folder's own choice, as a run's)
     start = time.perf_counter()
     rows: list[dict] = []
     metrics = evaluate_all(cfg, domain, policy, split, records=rows)
-    scores = {"model": model, "config": cfg.name, "domain": cfg.domain.name, "dev_tasks": len(split.dev),
+    scores = {"model": model, "config": cfg.name, "domain": cfg.domain.name, "sampler": sampler,
+              "sampler_dtype": sampler_dtype if sampler == "llama.cpp" else None, "dev_tasks": len(split.dev),
               "heldout_tasks": len(split.heldout), **metrics, "seconds": round(time.perf_counter() - start, 1)}
     save_results(out, rows, scores)
     log(f"{cfg.name} ({cfg.domain.name}): held-out success {fmt(metrics['heldout_success'])} over "
@@ -51,10 +54,15 @@ def add_arguments(parser) -> None:
 
 def from_command_line(args, common: dict) -> dict:
     """``genenv eval --benchmark heldout``: the config of ``--run`` (with the overrides a resume may take) or of
-    ``--preset``/``--config`` and overrides, its sets scored on ``common``'s device and threads."""
+    ``--preset``/``--config`` and overrides, its sets scored on ``common``'s device and threads, decoded by
+    ``--sampler`` (auto: the config's ``agent.sampler``, as its run decodes them)."""
     from genenv.checkpoint import load_run_config  # noqa: PLC0415
     from genenv.config import load_config  # noqa: PLC0415
     cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
            else load_config(args.preset or "default", args.overrides, args.config))
+    sampler = cfg.agent.sampler if common["sampler"] == "auto" else common["sampler"]
+    problems = eval_problems(args.model, sampler, common["device"])
+    if problems:
+        raise ConfigError("\n".join(problems))
     return eval_split(dataclasses.replace(cfg, device=common["device"], threads=common["threads"]), args.model,
-                      args.out)
+                      args.out, sampler=sampler, sampler_dtype=common["sampler_dtype"])

@@ -199,30 +199,6 @@ def model_problem(field: str, model: str) -> str | None:
     return f"{field}: {problem}" if problem else None
 
 
-def start_problems(cfg) -> list[str]:
-    """What a run of ``cfg`` refuses at its start, before a run folder is made or a warm start paid for, each
-    naming its field: a device torch cannot use (:func:`device_problem`) and each player's model
-    (:func:`model_problem`; a frozen endpoint's simulator is the endpoint's). ``genenv models check FOLDER --preset
-    P`` reports the same."""
-    problems = [device_problem(cfg.device)]
-    players = [("agent.model", cfg.agent.model)]
-    if cfg.env.backend == "local":
-        players.append(("env.model", cfg.env.model))
-    checked: set[str] = set()
-    for field_name, model in players:
-        if model not in checked:   # (a folder both players share: checked once, named by the first field)
-            checked.add(model)
-            problems.append(model_problem(field_name, model))
-    return [problem for problem in problems if problem]
-
-
-def check_start(cfg) -> None:
-    """:func:`start_problems`' first, as a ConfigError (``genenv run`` prints it as one line)."""
-    problems = start_problems(cfg)
-    if problems:
-        raise ConfigError(problems[0])
-
-
 def check_model(folder: str | Path, cfg=None) -> ModelReport:
     """What genenv makes of ``folder``; with ``cfg`` (a run's config with the folder as its players), the memory
     a run of it needs and the settings it refuses: the device, and for a multi-turn domain whether TRL can take its

@@ -4,7 +4,6 @@ run's state (the pools, the GRPO buffer, counters). :mod:`genenv.checkpoint` sav
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field
 
 import torch
@@ -13,7 +12,6 @@ from genenv.algos.grpo import PolicySample
 from genenv.config import ConfigError, RunConfig
 from genenv.models import vllm_engine  # (vLLM itself is imported where an engine is built)
 from genenv.models.policy import Policy
-from genenv.models.registry import llamacpp_refusal
 from genenv.models.remote import RemoteSimulator
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
@@ -66,46 +64,27 @@ class RunState:
         return state
 
 
-def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player, log=print):
+def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
-    as GGUF (in the image of its packaged file, or from its own config and tokenizer), loaded once here so that a
-    model llama.cpp cannot decode is found at the start: then None (transformers decodes) and one line in the log
-    saying why. One clear error when llama-cpp-python is missing."""
+    as GGUF (in the image of its packaged file, or from its own config and tokenizer), loaded once here. A model
+    llama.cpp cannot decode, or llama-cpp-python missing, was refused by the preflight
+    (:func:`genenv.preflight.decoder_problem`); what the files still refuse here is a ConfigError naming the field."""
     from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
 
     try:
         sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=cfg.llamacpp.dtype,
                                    context=cfg.llamacpp.context,
                                    parallel=max(cfg.agent.group_size, cfg.env.variations))
-        sampler.sync()
-        return sampler
-    except EngineNotAvailable as error:
-        raise ConfigError(f"{name}.sampler: {error}") from None
-    except ValueError as error:
-        log(f"{name}.sampler=llama.cpp: {str(error).splitlines()[0]}; decoding with transformers instead")
-        return None
-
-
-def check_samplers(cfg: RunConfig) -> None:
-    """At a run's start, before anything is paid: a player with ``sampler=vllm`` whose model vLLM cannot decode
-    (:func:`genenv.models.vllm_engine.vllm_refusal`), or without vLLM installed, or with ``sampler=llama.cpp`` without
-    llama-cpp-python, is a ConfigError naming the field."""
-    for name, player in (("agent", cfg.agent), ("env", cfg.env)):
-        if player.sampler == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
-            raise ConfigError(f"{name}.sampler: llama.cpp needs llama-cpp-python (`make install` builds it from its "
-                              f"source distribution), which is not installed here; or set {name}.sampler=transformers")
-        if player.sampler != "vllm":
-            continue
-        if not vllm_engine.vllm_installed():
-            raise ConfigError(f"{name}.sampler: {vllm_engine.install_hint()}")
-        refusal = vllm_engine.vllm_refusal(player.model, cfg.device)
-        if refusal:
-            raise ConfigError(f"{name}.sampler: {refusal} ({name}.model)")
+    except (EngineNotAvailable, ValueError) as error:
+        raise ConfigError(f"{name}.sampler: {str(error).splitlines()[0]}; or set {name}.sampler=transformers") \
+            from None
+    sampler.sync()
+    return sampler
 
 
 def engines(cfg: RunConfig) -> dict[str, str]:
-    """What decodes each player's generations (``agent``, ``env``), in words, decided from the config at the start,
-    and why where a player's ``sampler`` fell back: a run logs it first and records it in config.yaml."""
+    """What decodes each player's generations (``agent``, ``env``), in words, from the config (the preflight has
+    refused a decoder that cannot decode its model): a run logs it first and records it in config.yaml."""
     out = {}
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if name == "env" and cfg.env.backend == "openai":
@@ -113,9 +92,7 @@ def engines(cfg: RunConfig) -> dict[str, str]:
         elif player.sampler == "vllm":
             out[name] = f"vLLM on {cfg.device} ({name}.sampler=vllm)"
         elif player.sampler == "llama.cpp":
-            refusal = llamacpp_refusal(player.model)
-            out[name] = (f"llama.cpp ({name}.sampler=llama.cpp)" if refusal is None else
-                         f"transformers on {cfg.device}, not llama.cpp: {refusal}")
+            out[name] = f"llama.cpp ({name}.sampler=llama.cpp)"
         else:
             out[name] = f"transformers on {cfg.device} ({name}.sampler=transformers)"
     return out
@@ -145,15 +122,12 @@ def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):
 def simulator_constraint(cfg: RunConfig, domain, env: Policy):
     """``env.constrained``: the domain's task shape compiled for the simulator's tokenizer
     (:class:`genenv.constrained.TokenConstraint`), its budget the longest task the simulator writes (so a text
-    closes before it is cut off), or None. A domain that declares no shape is a ConfigError."""
+    closes before it is cut off), or None (the preflight refuses ``env.constrained`` on a domain with no shape)."""
     if not cfg.env.constrained or isinstance(env, RemoteSimulator):
         return None
     from genenv.constrained import TokenConstraint  # noqa: PLC0415 (llguidance loads only when asked for)
     from genenv.generation import simulator_sampling  # noqa: PLC0415
     shape = domain.task_shape()
-    if shape is None:
-        raise ConfigError(f"env.constrained: domain {domain.name!r} declares no task shape (Domain.task_shape); "
-                          "declare one (docs/domains.md) or set env.constrained=false")
     vocab_size = int(env.model.get_output_embeddings().weight.shape[0])
     budget = simulator_sampling(cfg, domain)["max_new_tokens"]
     return TokenConstraint(shape, env.tokenizer, vocab_size, env.eos_token_id, domain.name, budget=budget)

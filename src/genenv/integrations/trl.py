@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from transformers import AutoTokenizer
 
 from genenv.checkpoint import load_optimizers, save_optimizers
 from genenv.coevolve import (
@@ -52,40 +51,17 @@ from genenv.coevolve import (
     validate_tasks,
 )
 from genenv.config import ConfigError, RunConfig
-from genenv.curricula import check_domain_capabilities, make_curriculum
-from genenv.domains import Invalid, Task, domain_class, make_domain
+from genenv.domains import Invalid, Task
 from genenv.engine import LocalEngine
 from genenv.generation import Candidate
 from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.metrics import mean
-from genenv.model_check import TOOL_CALL_ADVICE, check_start, tool_call_problem
-from genenv.models.registry import resolve_model
+from genenv.model_check import tool_call_problem
 from genenv.players import Players, RunState, prepare_player, simulator_constraint
+from genenv.preflight import multi_turn_refusal, preflight
 from genenv.rollout import Episode
-from genenv.signals import part
 from genenv.splits import data_split, training_seed_tasks
 from genenv.warmstart import warm_start_simulator
-
-
-def check_trl_start(cfg: RunConfig) -> None:
-    """What a TRL run of ``cfg`` refuses before any warm start, as a ConfigError naming the field: what genenv's own
-    run refuses at its start (:func:`genenv.model_check.check_start`: the device, the players' models) and, for a
-    multi-turn domain, an agent (``agent.model``) whose chat template TRL cannot take tool calls through
-    (:func:`genenv.model_check.tool_call_problem`; the tiny models have no template)."""
-    check_start(cfg)
-    if not domain_class(cfg.domain.name).multi_turn:
-        return
-    if cfg.agent.model == "tiny":
-        problem = "the tiny model has no chat template"
-    else:
-        problem = tool_call_problem(AutoTokenizer.from_pretrained(resolve_model(cfg.agent.model)))
-    if problem:
-        raise ConfigError(multi_turn_refusal(cfg.domain.name, problem))
-
-
-def multi_turn_refusal(domain: str, problem: str) -> str:
-    return (f"agent.model: domain {domain!r} is multi-turn, and TRL takes its actions as tool calls, which the "
-            f"agent's chat template cannot carry ({problem}); {TOOL_CALL_ADVICE}")
 
 
 def world() -> tuple[int, int]:
@@ -106,18 +82,8 @@ class SimulatorSide:
                  main_process: bool | None = None):
         self.cfg, self.log = cfg, log
         self.main_process = int(os.environ.get("RANK", "0")) == 0 if main_process is None else main_process
-        check_trl_start(cfg)
-        self.domain = make_domain(cfg.domain.name, **cfg.domain.options)
-        self.curriculum = make_curriculum(cfg.curriculum)
-        self.curriculum.check(self.domain)
-        check_domain_capabilities(cfg, self.curriculum, self.domain)
-        if not self.curriculum.generates:
-            raise ConfigError(f"curriculum: {cfg.curriculum!r} trains on a fixed set; in TRL give that set to "
-                              "GRPOTrainer as its dataset (genenv export writes it), no simulator is needed")
-        signal = part(cfg, "signal")
-        if self.curriculum.trains_simulator and cfg.env.update == "pg" and signal.reads_agent:
-            raise ConfigError(f"{signal.setting}: the signal reads the agent's gradients or likelihoods, which TRL's "
-                              "trainer holds; use a signal that does not read the agent with TRL")
+        # every problem of the config, TRL's own refusals included, before the simulator's warm start
+        self.curriculum, self.domain = preflight(cfg, trl=True)
         fresh, replay = rollout_budget(cfg)
         self.prompts_per_round = prompts_per_round or fresh + replay
         if self.prompts_per_round < 1:
@@ -558,5 +524,5 @@ def grpo_batch(side: SimulatorSide, num_generations: int, processes: int | None 
 
 
 __all__ = ["DomainEnvironment", "DomainEnvironments", "DomainReward", "GenEnvCallback", "SaveAndStopOnSignal",
-           "SimulatorSide", "check_trl_start", "domain_scorer", "grouped_rewards", "grpo_batch", "launched_processes",
+           "SimulatorSide", "domain_scorer", "grouped_rewards", "grpo_batch", "launched_processes",
            "task_stream"]

@@ -27,6 +27,7 @@ head size the CPU attention backend refuses (under 32), an architecture vLLM lac
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -68,7 +69,7 @@ def head_size(config: dict) -> int | None:
 
 def folder_refusal(config: dict, device: str) -> str | None:
     """Why vLLM cannot decode a model of this ``config.json`` on ``device``, as far as the config tells without
-    importing vLLM (the architecture is checked where the engine is built): None when nothing is seen."""
+    importing vLLM (the architecture: :func:`vllm_refusal`): None when nothing is seen."""
     size = head_size(config)
     if device == "cpu" and size is not None and size < CPU_MIN_HEAD_SIZE:
         return (f"its attention head size is {size}, and vLLM's CPU attention takes {CPU_MIN_HEAD_SIZE} or more; "
@@ -76,9 +77,11 @@ def folder_refusal(config: dict, device: str) -> str | None:
     return None
 
 
-def vllm_refusal(model: str, device: str) -> str | None:
+def vllm_refusal(model: str, device: str, architecture: bool = False) -> str | None:
     """Why vLLM cannot decode ``model`` (a player's ``model``: 'tiny', a packaged name or a folder) on ``device``,
-    or None: one wording for the run's start, ``genenv eval --sampler`` and ``genenv models check``."""
+    or None: one wording for the preflight, ``genenv eval --sampler auto`` and ``genenv models check``. With
+    ``architecture`` (the preflight, where ``sampler=vllm`` was asked for), also an architecture the installed vLLM
+    lacks, which imports vLLM (10-20 s)."""
     if model == "tiny":
         return ("vLLM cannot decode the tiny model: its tokenizer is a character one built on the spot and its heads "
                 f"are under {CPU_MIN_HEAD_SIZE} wide; use sampler=transformers")
@@ -90,7 +93,21 @@ def vllm_refusal(model: str, device: str) -> str | None:
     except (OSError, ValueError):
         return None
     refusal = folder_refusal(config, device) if isinstance(config, dict) else None
+    if refusal is None and architecture and isinstance(config, dict) and vllm_installed():
+        architectures = config.get("architectures") or []
+        if architectures and not any(a in vllm_architectures() for a in architectures):
+            refusal = f"its architecture {', '.join(architectures)} is not one vLLM {vllm_version()} has"
     return None if refusal is None else f"vLLM cannot decode {model!r}: {refusal}"
+
+
+@functools.cache
+def vllm_architectures() -> frozenset[str]:
+    """The model architectures (``config.json``'s ``architectures``) the installed vLLM decodes."""
+    return frozenset(vllm_module().ModelRegistry.get_supported_archs())
+
+
+def vllm_version() -> str:
+    return vllm_module().__version__
 
 
 def vllm_module():
@@ -316,10 +333,8 @@ def engine_for(policy, model: str, device: str, **options) -> VllmSampler:
     refusal = vllm_refusal(model, device)
     if refusal:
         raise ValueError(refusal)
-    vllm = vllm_module()
     architectures = getattr(policy.model.config, "architectures", None) or []
-    supported = vllm.ModelRegistry.get_supported_archs()
-    if architectures and not any(a in supported for a in architectures):
+    if architectures and not any(a in vllm_architectures() for a in architectures):
         raise ValueError(f"vLLM cannot decode {model!r}: its architecture {', '.join(architectures)} is not one "
-                         f"vLLM {vllm.__version__} has")
+                         f"vLLM {vllm_version()} has")
     return VllmSampler(policy, device=device, **options)
