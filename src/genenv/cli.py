@@ -308,7 +308,10 @@ def _random_model(args) -> int:
     domain = make_domain(cfg.domain.name, **cfg.domain.options)
     tasks = domain.seed_tasks(np.random.default_rng(0), 64)
     texts = [domain.agent_context([], domain.reset(task, seed=0)[1]) + " " + task.answer for task in tasks]
-    folder = random_folder(args.name, args.out, texts, hidden_size=64, heads=2, chat_template=template, seed=0)
+    # heads 32 wide whatever the family's own small width (16 for qwen3, gemma3_text, mistral): vLLM's CPU build
+    # takes 32 or more
+    folder = random_folder(args.name, args.out, texts, hidden_size=64, heads=2, head_dim=32, chat_template=template,
+                           seed=0)
     print(f"{folder}: a random {args.name} model (2 layers, 64 wide; untrained: for trying commands, not for "
           f"results), its tokenizer trained on {cfg.domain.name}'s texts"
           + (f", the released {args.chat_template} chat template" if template else ""))
