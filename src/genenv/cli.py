@@ -436,7 +436,8 @@ def build_parser(benchmark: str | None = None) -> argparse.ArgumentParser:
                       "scores them) or one a domain package declares (bfcl, alfworld, api-bank, bamboogle, "
                       "travelplanner, a plugin's: `genenv domains` names each domain's; BFCL alone takes tens of "
                       "minutes on a CPU)")
-    ev_p.add_argument("--model", required=True, help="a known name (smollm2) or a Hugging Face model folder")
+    ev_p.add_argument("--model", required=True, help="a known name (smollm2), a Hugging Face Hub id "
+                      "(org/name[@revision]) or a Hugging Face model folder")
     ev_p.add_argument("--limit", type=int, default=None,
                       help="first N entries of each category (a multi-turn entry scores all its turns)")
     ev_p.add_argument("--max-new-tokens", type=int, default=128, help="longest response per model step")

@@ -103,8 +103,9 @@ class SimulatorWarmStartConfig(WarmStartConfig):
 class PlayerConfig:
     """What both players (agent and simulator) have: a model, its warm start and how it runs (how both compute,
     dtype, autocast, ..., are the run's: :class:`RunConfig`)."""
-    model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2) or a local Hugging "
-                      "Face model folder")
+    model: str = knob("tiny", "'tiny' (built from `tiny`), a packaged model name (smollm2), a Hugging Face Hub id "
+                      "(org/name[@revision]: from the local Hugging Face cache, else downloaded) or a local model "
+                      "folder")
     tiny: TinyWindowConfig = section(TinyWindowConfig, "the window of the model built from scratch", of="model",
                                      when="tiny")
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
@@ -498,6 +499,15 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
     if not cfg.agent.shared_prefix:
         return
     config_file = Path(cfg.agent.model).expanduser() / "config.json"
+    if not config_file.is_file() and "/" in cfg.agent.model:   # a Hub id: its config in the Hugging Face cache
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+        repo, _, revision = cfg.agent.model.partition("@")
+        try:
+            cached = try_to_load_from_cache(repo, "config.json", revision=revision or None)
+        except ValueError:   # (not a valid repository id: a path, refused where the model is loaded)
+            cached = None
+        config_file = Path(cached) if isinstance(cached, str) else config_file
     if not config_file.is_file():
         return
     try:

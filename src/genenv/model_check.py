@@ -30,6 +30,8 @@ from genenv.domains import domain_class, make_domain
 from genenv.models.registry import (
     KNOWN_MODELS,
     ModelNotAvailable,
+    hub_id,
+    hub_snapshot,
     llamacpp_refusal,
     model_folder,
     packaged_file,
@@ -177,6 +179,23 @@ TOOL_CALL_ADVICE = ("use a tool-calling model (a Qwen2.5/Qwen3 or Llama 3.1/3.2 
                     "P` (docs/trl.md)")
 
 
+def hub_problem(model: str) -> str | None:
+    """Why Hub model ``model``, in no local cache, cannot be downloaded: offline (``HF_HUB_OFFLINE``), or the Hub
+    does not answer for it (no network, no such repository or revision, a gated one without a token); None when it
+    does. Asks the Hub for the repository's metadata only."""
+    from huggingface_hub import HfApi, constants, is_offline_mode  # noqa: PLC0415
+
+    repo, revision = hub_id(model)
+    where = f"not a folder here nor in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    if is_offline_mode():
+        return f"{model}: {where}, and HF_HUB_OFFLINE is set: download it first (`hf download {repo}`)"
+    try:
+        HfApi().model_info(repo, revision=revision, timeout=10)
+    except Exception as error:  # noqa: BLE001 (a network failure, no such repository, a gated one)
+        return f"{model}: {where}, and the Hub cannot give it: {str(error).splitlines()[0]}"
+    return None
+
+
 def model_problem(field: str, model: str) -> str | None:
     """Why a run cannot load ``model`` (the value of the knob ``field``, ``agent.model`` or ``env.model``), named
     by that field: a packaged model whose package is missing, a folder that does not exist, or a folder
@@ -191,10 +210,16 @@ def model_problem(field: str, model: str) -> str | None:
         except ModelNotAvailable as error:
             return f"{field}: {error}"
         return None
-    folder = Path(model).expanduser()
+    if hub_id(model) is not None:
+        folder = hub_snapshot(model)
+        if folder is None:   # downloaded where the run loads it, if the Hub answers now
+            problem = hub_problem(model)
+            return None if problem is None else f"{field}: {problem}"
+    else:
+        folder = Path(model).expanduser()
     if not folder.is_dir():
         return (f"{field}: {model}: no such folder (a model is 'tiny', a packaged name "
-                f"({', '.join(sorted(KNOWN_MODELS))}) or a Hugging Face model folder)")
+                f"({', '.join(sorted(KNOWN_MODELS))}), a Hugging Face Hub id or a Hugging Face model folder)")
     problem = check_model(folder).problem
     return f"{field}: {problem}" if problem else None
 

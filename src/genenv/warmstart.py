@@ -28,7 +28,7 @@ from genenv.config import ConfigError, RunConfig, TinyModelConfig, tiny_model, t
 from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import atomic_write_json, build_then_swap, cache_entry_lock, cache_root, publish_dir
 from genenv.models.policy import Policy
-from genenv.models.registry import ModelNotAvailable, resolve_model
+from genenv.models.registry import ModelNotAvailable, hub_id, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.old_spellings import DEAD_WARMSTART_KNOBS
@@ -101,6 +101,8 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
         payload["data"] = fingerprint
     if player_cfg.model == "tiny" and domain.alphabet is not None:
         payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
+    if hub_id(player_cfg.model) is not None:   # a Hub id: the commit it resolves to (a branch moves)
+        payload["revision"] = resolve_model(player_cfg.model).name
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
     return f"{re.sub(r'[^A-Za-z0-9_-]+', '_', cfg.domain.name)}-{role}-{digest}"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def packaged_image(model: str) -> str | None:
     (``~/.cache/genenv/models``: training from one converts it)."""
     if model in KNOWN_MODELS:
         return model
-    folder = Path(model).expanduser()
+    folder = local_folder(model)
     config, tokenizer = _json(folder / "config.json"), _json(folder / "tokenizer.json")
     if config is None or tokenizer is None:
         return None
@@ -84,7 +85,7 @@ def folder_gguf_refusal(model: str) -> str | None:
     ``tokenizer.json``; None when it can."""
     from genenv.models.gguf_export import gguf_refusal  # noqa: PLC0415
 
-    folder = Path(model).expanduser()
+    folder = local_folder(model)
     config, tokenizer = _json(folder / "config.json"), _json(folder / "tokenizer.json")
     if not isinstance(config, dict):
         return "not a model folder (no readable config.json)"
@@ -165,12 +166,71 @@ def prepare(name: str, log=print) -> Path:
     return convert_gguf(source, folder)
 
 
+# the files of a Hub model genenv reads: config, tokenizer, chat template, safetensors weights (never pickled
+# weights, which run code when loaded, nor a repository's own code)
+HUB_FILES = ("*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?")
+
+
+def hub_id(model: str) -> tuple[str, str | None] | None:
+    """(repository id, revision or None) when ``model`` names a Hugging Face Hub model (``org/name``, or
+    ``org/name@revision``) and is not a folder here; None otherwise (a folder of that name wins)."""
+    if model in KNOWN_MODELS or model == "tiny" or not HUB_ID.fullmatch(model) or Path(model).expanduser().exists():
+        return None
+    repo, _, revision = model.partition("@")
+    return repo, revision or None
+
+
+def hub_snapshot(model: str, download: bool = False) -> Path | None:
+    """The local folder of Hub model ``model`` (:func:`hub_id`) in the Hugging Face cache, found by
+    ``huggingface_hub``'s own resolution (``HF_HUB_CACHE``, its refs for a branch or tag; with
+    ``HF_HUB_OFFLINE=1`` as without); with ``download``, fetched into that cache when it is not there (its
+    :data:`HUB_FILES`). None when it is in no cache and is not downloaded. A download that fails is a
+    ModelNotAvailable naming the id."""
+    from huggingface_hub import snapshot_download  # noqa: PLC0415
+    from huggingface_hub.errors import LocalEntryNotFoundError  # noqa: PLC0415
+
+    repo, revision = hub_id(model)
+    try:
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=list(HUB_FILES), local_files_only=True))
+    except LocalEntryNotFoundError:
+        if not download:
+            return None
+    try:
+        return Path(snapshot_download(repo, revision=revision, allow_patterns=list(HUB_FILES)))
+    except Exception as error:  # noqa: BLE001 (the hub's errors: offline, no such repo, gated, a network failure)
+        raise ModelNotAvailable(f"{model}: not in the Hugging Face cache, and the download failed: "
+                                f"{str(error).splitlines()[0]}") from None
+
+
+def hub_revision(model: str) -> str | None:
+    """The commit a cached Hub model ``model`` resolves to (its snapshot folder's name); None for a model that is
+    not a Hub id, or not in the cache."""
+    if hub_id(model) is None:
+        return None
+    folder = hub_snapshot(model)
+    return None if folder is None else folder.name
+
+
+def local_folder(model: str) -> Path:
+    """Where ``model``'s files are read from, without converting or downloading anything: a packaged name's
+    converted folder, a cached Hub model's snapshot, else the path itself (which may not exist)."""
+    if model in KNOWN_MODELS:
+        return model_folder(model)
+    if hub_id(model) is not None:
+        return hub_snapshot(model) or Path(model)
+    return Path(model).expanduser()
+
+
 def resolve_model(name_or_path: str, log=print) -> Path:
-    """A known name (``smollm2``) or a local Hugging Face folder path."""
+    """A known name (``smollm2``, converted once), a Hugging Face Hub id (``org/name[@revision]``: from the local
+    cache, or downloaded into it where a network is there) or a local Hugging Face folder path."""
     if name_or_path in KNOWN_MODELS:
         return prepare(name_or_path, log)
+    if hub_id(name_or_path) is not None:
+        return hub_snapshot(name_or_path, download=True)
     path = Path(name_or_path).expanduser()
     if not (path / "config.json").exists():
-        raise ModelNotAvailable(f"{name_or_path}: not a known model name ({', '.join(sorted(KNOWN_MODELS))}) "
-                                "nor a Hugging Face model folder (no config.json)")
+        raise ModelNotAvailable(f"{name_or_path}: not a known model name ({', '.join(sorted(KNOWN_MODELS))}), "
+                                "a Hugging Face Hub id nor a Hugging Face model folder (no config.json)")
     return path

@@ -34,7 +34,6 @@ import os
 import random
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -85,7 +84,9 @@ def vllm_refusal(model: str, device: str, architecture: bool = False) -> str | N
     if model == "tiny":
         return ("vLLM cannot decode the tiny model: its tokenizer is a character one built on the spot and its heads "
                 f"are under {CPU_MIN_HEAD_SIZE} wide; use sampler=transformers")
-    config_file = Path(model).expanduser() / "config.json"
+    from genenv.models.registry import local_folder  # noqa: PLC0415 (the registry loads transformers)
+
+    config_file = local_folder(model) / "config.json"
     if not config_file.is_file():
         return None   # a packaged name (smollm2: 64-wide heads), or a path refused where the model is loaded
     try:
