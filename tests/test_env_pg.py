@@ -10,15 +10,15 @@ from genenv.config import ConfigError, load_config
 from genenv.domains import Invalid, Task
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
-from genenv.reward import challenger_rewards
 
 
 def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
-    """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
-    from genenv.experimental.options import interior_reward
+    """The loop's two steps: each generation's reward (genenv.reward; an invalid_reward or repeat: the penalised
+    signal's), then the update's seed groups (env_pg)."""
+    from genenv.experimental.options import interior_reward, penalised_rewards
     from genenv.reward import rescaled
     reward = rescaled(alpha, beta) if shape == "rescaled" else (lambda c: float(interior_reward(c.p_hat, alpha, beta)))
-    return reward_groups(candidates, challenger_rewards(candidates, reward, invalid_reward, gate, repeat))
+    return reward_groups(candidates, penalised_rewards(candidates, reward, invalid_reward, gate, repeat))
 
 
 
@@ -83,9 +83,9 @@ def test_a_negative_invalid_reward_makes_validity_a_signal():
 def test_a_repeated_task_earns_what_an_invalid_one_earns():
     """experimental.signal=penalised with repeats: a valid task already in the pool before the epoch, or written
     earlier in the same epoch, earns invalid_reward; its first writing this epoch and new tasks keep R_env rescaled."""
-    from genenv.experimental.options import repeated_generations
+    from genenv.experimental.options import penalised_rewards, repeated_generations
     from genenv.pool import TaskPool
-    from genenv.reward import challenger_rewards, rescaled
+    from genenv.reward import rescaled
     pool = TaskPool()
     pool.add(Task("old", "old"), "seed", -1)
     pool.add(Task("now", "now"), "generated", 3)        # joined this epoch (grow_pools runs before the update)
@@ -96,9 +96,9 @@ def test_a_repeated_task_earns_what_an_invalid_one_earns():
     generated = [cand("old"), cand("now"), cand("now"), cand(None), cand("new", 1.0)]
     repeat = repeated_generations(generated, lambda text: pool.joined_before(text, 3))
     assert [repeat(c) for c in generated] == [True, False, True, False, False]
-    assert challenger_rewards(generated, rescaled(0.5, 2.0), -0.5, repeat=repeat) == \
+    assert penalised_rewards(generated, rescaled(0.5, 2.0), -0.5, repeat=repeat) == \
         pytest.approx([-0.5, 0.0, -0.5, -0.5, 1.0])
-    assert challenger_rewards(generated, rescaled(0.5, 2.0), -0.5) == pytest.approx([0.0, 0.0, 0.0, -0.5, 1.0])
+    assert penalised_rewards(generated, rescaled(0.5, 2.0), -0.5) == pytest.approx([0.0, 0.0, 0.0, -0.5, 1.0])
 
 
 def test_a_run_with_repeats_paid_as_invalid(tmp_path, monkeypatch):

@@ -53,8 +53,8 @@ def test_a_model_llama_cpp_cannot_decode_is_refused_naming_the_field(tiny_policy
     """A model llama.cpp cannot decode (the tiny model's character tokenizer) is refused, naming the field and why
     (issue 94: one rule for every decoder and entry point; it was decoded by transformers before); llama.cpp beside
     Ray workers is refused."""
+    from genenv.models.samplers import decoder_problem
     from genenv.players import llama_cpp_sampler
-    from genenv.preflight import decoder_problem
     cfg = load_config("smoke", ["agent.sampler=llama.cpp"])
     expected = ("agent.sampler: llama.cpp cannot decode 'tiny': its tokenizer is a character one, not a BPE; or set "
                 "agent.sampler=transformers")

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from genenv.algos.env_pg import reward_groups
-from genenv.coevolve import simulator_gate
 from genenv.config import ConfigError, load_config
 from genenv.config import load_config as _load_config
 from genenv.curricula import information_label, information_used, make_curriculum
@@ -17,15 +16,17 @@ from genenv.domains import Task, make_domain
 from genenv.generation import Candidate
 from genenv.pool import TaskPool
 from genenv.preflight import domain_problems
-from genenv.reward import challenger_rewards, level_gate
+from genenv.reward import level_gate
+from genenv.simulator_updates import simulator_gate
 
 
 def challenger_groups(candidates, alpha=0.5, beta=2.0, invalid_reward=0.0, shape="rescaled", gate=None, repeat=None):
-    """The loop's two steps: each generation's reward (genenv.reward), then the update's seed groups (env_pg)."""
-    from genenv.experimental.options import interior_reward
+    """The loop's two steps: each generation's reward (genenv.reward; an invalid_reward or repeat: the penalised
+    signal's), then the update's seed groups (env_pg)."""
+    from genenv.experimental.options import interior_reward, penalised_rewards
     from genenv.reward import rescaled
     reward = rescaled(alpha, beta) if shape == "rescaled" else (lambda c: float(interior_reward(c.p_hat, alpha, beta)))
-    return reward_groups(candidates, challenger_rewards(candidates, reward, invalid_reward, gate, repeat))
+    return reward_groups(candidates, penalised_rewards(candidates, reward, invalid_reward, gate, repeat))
 
 
 

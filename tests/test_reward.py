@@ -148,8 +148,9 @@ def test_scored_with_batch_p_hat_gives_a_seed_batch_one_p_hat():
 
 def test_challenger_rewards_rescale_r_env_and_pay_a_shut_task_what_a_useless_one_earns():
     """Valid tasks earn (R_env - floor) / (1 - floor), floor = exp(-0.5) = 0.6065 at beta 2; an invalid one
-    invalid_reward; a valid task the gate shuts out 0."""
+    0 (experimental.signal=penalised: its invalid_reward); a valid task the gate shuts out 0."""
     from genenv.domains import Invalid, Task
+    from genenv.experimental.options import penalised_rewards
     from genenv.generation import Candidate
     from genenv.reward import challenger_rewards
 
@@ -161,5 +162,7 @@ def test_challenger_rewards_rescale_r_env_and_pay_a_shut_task_what_a_useless_one
     members = [candidate(2, 1.0), candidate(3, 1.0), candidate(3, 0.8825), candidate(3, 0.0, valid=False)]
     assert challenger_rewards(members, rescaled(0.5, 2.0)) == \
         pytest.approx([1.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
-    assert challenger_rewards(members, rescaled(0.5, 2.0), invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
+    assert challenger_rewards(members, rescaled(0.5, 2.0), gate=lambda c: c.parsed.level == 3) == \
+        pytest.approx([0.0, 1.0, (0.8825 - floor) / (1 - floor), 0.0])
+    assert penalised_rewards(members, rescaled(0.5, 2.0), invalid_reward=-0.5, gate=lambda c: c.parsed.level == 3) == \
         pytest.approx([0.0, 1.0, (0.8825 - floor) / (1 - floor), -0.5])

@@ -9,6 +9,7 @@ import torch
 from genenv.algos.rwr import WeightedExample
 from genenv.config import TinyModelConfig, load_config
 from genenv.domains import Task
+from genenv.experimental.options import penalised_rewards
 from genenv.experimental.teacher import (
     likelihood_reward,
     logit,
@@ -20,7 +21,6 @@ from genenv.experimental.teacher import (
 )
 from genenv.generation import Candidate
 from genenv.io import read_jsonl
-from genenv.reward import challenger_rewards
 from genenv.rollout import Episode, Turn
 
 
@@ -116,8 +116,8 @@ def test_a_teacher_reward_is_what_a_valid_task_earns_and_invalid_ones_earn_the_i
     cfg = load_config("smoke", ["experimental.signal=probe_gain"])
     signal = part(cfg, "signal")(cfg)
     signal.credited = {id(made[0]): -0.4}
-    assert challenger_rewards(made, signal.paid, invalid_reward=-0.5) == [-0.4, -0.5, 1.0]
-    assert signal.rewards(made, None, lambda text: False) == [-0.4, 0.0, 1.0]   # (an invalid one earns 0 here)
+    assert penalised_rewards(made, signal.paid, invalid_reward=-0.5) == [-0.4, -0.5, 1.0]
+    assert signal.rewards(made, None) == [-0.4, 0.0, 1.0]   # (an invalid one earns 0 here)
 
 
 def _run(tmp_path, name, *overrides, monkeypatch):

@@ -100,6 +100,32 @@ def test_vllm_decodes_the_greedy_tokens_of_transformers_before_and_after_a_grpo_
         engine.close()
 
 
+def test_an_engine_build_leaves_the_threads_and_the_global_streams_as_they_were(folders):
+    """Building vLLM in process seeds torch's, numpy's and Python's global streams and, on CPU, sets torch to one
+    thread and replaces torch.set_num_threads with a no-op: all are put back (issue 94, item 5)."""
+    _needs_vllm()
+    import random
+
+    from genenv.models.vllm_engine import engine_for
+    folder = str(folders["qwen2"])
+    policy = _policy(folder)
+    torch.set_num_threads(2)
+    torch.manual_seed(11), np.random.seed(12), random.seed(13)
+    set_threads = torch.set_num_threads
+    before = (torch.random.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    engine = engine_for(policy, folder, DEVICE, max_model_len=64)
+    try:
+        engine.sync()   # (the engine is built here)
+        assert torch.set_num_threads is set_threads and torch.get_num_threads() == 2
+        assert torch.equal(torch.random.get_rng_state(), before[0])
+        assert np.array_equal(np.random.get_state()[1], before[1]) and random.getstate() == before[2]
+        torch.set_num_threads(3)
+        assert torch.get_num_threads() == 3   # (the real setter: it takes effect)
+    finally:
+        engine.close()
+        torch.set_num_threads(1)
+
+
 def test_a_seeded_sample_repeats_in_any_batch_and_its_stop_rule_cuts_it(folders):
     """The same keys give the same tokens, alone or among other prompts; other keys other tokens. The log-probs are
     the drawn tokens' at the temperature (within float rounding of the trainer's). A stop rule cuts a sample where

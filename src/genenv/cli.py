@@ -39,12 +39,7 @@ def _run(args) -> int:
             print(f"{run_dir}: stopped before its first checkpoint; starting it over", file=sys.stderr)
         _print_result(run(cfg, run_dir=run_dir, resume=True))
         return 0
-    notes: list[str] = []
-    from genenv.domains import declares_ordered_levels  # noqa: PLC0415
-    # a config error answers before torch loads
-    cfg = load_config(args.preset, args.overrides, args.config, notes, ordered_levels=declares_ordered_levels)
-    for note in notes:
-        print(note, file=sys.stderr)
+    cfg = load_config(args.preset, args.overrides, args.config)   # a config error answers before torch loads
     run_dir = Path(args.out) if args.out else Path("runs") / cfg.name
     if run_dir.exists() and not run_dir.is_dir():
         print(f"genenv: --out {run_dir}: a file is there; a run needs a folder", file=sys.stderr)
@@ -344,8 +339,7 @@ def _config(args) -> int:
         for name in preset_names():
             print(f"{name:16s} {presets_dir() / (name + '.yaml')}")
         return 0
-    from genenv.domains import declares_ordered_levels  # noqa: PLC0415
-    cfg = load_config(args.preset, args.overrides, ordered_levels=declares_ordered_levels)
+    cfg = load_config(args.preset, args.overrides)
     from genenv.curricula import make_curriculum  # noqa: PLC0415 (the curricula's registry checks the name)
     make_curriculum(cfg.curriculum)
     from genenv.signals import check_config  # noqa: PLC0415 (the strategies' registries check their names)

@@ -8,9 +8,10 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        R_env = 0, never reach the agent
   3. rollout_agent     `group_size` agent rollouts per valid task, and per task the curriculum draws from the
                        pool (replay, the slots of invalid generations, or every slot of a fixed-data curriculum)
-  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2); then the pg
-                       signal's hook (pg_signal, Signal.before_agent_update), which reads the agent where it must
-  5. update_agent      GRPO on informative groups (dynamic sampling buffer)
+  4. score_tasks       p_hat per task (or per seed batch) and R_env = exp(-beta (p_hat - alpha)^2)
+  5. update_agent      the simulator update's signal's hook first (Signal.before_agent_update: what a signal reads
+                       of the agent or the pool before the agent changes; nothing for the paper's), then GRPO on
+                       informative groups (dynamic sampling buffer)
   6. grow_pools        rolled-out tasks join D_train with their p_hat
   7. update_simulator  the default (env.update=pg): policy gradient on each generation's reward (the signal's:
                        R_env rescaled to [0, 1]) within its seed's variations, only for the tasks
@@ -20,10 +21,9 @@ fixed-data curriculum, the set it writes once). Then per epoch t:
                        the initial simulator and a max-KL cap. What each generation is paid is computed with
                        genenv.reward; the seed draw and gate are registered strategies (genenv.signals)
   8. evaluate          greedy held-out and dev success, overall and per level, every `eval_every` epochs
-Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), credit (4, a
-signal that reads the agent), agent_update (5), pools (6), env_update (7), evaluate (8) and checkpoint (its part
-in the loop; the files are written beside the next epoch, which waits for them before step 4's credit:
-checkpoint_wait).
+Each epoch's `seconds_by_phase` times them as generate (1), validate (2), rollout (3), score (4), agent_update (5),
+pools (6), env_update (7), evaluate (8) and checkpoint (its part in the loop; the files are written beside the
+next epoch, which waits for them before step 5: checkpoint_wait).
 What differs between curricula is asked of a :class:`genenv.curricula.Curriculum`. Every random stream is derived
 from (seed, epoch, phase), so a resumed run repeats exactly. The rewards are computed here (with
 :mod:`genenv.reward`) and handed to the update rules, which never score. Below this file: a run folder's lifecycle
@@ -42,9 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from genenv.algos.env_pg import pg_update, reward_groups
 from genenv.algos.grpo import grpo_update, informative_samples
-from genenv.algos.rwr import WeightedExample, rwr_update
 from genenv.checkpoint import CheckpointWriter, export_final, run_lock
 from genenv.config import RunConfig
 from genenv.curricula import Curriculum
@@ -71,6 +69,7 @@ from genenv.metrics import (
     band_line,
     epoch_metrics,
     finite_or_none,
+    level_free_note,
     mean,
     rejection_warning,
     stall_warning,
@@ -79,14 +78,15 @@ from genenv.metrics import (
 )
 from genenv.models.policy import Policy
 from genenv.players import Players, RunState, engines, engines_line
-from genenv.pool import EnvExample, TaskPool
+from genenv.pool import TaskPool
 from genenv.preflight import preflight
 from genenv.progress import progress_bar
-from genenv.reward import rwr_weights, scored
+from genenv.reward import scored
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import discard_failed_start, open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import GATES, SEED_DRAWS, AlphaSignal, Signal, part
+from genenv.signals import SEED_DRAWS, part
+from genenv.simulator_updates import SIMULATOR_UPDATES, SimulatorUpdate
 from genenv.splits import DataSplit, data_split
 from genenv.trackers import Trackers
 
@@ -139,9 +139,10 @@ def rollout_agent(cfg: RunConfig, domain: Domain, agent: Policy, tasks: list[Tas
                    run_shards=engine.run_shards)
 
 
-def score_tasks(cfg: RunConfig, generated: list[Candidate], groups: list[list[Episode]]) -> list[Candidate]:
-    """Phase 4: each valid generation with its rollouts, p_hat, R_env and in-band flag (invalid: R_env = 0)."""
-    return scored(with_episodes(generated, groups), **scoring(cfg))
+def score_tasks(generated: list[Candidate], groups: list[list[Episode]], settings: dict) -> list[Candidate]:
+    """Phase 4: each valid generation with its rollouts, p_hat, R_env and in-band flag (invalid: R_env = 0), as
+    ``settings`` (:func:`scoring`) say."""
+    return scored(with_episodes(generated, groups), **settings)
 
 
 def scoring(cfg: RunConfig) -> dict:
@@ -149,15 +150,6 @@ def scoring(cfg: RunConfig) -> dict:
     cr = cfg.curriculum_reward
     return dict(alpha=cr.alpha, beta=cr.beta, k_min=cr.k_min, success_threshold=cr.success_threshold,
                 p_hat_level=cr.p_hat_level, rate=part(cfg, "p_hat_estimate").rate)
-
-
-def pg_signal(cfg: RunConfig, trains_simulator: bool) -> Signal:
-    """The signal the simulator's pg update pays: the paper's alpha signal (:class:`genenv.signals.AlphaSignal`),
-    or the one an experiment puts in its place (:func:`genenv.signals.part`); the alpha signal, whose hook reads
-    nothing, where no pg update runs (RWR, or a simulator never trained)."""
-    if trains_simulator and cfg.env.update == "pg":
-        return part(cfg, "signal")(cfg)
-    return AlphaSignal(cfg)
 
 
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
@@ -188,66 +180,16 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
     return stats
 
 
-def select_env_batch(generated: list[Candidate], epoch: int) -> list[EnvExample]:
-    """RWR's set: the in-band valid generations, each with its R_env (turned into exp(lam R_env) weights)."""
-    return [EnvExample(g.context, g.prompt_ids, g.token_ids, float(g.r_env), epoch)
-            for g in generated if g.valid and g.in_band and g.token_ids]
-
-
-def simulator_gate(cfg: RunConfig, domain: Domain, pool: TaskPool):
-    """The predicate on which valid generations may earn the pg reward (None: all), read after this epoch's
-    rollouts joined the pool: the gate ``env.pg.gate`` (:data:`genenv.signals.GATES`)."""
-    return GATES.make(cfg).predicate(domain, pool)
-
-
-def update_by_policy_gradient(cfg: RunConfig, domain: Domain, players: Players, state: RunState,
-                              generated: list[Candidate], epoch: int, rng: np.random.Generator,
-                              signal: Signal) -> dict | None:
-    """``env.update=pg`` (beyond the paper): policy gradient on every generation's reward (``signal``'s,
-    :func:`pg_signal`), its seed group's mean subtracted, for the generations the gate lets earn
-    (:func:`simulator_gate`; the others earn what a useless task earns)."""
-    ec = cfg.env
-    rewards = signal.rewards(generated, simulator_gate(cfg, domain, state.task_pool),
-                             lambda text: state.task_pool.joined_before(text, epoch))
-    groups = reward_groups(generated, rewards)   # the update receives the rewards; it never scores
-    return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
-                     minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
-                     max_kl=ec.max_kl, grad_clip=cfg.grad_clip, temperature=ec.temperature, rng=rng,
-                     recompute_old_logprobs=players.env.fast_sampler is not None, constraint=players.env_constraint)
-
-
-def update_by_rwr(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                  epoch: int, rng: np.random.Generator, signal: Signal | None = None) -> dict | None:
-    """``env.update=rwr`` (the paper): reward-weighted regression toward the in-band generations, weights
-    exp(lam R_env), with ``env.rwr.pool_replay`` also earlier epochs' sets from D_env, where this epoch's set is kept
-    (D_env is this rule's memory: the pg rule keeps none). None: nothing was in band."""
-    ec = cfg.env
-    selected = select_env_batch(generated, epoch)
-    if not selected:
-        return None
-    examples, older = list(selected), state.env_pool.before(epoch)
-    state.env_pool.extend(selected)
-    if ec.rwr.pool_replay > 0 and older:
-        extra = (int(round(len(selected) * ec.rwr.pool_replay / (1 - ec.rwr.pool_replay))) if ec.rwr.pool_replay < 1
-                 else len(older))
-        examples += [older[i] for i in rng.choice(len(older), size=min(extra, len(older)), replace=False)]
-    weights = rwr_weights([e.r_env for e in examples], cfg.curriculum_reward.lam)
-    weighted = [WeightedExample(e.prompt_ids, e.target_ids, float(w)) for e, w in zip(examples, weights)]
-    return rwr_update(players.env, players.env_ref, players.env_opt, weighted, steps=ec.rwr.steps,
-                      batch_size=ec.rwr.batch, kl_coef=ec.kl_coef, max_kl=ec.max_kl, grad_clip=cfg.grad_clip, rng=rng,
-                      constraint=players.env_constraint)
-
-
-# the simulator's update rules by ``env.update``: each from the epoch's generations to its optimiser steps' result
-SIMULATOR_UPDATES = {"pg": update_by_policy_gradient, "rwr": update_by_rwr}
+def simulator_update(cfg: RunConfig, trains_simulator: bool) -> SimulatorUpdate:
+    """The epoch's rule (:data:`genenv.simulator_updates.SIMULATOR_UPDATES` by ``env.update``: the paper's RWR, or
+    policy gradient), or none for a simulator not trained."""
+    return SIMULATOR_UPDATES[cfg.env.update](cfg) if trains_simulator else SimulatorUpdate(cfg)
 
 
 def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: RunState, generated: list[Candidate],
-                     epoch: int, signal: Signal) -> dict:
-    """Phase 7: the simulator's update rule ``env.update`` (:data:`SIMULATOR_UPDATES`), capped at ``env.max_kl``;
-    the pg rule pays ``signal``'s rewards (:func:`pg_signal`)."""
-    rule = SIMULATOR_UPDATES[cfg.env.update]
-    result = rule(cfg, domain, players, state, generated, epoch, phase_rng(cfg.seed, epoch, "env_update"), signal)
+                     epoch: int, update: SimulatorUpdate) -> dict:
+    """Phase 7: ``update``'s steps (:func:`simulator_update`), capped at ``env.max_kl``, as the epoch's metrics."""
+    result = update.step(domain, players, state, generated, epoch, phase_rng(cfg.seed, epoch, "env_update"))
     if result is None:
         return dict(NO_ENV_UPDATE)
     state.nonfinite_skips += result["skipped"]
@@ -279,6 +221,7 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     before its first update (the wait is timed as ``checkpoint_wait``)."""
     timer = PhaseTimer(phase_bar)
     model_seconds_before = players.model_seconds() + engine.wait_seconds  # (waiting for actors is model time)
+    settings, update = scoring(cfg), simulator_update(cfg, curriculum.trains_simulator)
     with timer("generate"):
         generated = curriculum.fresh_tasks(cfg, domain, state.task_pool, epoch) if curriculum.generates else []
         if generated is None:
@@ -291,23 +234,19 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
         drawn_tasks = draw_tasks(cfg, curriculum, state, epoch, len(valid_tasks))
         drawn_groups = rollout_agent(cfg, domain, players.agent, drawn_tasks, epoch, "replay", engine)
     with timer("score"):
-        generated = score_tasks(cfg, generated, groups)
+        generated = score_tasks(generated, groups, settings)
     if checkpoint is not None:
         with timer("checkpoint_wait"):   # the weights and optimiser states change from here on
             checkpoint.wait()
-    signal = pg_signal(cfg, curriculum.trains_simulator)
-    with timer("credit"):   # what the signal reads before the agent's update (nothing, for the paper's)
-        signal_stats = signal.before_agent_update(domain, players.agent, state, generated, epoch)
-    with timer("agent_update"):
+    with timer("agent_update"):   # first what the signal reads before it (nothing, for the paper's)
+        signal_stats = update.signal.before_agent_update(domain, players.agent, state, generated, epoch)
         agent_stats = update_agent(cfg, players, state, groups + drawn_groups, epoch)
         if agent_stats["agent_updates"]:
             engine.weights_changed("agent")
     with timer("pools"):
         grow_pools(cfg, state, generated, drawn_tasks, drawn_groups, epoch)
     with timer("env_update"):
-        trains = curriculum.trains_simulator
-        env_stats = {**(update_simulator(cfg, domain, players, state, generated, epoch, signal) if trains
-                        else dict(NO_ENV_UPDATE)), **signal_stats}
+        env_stats = {**update_simulator(cfg, domain, players, state, generated, epoch, update), **signal_stats}
         if env_stats["env_steps"]:
             engine.weights_changed("env")
     eval_stats = dict(NO_EVALUATION)
@@ -318,9 +257,9 @@ def run_epoch(cfg: RunConfig, curriculum: Curriculum, domain: Domain, players: P
     all_groups = groups + drawn_groups
     state.total_rollouts += sum(len(g) for g in all_groups)
     state.total_generated += len(generated)
-    drawn = drawn_candidates(drawn_tasks, drawn_groups, cfg.env.variations, **scoring(cfg))
+    drawn = drawn_candidates(drawn_tasks, drawn_groups, cfg.env.variations, **settings)
     model_seconds = players.model_seconds() + engine.wait_seconds
-    metrics = epoch_metrics(cfg.curriculum, scoring(cfg), domain, curriculum.generates, state, epoch, generated,
+    metrics = epoch_metrics(cfg.curriculum, settings, domain, curriculum.generates, state, epoch, generated,
                             all_groups, drawn,
                             agent_stats, env_stats, eval_stats, timer, model_seconds - model_seconds_before)
     state.last_p_hat_mean = metrics["p_hat_mean"] if metrics["p_hat_mean"] is not None else state.last_p_hat_mean
@@ -340,6 +279,9 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     log(engines_line(engines(cfg)))
     log(band_line(cfg.curriculum_reward))
+    note = level_free_note(cfg.curriculum, domain)
+    if note:
+        log(note)
     split = data_split(cfg, domain)
     made = not run_dir.exists()
     with run_lock(run_dir):   # one process writes a run folder at a time (a second one stops, naming the first)

@@ -33,7 +33,7 @@ from genenv.checkpoint import (
 )
 from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names
-from genenv.domains import declares_ordered_levels, make_domain
+from genenv.domains import make_domain
 from genenv.io import atomic_write_json, read_jsonl
 from genenv.preflight import survey
 from genenv.report import reference_label, write_report
@@ -215,7 +215,7 @@ def compare(out: str | Path, preset: str = "default", curricula: str | None = No
     for arm in arms:  # every config error surfaces before anything runs: no warm start is paid before
         for seed in seed_list:
             configs[arm, seed] = load_config(preset, [*extra, *arm.overrides, f"seed={seed}", "progress=false"],
-                                             config_file, ordered_levels=declares_ordered_levels)
+                                             config_file)
             check_config(configs[arm, seed])   # its strategies, and their knobs as a run writes them
         # the arm's preflight (its seeds differ in the seed alone)
         for problem in survey(configs[arm, seed_list[0]]).problems:

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -525,7 +525,7 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
 def _check_sampler(cfg: RunConfig) -> None:
     """``{agent,env}.sampler=llama.cpp`` runs in the run's own process (vLLM: an engine in each Ray actor, or in the
     run's process). (A model the decoder cannot decode is refused by the preflight:
-    :func:`genenv.preflight.decoder_problem`.)"""
+    :func:`genenv.models.samplers.decoder_problem`.)"""
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "llama.cpp" and cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "
@@ -701,18 +701,8 @@ def read_yaml(path: Path) -> dict:
     return data
 
 
-# The line a run on a domain without ordered difficulty levels (Domain.ordered_levels) prints when it trains the
-# simulator with the paper's information: what was measured there instead (docs/results.md; BCa interval).
-LEVEL_FREE_NOTE = ("note: domain {domain!r} declares no ordered difficulty levels; there no level-free way of "
-                   "training the simulator has beaten the untrained one, and the measured alternative is the untrained "
-                   "simulator with the learnt seed draw, curriculum=random env.seed_draw=learnt_frontier (+0.080 "
-                   "[+0.055, +0.111] over the uniform draw at 600 epochs over 24 fresh seeds on addition with its "
-                   "levels hidden: docs/results.md)")
-
-
 def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...] = (),
-                config_file: str | Path | None = None, notes: list[str] | None = None,
-                ordered_levels: Callable[[str], bool | None] | None = None) -> RunConfig:
+                config_file: str | Path | None = None) -> RunConfig:
     """Defaults < preset (genenv/configs/NAME.yaml) < config file < dotted overrides.
 
     ``domain.options`` merge key by key like every other section (``--preset smollm2-travel
@@ -720,9 +710,7 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     domain: when the config file or an override names another domain, the preset's options are dropped and only
     the later ones apply (``--preset smoke domain.name=household`` runs the household with its defaults, not
     with addition's ``width``). A preset's level gate (``env.pg.gate: levels``) is dropped the same way: it uses
-    the preset domain's levels. Given ``ordered_levels`` (``genenv.domains.declares_ordered_levels``: what
-    the commands pass) and ``notes``, a run of ``curriculum=genenv`` on a domain that declares no ordered levels
-    gets :data:`LEVEL_FREE_NOTE` appended (what was measured there instead); the config is what the layers say."""
+    the preset domain's levels. The config is what the layers say."""
     data: dict = {}
     if preset:
         path = presets_dir() / f"{preset}.yaml"
@@ -747,9 +735,6 @@ def load_config(preset: str | None = None, overrides: list[str] | tuple[str, ...
     cfg = from_dict(RunConfig, merged)
     _drop_unselected_sections(cfg, later)
     _check_update_rule(cfg)
-    if (notes is not None and ordered_levels is not None and cfg.curriculum == "genenv"
-            and ordered_levels(cfg.domain.name) is False):
-        notes.append(LEVEL_FREE_NOTE.format(domain=cfg.domain.name))
     return cfg
 
 

@@ -13,6 +13,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
+from genenv.models.samplers import decoder_problem
 from genenv.models.vllm_engine import vllm_installed, vllm_refusal
 from genenv.progress import progress_bar
 from genenv.prompts import context_budget
@@ -118,10 +119,8 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
     q8_0; :mod:`genenv.models.llamacpp`), 16 answers side by side; ``vllm``: on a vLLM engine in this process
     (:mod:`genenv.models.vllm_engine`, the model's own dtype); ``auto``: :func:`eval_sampler`. A decoder that cannot
-    decode the model is refused before it loads, as a run refuses it (:func:`genenv.preflight.decoder_problem`).
+    decode the model is refused before it loads, as a run refuses it (:func:`genenv.models.samplers.decoder_problem`).
     ``dtype``: the weights' dtype in torch (None: the folder's)."""
-    from genenv.preflight import decoder_problem  # noqa: PLC0415 (the preflight imports the model checks)
-
     if sampler not in ("auto", "transformers", "llama.cpp", "vllm"):
         raise ValueError(f"--sampler: {sampler!r} is not auto, transformers, llama.cpp or vllm")
     if sampler == "auto":

@@ -255,6 +255,20 @@ def band_line(reward_cfg) -> str:
             f"{reward_cfg.alpha:g} +- k_min {reward_cfg.k_min:g}){every}")
 
 
+# What a run that trains the simulator with the paper's information on a domain without ordered difficulty levels
+# (Domain.ordered_levels) is told at its start: what was measured there instead (docs/results.md; BCa interval).
+LEVEL_FREE_NOTE = ("note: domain {domain!r} declares no ordered difficulty levels; there no level-free way of "
+                   "training the simulator has beaten the untrained one, and the measured alternative is the untrained "
+                   "simulator with the learnt seed draw, curriculum=random env.seed_draw=learnt_frontier (+0.080 "
+                   "[+0.055, +0.111] over the uniform draw at 600 epochs over 24 fresh seeds on addition with its "
+                   "levels hidden: docs/results.md)")
+
+
+def level_free_note(curriculum: str, domain: Domain) -> str | None:
+    """:data:`LEVEL_FREE_NOTE` for ``curriculum=genenv`` on a domain that declares no ordered levels; else None."""
+    return LEVEL_FREE_NOTE.format(domain=domain.name) if curriculum == "genenv" and not domain.ordered_levels else None
+
+
 def summary_line(m: dict, generates: bool) -> str:
     """The epoch in one line of at most 100 characters (printed after every epoch; docs/run-folder.md explains
     each field): valid/written tasks (or drawn), mean p_hat and the share in the band, mean level, the share of

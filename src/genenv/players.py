@@ -10,6 +10,7 @@ import torch
 
 from genenv.algos.grpo import PolicySample
 from genenv.config import ConfigError, RunConfig
+from genenv.errors import DecoderNotAvailable
 from genenv.models import vllm_engine  # (vLLM itself is imported where an engine is built)
 from genenv.models.policy import Policy
 from genenv.models.remote import RemoteSimulator
@@ -68,14 +69,15 @@ def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
     as GGUF (in the image of its packaged file, or from its own config and tokenizer), loaded once here. A model
     llama.cpp cannot decode, or llama-cpp-python missing, was refused by the preflight
-    (:func:`genenv.preflight.decoder_problem`); what the files still refuse here is a ConfigError naming the field."""
-    from genenv.models.llamacpp import EngineNotAvailable, packaged_sampler  # noqa: PLC0415
+    (:func:`genenv.models.samplers.decoder_problem`); what the files still refuse here is a ConfigError naming the
+    field."""
+    from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
 
     try:
         sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=cfg.llamacpp.dtype,
                                    context=cfg.llamacpp.context,
                                    parallel=max(cfg.agent.group_size, cfg.env.variations))
-    except (EngineNotAvailable, ValueError) as error:
+    except (DecoderNotAvailable, ValueError) as error:
         raise ConfigError(f"{name}.sampler: {str(error).splitlines()[0]}; or set {name}.sampler=transformers") \
             from None
     sampler.sync()

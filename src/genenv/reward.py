@@ -112,20 +112,12 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
 
 # ----- the pg update's reward (beyond the paper) --------------------------------------------------------------
 
-def challenger_rewards(candidates, valid_reward: Callable, invalid_reward: float = 0.0,
-                       gate: Callable | None = None, repeat: Callable | None = None) -> list[float]:
+def challenger_rewards(candidates, valid_reward: Callable, gate: Callable | None = None) -> list[float]:
     """The pg reward of each generation: ``valid_reward(c)`` for a valid task (the run's signal: the paper's,
-    :class:`genenv.signals.AlphaSignal`, pays :func:`frontier_reward` of its R_env), ``invalid_reward`` for one the
-    domain rejected. With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts out earns
-    0, what a useless valid task earns; with ``repeat`` (a predicate, from the signal's ``repeats``), a valid task it
-    names earns ``invalid_reward``."""
-    def reward(c) -> float:
-        if repeat is not None and repeat(c):
-            return float(invalid_reward)
-        if gate is not None and not gate(c):
-            return 0.0
-        return float(valid_reward(c))
-    return [reward(c) if c.valid else float(invalid_reward) for c in candidates]
+    :class:`genenv.signals.AlphaSignal`, pays :func:`frontier_reward` of its R_env), 0 for one the domain rejected.
+    With ``gate`` (a predicate on a candidate: :func:`level_gate`), a valid task it shuts out earns 0, what a useless
+    valid task earns."""
+    return [float(valid_reward(c)) if c.valid and (gate is None or gate(c)) else 0.0 for c in candidates]
 
 
 def rescaled(alpha: float = 0.5, beta: float = 2.0) -> Callable:

@@ -254,9 +254,10 @@ class Signal(Strategy):
     """What each generation earns under the pg update (:meth:`rewards`).
 
     :meth:`before_agent_update` is the one hook for what a signal must read before the agent's update: the loop
-    calls it every epoch, after scoring (timed as ``credit``), a no-op by default; a signal that reads the agent
-    reads it there, keeps what it read for its :meth:`rewards`, and returns its own metrics, which join the epoch's
-    row. ``reads_agent``: it needs the agent's weights (refused where another trainer holds them)."""
+    calls it every epoch, after scoring (timed with the agent's update), a no-op by default; a signal that reads
+    the agent or the pool reads it there, keeps what it read for its :meth:`rewards`, and returns its own metrics,
+    which join the epoch's row. ``reads_agent``: it needs the agent's weights (refused where another trainer holds
+    them)."""
     reads_agent: ClassVar[bool] = False
 
     def before_agent_update(self, domain, agent, state, generated: list, epoch: int) -> dict:
@@ -264,10 +265,9 @@ class Signal(Strategy):
         return {}
 
     @abc.abstractmethod
-    def rewards(self, generated: list, gate: Callable | None, known: Callable[[str], bool]) -> list[float]:
+    def rewards(self, generated: list, gate: Callable | None) -> list[float]:
         """Every generation's reward, in order: ``gate`` (None: every valid task) names the valid tasks that may
-        earn (the others earn 0, what a useless valid task earns); ``known(text)``: whether a task text was in the
-        pool before the epoch."""
+        earn (the others earn 0, what a useless valid task earns)."""
 
 
 class AlphaSignal(Signal):
@@ -279,8 +279,8 @@ class AlphaSignal(Signal):
         cr = self.cfg.curriculum_reward
         return float(frontier_reward(candidate.r_env, cr.alpha, cr.beta))
 
-    def rewards(self, generated, gate, known):
-        return challenger_rewards(generated, self.paid, 0.0, gate)
+    def rewards(self, generated, gate):
+        return challenger_rewards(generated, self.paid, gate)
 
 
 # ============================================================================ p_hat estimates

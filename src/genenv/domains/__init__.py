@@ -4,7 +4,6 @@ evaluator, its benchmark driver and its data reader (``genenv.domains.<name>``; 
 import importlib
 import importlib.metadata
 
-from genenv.config import ConfigError
 from genenv.domains import (
     addition,  # noqa: F401  (registers "addition")
     apibank,  # noqa: F401  (registers "apibank"; needs the API-Bank data when used)
@@ -59,15 +58,6 @@ def benchmark_module(name: str):
     return importlib.import_module(target) if target else None
 
 
-def declares_ordered_levels(name: str) -> bool | None:
-    """Whether the domain ``domain.name`` names declares ordered difficulty levels (``Domain.ordered_levels``); None
-    when there is no such domain (its error comes when the run makes it). ``load_config(ordered_levels=...)``."""
-    try:
-        return bool(domain_class(name).ordered_levels)
-    except ConfigError:
-        return None
-
-
 __all__ = ["DOMAIN_PACKAGES", "Domain", "Invalid", "StepResult", "Task", "TaskShape", "benchmark_module",
-           "benchmark_modules", "benchmark_names", "declares_ordered_levels", "make_domain", "register",
+           "benchmark_modules", "benchmark_names", "domain_class", "make_domain", "register",
            "registered_domains"]

@@ -20,7 +20,7 @@ paper's information only (task texts and p_hat, no domain levels):
    information): a cluster with probability ``(1 - exploration) * progress / sum + exploration / clusters``, then a
    uniform task of the window's that belong to it.
 
-No model calls: the cost is the k-means (reported as the ``credit`` and ``generate`` phases' seconds).
+No model calls: the cost is the k-means (inside the ``agent_update`` and ``generate`` phases' seconds).
 """
 
 from __future__ import annotations

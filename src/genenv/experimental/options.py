@@ -37,9 +37,9 @@ def interior_reward(p_hat, alpha: float = 0.5, beta: float = 2.0):
 class InteriorSignal(Experimental, Signal):
     """R_env for a task the agent sometimes solves, 0 for one it always or never solves (meant for alpha < 0.5)."""
 
-    def rewards(self, generated, gate, known):
+    def rewards(self, generated, gate):
         cr = self.cfg.curriculum_reward
-        return challenger_rewards(generated, lambda c: float(interior_reward(c.p_hat, cr.alpha, cr.beta)), 0.0, gate)
+        return challenger_rewards(generated, lambda c: float(interior_reward(c.p_hat, cr.alpha, cr.beta)), gate)
 
 
 def repeated_generations(candidates, known: Callable[[str], bool]) -> Callable:
@@ -71,9 +71,27 @@ class PenalisedSignal(Experimental, AlphaSignal):
     knobs = PenaltyKnobs
     section = "penalised"
 
-    def rewards(self, generated, gate, known):
-        repeat = repeated_generations(generated, known) if self.options.repeats else None
-        return challenger_rewards(generated, self.paid, float(self.options.invalid_reward), gate, repeat)
+    def before_agent_update(self, domain, agent, state, generated, epoch):
+        """What it pays a repeat by: whether a task text was in the pool before this epoch."""
+        self.known = lambda text: state.task_pool.joined_before(text, epoch)
+        return {}
+
+    def rewards(self, generated, gate):
+        repeat = repeated_generations(generated, self.known) if self.options.repeats else None
+        return penalised_rewards(generated, self.paid, float(self.options.invalid_reward), gate, repeat)
+
+
+def penalised_rewards(candidates, valid_reward: Callable, invalid_reward: float = 0.0, gate: Callable | None = None,
+                      repeat: Callable | None = None) -> list[float]:
+    """:func:`genenv.reward.challenger_rewards` with an invalid generation earning ``invalid_reward`` and, with
+    ``repeat`` (a predicate: :func:`repeated_generations`), a valid task it names earning it too."""
+    def reward(c) -> float:
+        if repeat is not None and repeat(c):
+            return float(invalid_reward)
+        if gate is not None and not gate(c):
+            return 0.0
+        return float(valid_reward(c))
+    return [reward(c) if c.valid else float(invalid_reward) for c in candidates]
 
 
 def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:

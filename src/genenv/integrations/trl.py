@@ -44,9 +44,10 @@ from genenv.coevolve import (
     draw_tasks,
     generate_tasks,
     grow_pools,
-    pg_signal,
     rollout_budget,
     score_tasks,
+    scoring,
+    simulator_update,
     update_simulator,
     validate_tasks,
 )
@@ -155,13 +156,11 @@ class SimulatorSide:
         generated, drawn = self.rounds.pop(round_index)
         valid = [c for c in generated if c.valid]
         groups = [[Episode(c.parsed, [], float(r)) for r in rewards.get(c.parsed.text, [])] for c in valid]
-        generated = score_tasks(cfg, generated, groups)
+        generated = score_tasks(generated, groups, scoring(cfg))
         drawn_groups = [[Episode(t, [], float(r)) for r in rewards.get(t.text, [])] for t in drawn]
-        env_stats = {"env_steps": 0}
-        signal = pg_signal(cfg, self.curriculum.trains_simulator)   # (one that reads no agent: refused at start)
-        signal_stats = signal.before_agent_update(self.domain, None, self.state, generated, round_index)
-        if self.curriculum.trains_simulator:
-            env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index, signal)
+        update = simulator_update(cfg, self.curriculum.trains_simulator)   # (its signal reads no agent: preflight)
+        signal_stats = update.signal.before_agent_update(self.domain, None, self.state, generated, round_index)
+        env_stats = update_simulator(cfg, self.domain, self.players, self.state, generated, round_index, update)
         grow_pools(cfg, self.state, generated, drawn, drawn_groups, round_index)
         scored = [c for c in generated if c.valid and c.p_hat_task is not None]
         row = {"round": round_index, "valid_fraction": len(valid) / max(1, len(generated)),

@@ -31,20 +31,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from genenv.errors import DecoderNotAvailable
 from genenv.models.packing import common_prefix_length
 from genenv.models.policy import keyed_draw, masked_scores
-
-
-class EngineNotAvailable(RuntimeError):
-    """llama-cpp-python is not installed, or the policy has no GGUF template to be written in."""
 
 
 def llama_cpp_module():
     try:
         import llama_cpp  # noqa: PLC0415
     except ImportError as error:
-        raise EngineNotAvailable("sampler=llama.cpp needs llama-cpp-python (`make install` builds it from its source "
-                                 f"distribution): {error}") from error
+        raise DecoderNotAvailable("sampler=llama.cpp needs llama-cpp-python (`make install` builds it from its "
+                                  f"source distribution): {error}") from error
     from llama_cpp._logger import set_verbose  # noqa: PLC0415
 
     set_verbose(False)   # llama.cpp's own log: errors only (it prints every graph tensor at load otherwise)

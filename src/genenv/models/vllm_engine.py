@@ -38,15 +38,13 @@ import time
 import numpy as np
 import torch
 
+from genenv.errors import DecoderNotAvailable
+
 # the share of a GPU's memory a run's vLLM engines take together (weights, activations, KV cache), split equally
 # between them; the trainer keeps the rest (TRL's colocate mode gives its one engine 0.3 by default)
 GPU_MEMORY_FOR_ENGINES = 0.6
 # the smallest attention head vLLM's CPU attention backend takes ("Unsupported CPU attention configuration" below)
 CPU_MIN_HEAD_SIZE = 32
-
-
-class EngineNotAvailable(RuntimeError):
-    """vLLM is not installed."""
 
 
 def vllm_installed() -> bool:
@@ -103,8 +101,11 @@ def vllm_refusal(model: str, device: str, architecture: bool = False) -> str | N
 
 @functools.cache
 def vllm_architectures() -> frozenset[str]:
-    """The model architectures (``config.json``'s ``architectures``) the installed vLLM decodes."""
-    return frozenset(vllm_module().ModelRegistry.get_supported_archs())
+    """The model architectures (``config.json``'s ``architectures``) the installed vLLM decodes (asking its registry
+    draws from Python's global stream: put back)."""
+    vllm = vllm_module()
+    with _process_state_kept():
+        return frozenset(vllm.ModelRegistry.get_supported_archs())
 
 
 def vllm_version() -> str:
@@ -113,7 +114,7 @@ def vllm_version() -> str:
 
 def vllm_module():
     if not vllm_installed():
-        raise EngineNotAvailable(install_hint())
+        raise DecoderNotAvailable(install_hint())
     # the engine in this process (no engine-core subprocess: the weights are synced by reference), unless the user
     # chose otherwise; vLLM's CPU backend reads its KV cache size from the engine's own argument below
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -125,12 +126,13 @@ def vllm_module():
 
 @contextlib.contextmanager
 def _process_state_kept():
-    """Building a vLLM engine in process seeds the global random streams (torch, numpy, Python's) and, on CPU, sets
-    torch to one thread and replaces ``torch.set_num_threads`` with a no-op: put all of them back, so the trainer's
-    streams and threads are the run's own."""
+    """Building a vLLM engine in process seeds the global random streams (torch's CPU and CUDA generators, numpy's,
+    Python's) and, on CPU, sets torch to one thread and replaces ``torch.set_num_threads`` with a no-op: put all of
+    them back, so the trainer's streams and threads are the run's own."""
     threads, set_threads = torch.get_num_threads(), torch.set_num_threads
     numpy_state, python_state = np.random.get_state(), random.getstate()
-    with torch.random.fork_rng(devices=[]):
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
         try:
             yield
         finally:
