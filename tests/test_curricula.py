@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from genenv.coevolve import rollout_budget, run
-from genenv.config import load_config
+from genenv.config import ConfigError, load_config
 from genenv.curricula import curriculum_names
 from genenv.domains import Task
 from genenv.io import read_jsonl
@@ -183,45 +183,36 @@ def test_level_success_is_the_mean_and_band_share_of_recent_tasks():
     assert level_success(pool, [1, 2, 3], window=2)[1] == LevelSuccess(0.25, 0.5)   # the 2 latest of level 1
 
 
-def test_choose_level_prefers_the_band_share_then_the_mean_and_explores():
-    from genenv.experimental.options import BandLevel
+def test_choose_level_frontier_rule_moves_past_a_mastered_level_to_one_not_yet_solved():
     from genenv.reward import LevelSuccess as S
     from genenv.signals import choose_level
     rng = np.random.default_rng(0)
-    # bimodal levels: level 2's mean (0.9) is closer to alpha than level 3's (0.05), but level 3 has tasks in band
-    stats = {1: S(1.0, 0.0), 2: S(0.9, 0.0), 3: S(0.05, 0.06)}
-    assert {choose_level(stats, 0.5, 0.0, rng, rule=BandLevel) for _ in range(50)} == {3}
-    no_band = {1: S(0.95, 0.0), 2: S(0.6, 0.0), 3: S(0.05, 0.0)}
-    assert {choose_level(no_band, 0.5, 0.0, rng, rule=BandLevel) for _ in range(50)} == {2}     # closest mean
-    assert {choose_level({**stats, 2: None}, 0.5, 0.0, rng, rule=BandLevel) for _ in range(50)} == {2}  # untried first
-    tied = {1: S(0.4, 0.5), 2: S(0.6, 0.5)}
-    assert {choose_level(tied, 0.5, 0.0, rng, rule=BandLevel) for _ in range(200)} == {1, 2}  # ties
-    picks = [choose_level(stats, 0.5, 1.0, rng, rule=BandLevel) for _ in range(300)]
-    assert set(picks) == {1, 2, 3}
-
-
-def test_choose_level_frontier_rule_moves_past_a_mastered_level_to_one_not_yet_solved():
-    from genenv.experimental.options import BandLevel
-    from genenv.reward import LevelSuccess as S
-    from genenv.signals import FrontierLevel, choose_level
-    rng = np.random.default_rng(0)
-    # level 2 mastered (0.9), level 3 unsolved (0.05, nothing in the band): band picks 2, frontier picks 3
+    # level 2 mastered (0.9), level 3 unsolved (0.05, nothing in the band): the frontier picks 3
     stats = {1: S(0.99, 0.0), 2: S(0.9, 0.1), 3: S(0.05, 0.0), 4: S(0.0, 0.0)}
-    assert {choose_level(stats, 0.5, 0.0, rng, rule=BandLevel) for _ in range(20)} == {2}
-    assert {choose_level(stats, 0.5, 0.0, rng, rule=FrontierLevel, mastered=0.75) for _ in range(20)} == {3}
+    assert {choose_level(stats, 0.0, rng, mastered=0.75) for _ in range(20)} == {3}
     # an easier level that slipped below mastery comes back first; the threshold is strict
-    assert choose_level({**stats, 1: S(0.7, 1.0)}, 0.5, 0.0, rng, rule=FrontierLevel, mastered=0.75) == 1
-    assert choose_level({**stats, 2: S(0.75, 1.0)}, 0.5, 0.0, rng, rule=FrontierLevel, mastered=0.75) == 3
+    assert choose_level({**stats, 1: S(0.7, 1.0)}, 0.0, rng, mastered=0.75) == 1
+    assert choose_level({**stats, 2: S(0.75, 1.0)}, 0.0, rng, mastered=0.75) == 3
     # everything mastered: the hardest level; untried levels and exploration come before the rule
     done = {lv: S(0.95, 0.0) for lv in (1, 2, 3)}
-    assert choose_level(done, 0.5, 0.0, rng, rule=FrontierLevel) == 3
-    assert choose_level({**done, 2: None}, 0.5, 0.0, rng, rule=FrontierLevel) == 2
-    assert len({choose_level(stats, 0.5, 1.0, rng, rule=FrontierLevel) for _ in range(200)}) == 4
+    assert choose_level(done, 0.0, rng) == 3
+    assert choose_level({**done, 2: None}, 0.0, rng) == 2
+    assert len({choose_level(stats, 1.0, rng) for _ in range(200)}) == 4
 
 
-@pytest.mark.parametrize("rule", [["experimental.oracle_rule=band"], []])
-def test_oracle_writes_domain_tasks_at_the_frontier_and_never_trains_the_simulator(tmp_path, rule):
-    cfg = load_config("smoke", ["threads=1", "curriculum=oracle", "epochs=3", "baseline.oracle_exploration=0", *rule])
+def test_the_retired_band_rule_and_posterior_estimate_name_the_commit_that_runs_them():
+    """Issue 94: experimental.oracle_rule=band and experimental.p_hat_estimate=posterior left the main path (two
+    replacement slots it kept for them); under any spelling, one error naming the commit whose code runs them."""
+    from genenv.experimental import REMOVED
+    for override in ("experimental.oracle_rule=band", "baseline.oracle_rule=band",
+                     "experimental.p_hat_estimate=posterior", "curriculum_reward.posterior=true"):
+        with pytest.raises(ConfigError, match=r"was removed .* commit [0-9a-f]{7}"):
+            load_config("smoke", [override])
+    assert {"experimental.oracle_rule=band", "experimental.p_hat_estimate=posterior"} <= set(REMOVED)
+
+
+def test_oracle_writes_domain_tasks_at_the_frontier_and_never_trains_the_simulator(tmp_path):
+    cfg = load_config("smoke", ["threads=1", "curriculum=oracle", "epochs=3", "baseline.oracle_exploration=0"])
     out = run(cfg, run_dir=tmp_path / "oracle", log=lambda m: None)
     rows = read_jsonl(out / "metrics.jsonl")
     assert all(r["env_steps"] == 0 and r["generated"] == 8 for r in rows)

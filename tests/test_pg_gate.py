@@ -174,13 +174,6 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
              "experimental.pg_reward=interior": ("experimental.signal=interior", ("experimental", "signal"),
                                                  "interior"),
              "env.pg.signal=interior": ("experimental.signal=interior", ("experimental", "signal"), "interior"),
-             "baseline.oracle_rule=band": ("experimental.oracle_rule=band", ("experimental", "oracle_rule"), "band"),
-             "curriculum_reward.posterior=true": ("experimental.p_hat_estimate=posterior",
-                                                  ("experimental", "p_hat_estimate"), "posterior"),
-             "experimental.posterior_p_hat=true": ("experimental.p_hat_estimate=posterior",
-                                                   ("experimental", "p_hat_estimate"), "posterior"),
-             "curriculum_reward.p_hat_estimate=posterior": ("experimental.p_hat_estimate=posterior",
-                                                            ("experimental", "p_hat_estimate"), "posterior"),
              "experimental.learnability_seeds=true": ("env.seed_draw=learnability", ("env", "seed_draw"),
                                                       "learnability"),
              "experimental.predicted_seeds=true": ("env.seed_draw=learnt_frontier", ("env", "seed_draw"),
@@ -211,9 +204,9 @@ def test_options_that_lost_their_decision_rule_are_registered_strategies_and_the
         assert getattr(cfg.env.learnt_levels, name) == value
     with pytest.raises(ConfigError, match="env.pg.signal: set experimental.signal alone"):
         load_config("smoke", ["env.pg.signal=interior", "experimental.signal=penalised"])
-    with pytest.raises(ConfigError, match="experimental.oracle_rule: 'nonesuch' is not an experimental oracle rule; "
-                                          "choose one of band, or leave it out for the main path's FrontierLevel"):
-        load_config("smoke", ["experimental.oracle_rule=nonesuch"])
+    with pytest.raises(ConfigError, match="experimental.signal: 'nonesuch' is not an experimental signal; "
+                                          "choose one of .*, or leave it out for the main path's AlphaSignal"):
+        load_config("smoke", ["experimental.signal=nonesuch"])
     with pytest.warns(FutureWarning, match="experimental.oracle_rule=frontier is deprecated"):   # (its name till 76)
         assert to_dict(load_config("smoke", ["experimental.oracle_rule=frontier"])) == to_dict(load_config("smoke"))
     for field, main in (("env.pg.signal", "alpha"), ("curriculum_reward.p_hat_estimate", "empirical"),
@@ -360,9 +353,9 @@ def test_the_predicted_gate_shuts_out_tasks_that_look_like_mastered_ones():
 def test_a_strategy_without_its_kinds_method_is_refused_when_built():
     """Each kind of strategy declares the method it answers with (abstract): a registered class that lacks it fails
     at its construction, before a run uses it, not at the first call."""
-    from genenv.signals import LevelRule, SeedDraw, Signal, SuccessEstimate
+    from genenv.signals import SeedDraw, Signal
     cfg = load_config("smoke")
-    for kind in (SeedDraw, Signal, LevelRule, SuccessEstimate):
+    for kind in (SeedDraw, Signal):
         incomplete = type(f"Incomplete{kind.__name__}", (kind,), {})
         with pytest.raises(TypeError, match="abstract"):
             incomplete(cfg)

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from genenv.experimental.options import interior_reward, posterior_success_rate
+from genenv.experimental.options import interior_reward
 from genenv.reward import (
     alpha_reward,
     frontier_reward,
@@ -18,12 +18,6 @@ def test_success_rate_counts_threshold():
     assert success_rate([1, 0, 1, 1]) == 0.75
     assert success_rate([0.9, 0.5, 1.0], success_threshold=0.8) == pytest.approx(2 / 3)
     assert success_rate([0, 0, 0, 0]) == 0.0
-
-
-def test_success_rate_posterior_is_beta_mean():
-    # k = 3 of n = 4 -> (3 + 1) / (4 + 2)
-    assert posterior_success_rate([1, 1, 1, 0]) == pytest.approx(4 / 6)
-    assert posterior_success_rate([0, 0]) == pytest.approx(1 / 4)
 
 
 def test_success_rate_rejects_empty():
@@ -93,9 +87,8 @@ def test_the_scalar_shortcuts_give_the_array_arithmetics_values():
             assert in_band(p, alpha, 0.1) == bool(np.abs(np.asarray(p) - alpha) <= 0.1 + 1e-12)
     for _ in range(2000):
         rewards = [float(r) for r in rng.choice([0.0, 0.5, 1.0], size=int(rng.integers(1, 9)))]
-        for rate in (success_rate, posterior_success_rate):
-            assert rate(rewards, 1.0) == rate(np.array(rewards), 1.0)
-            assert rate(tuple(rewards), 0.5) == rate(np.array(rewards), 0.5)
+        assert success_rate(rewards, 1.0) == success_rate(np.array(rewards), 1.0)
+        assert success_rate(tuple(rewards), 0.5) == success_rate(np.array(rewards), 0.5)
     assert success_rate([[1.0, 0.0], [1.0, 1.0]]) == 0.75   # nested lists still go through numpy's ravel
     with pytest.raises(ValueError):
         success_rate([])

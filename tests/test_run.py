@@ -484,18 +484,6 @@ def test_resume_after_a_kill_between_the_checkpoint_renames_twice(tmp_path, monk
     assert _stable(read_jsonl(killed / "metrics.jsonl")) == _stable(read_jsonl(reference / "metrics.jsonl"))
 
 
-def test_replayed_tasks_record_the_posterior_p_hat(tmp_path):
-    """With experimental.p_hat_estimate=posterior every p_hat the pool records is (k + 1) / (n + 2), replayed
-    tasks too."""
-    cfg = load_config("smoke", ["threads=1", "epochs=2", "experimental.p_hat_estimate=posterior"])
-    out = run(cfg, run_dir=tmp_path / "posterior", log=lambda m: None)
-    events = [json.loads(line) for line in (out / "checkpoints" / "task_pool.log.jsonl").read_text().splitlines()]
-    recorded = [e["p_hat"] for e in events if "p_hat" in e]
-    n = cfg.agent.group_size
-    allowed = {(k + 1) / (n + 2) for k in range(n + 1)}
-    assert len(recorded) >= 2 * 12 and all(p in allowed for p in recorded)  # >= the replayed tasks alone
-
-
 def test_both_optimisers_take_their_weight_decay_from_the_config():
     from genenv.models.tiny import build_tiny_policy
     from genenv.players import make_players

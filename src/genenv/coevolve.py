@@ -81,11 +81,11 @@ from genenv.players import Players, RunState, engines, engines_line
 from genenv.pool import TaskPool
 from genenv.preflight import preflight
 from genenv.progress import progress_bar
-from genenv.reward import scored
+from genenv.reward import scored, success_rate
 from genenv.rollout import Episode, rollout
 from genenv.run_folder import discard_failed_start, open_run, run_summary
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import SEED_DRAWS, part
+from genenv.signals import SEED_DRAWS
 from genenv.simulator_updates import SIMULATOR_UPDATES, SimulatorUpdate
 from genenv.splits import DataSplit, data_split
 from genenv.trackers import Trackers
@@ -149,7 +149,7 @@ def scoring(cfg: RunConfig) -> dict:
     """The values p_hat, R_env and the band are computed with (:func:`genenv.reward.scored`), from the config."""
     cr = cfg.curriculum_reward
     return dict(alpha=cr.alpha, beta=cr.beta, k_min=cr.k_min, success_threshold=cr.success_threshold,
-                p_hat_level=cr.p_hat_level, rate=part(cfg, "p_hat_estimate").rate)
+                p_hat_level=cr.p_hat_level)
 
 
 def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list[list[Episode]],
@@ -202,9 +202,9 @@ def update_simulator(cfg: RunConfig, domain: Domain, players: Players, state: Ru
 def grow_pools(cfg: RunConfig, state: RunState, generated: list[Candidate], drawn_tasks: list[Task],
                drawn_groups: list[list[Episode]], epoch: int) -> None:
     """Phase 6: D_train records every drawn task's p_hat and gets the valid generations with theirs."""
-    rate, threshold = part(cfg, "p_hat_estimate").rate, cfg.curriculum_reward.success_threshold
+    threshold = cfg.curriculum_reward.success_threshold
     for task, group in zip(drawn_tasks, drawn_groups):
-        p_hat = rate([e.reward for e in group], threshold)
+        p_hat = success_rate([e.reward for e in group], threshold)
         state.task_pool.add(task, "generated", epoch, p_hat)
     for item in generated:
         if item.valid and item.p_hat_task is not None:

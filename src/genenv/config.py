@@ -366,7 +366,8 @@ class RunConfig:
 
 # --------------------------------------------------------------------------------------------- loading
 
-# values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them
+# values removed in issue 56 (options that lost their decision rule): the commit whose code still runs them (the
+# experimental plugin refuses its own: genenv.experimental.old_spellings)
 REMOVED_VALUES = {("env.pg.gate", "greedy"): "d99c82e"}
 # values renamed (read with a FutureWarning): the learnt seed draw joined the main path in issue 88
 RENAMED_VALUES = {("env.seed_draw", "predicted"): "learnt_frontier"}

@@ -26,7 +26,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.pool import TaskPool
 from genenv.reward import level_success
 from genenv.seeding import phase_rng, phase_seed
-from genenv.signals import choose_level, part
+from genenv.signals import choose_level
 from genenv.signals import information_used as strategy_information
 from genenv.splits import DataSplit
 
@@ -126,7 +126,7 @@ class Learnability(Static):
 @register_curriculum("oracle")
 class Oracle(Curriculum):
     """The upper reference: a perfect teacher. The domain's own generator writes every fresh task, at the level
-    the frontier rule picks (:func:`genenv.signals.choose_level`, :class:`genenv.signals.FrontierLevel`): the easiest
+    the frontier rule picks (:func:`genenv.signals.choose_level`, :func:`genenv.signals.frontier_level`): the easiest
     level not yet mastered. A level never tried comes first, and with probability
     ``baseline.oracle_exploration`` the level is uniform. Needs a domain that
     draws tasks by level (``random_task(rng, level)``, e.g. a LeveledDomain); the simulator is never used.
@@ -150,8 +150,7 @@ class Oracle(Curriculum):
         stats = level_success(pool, domain.levels(), bc.oracle_window, cr.alpha, cr.k_min)
         out = []
         for batch in range(cfg.seeds_per_epoch):
-            level = choose_level(stats, cr.alpha, bc.oracle_exploration, rng, rule=part(cfg, "oracle_rule"),
-                                 mastered=cr.alpha + cr.k_min)
+            level = choose_level(stats, bc.oracle_exploration, rng, mastered=cr.alpha + cr.k_min)
             for _ in range(cfg.env.variations):
                 task = domain.random_task(rng, level)
                 out.append(Candidate(batch, task, "", [], [], task.text, Invalid("unparsed")))

@@ -80,8 +80,8 @@ def rwr_weights(r_env, lam: float = 1.0):
 
 
 def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success_threshold: float,
-           p_hat_level: str, rate: Callable = success_rate) -> list:
-    """p_hat per task and per seed batch (``p_hat_level``, each ``rate(rewards, success_threshold)``), then R_env
+           p_hat_level: str) -> list:
+    """p_hat per task and per seed batch (``p_hat_level``, each :func:`success_rate`), then R_env
     and the in-band flag (invalid or not rolled out: R_env 0), on an epoch's :class:`genenv.generation.Candidate`
     list (not imported: generation.py imports this module)."""
     successes_by_batch: dict[int, list[float]] = {}
@@ -90,7 +90,7 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
         p = None
         if c.valid and c.episodes:
             rewards = [e.reward for e in c.episodes]
-            p = rate(rewards, success_threshold)
+            p = success_rate(rewards, success_threshold)
             successes_by_batch.setdefault(c.batch, []).extend(rewards)
         p_hat_task.append(p)
     by_batch: dict[int, float] = {}   # a batch's p_hat, computed once for its members
@@ -104,7 +104,7 @@ def scored(candidates: list, *, alpha: float, beta: float, k_min: float, success
         elif c.batch in by_batch:
             p = by_batch[c.batch]
         else:
-            p = by_batch[c.batch] = rate(successes_by_batch[c.batch], success_threshold)
+            p = by_batch[c.batch] = success_rate(successes_by_batch[c.batch], success_threshold)
         out.append(c.updated(p_hat_task=p_task, p_hat=p, r_env=alpha_reward(p, alpha, beta),
                              in_band=in_band(p, alpha, k_min)))
     return out

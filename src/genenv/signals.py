@@ -7,10 +7,10 @@ the selected strategy with values and never tests an option's name:
 - :data:`GATES` (``env.pg.gate``): which valid generations may earn the pg update's reward.
 
 Where it has one answer, that answer is a plain class: :class:`AlphaSignal`, what a generation earns under the pg
-update (R_env rescaled, the paper's reward); :class:`EmpiricalSuccess`, p_hat from a group of rollout rewards (k /
-n); :class:`FrontierLevel`, the level the oracle (and the frontier seed draw) picks. An experiment may put another
-class in the place of one of these three (:data:`MAIN_PARTS`) through the one hook for experiments,
-:func:`add_replacement`; the loop asks :func:`part` for each.
+update (R_env rescaled, the paper's reward). An experiment may put another class in its place (:data:`MAIN_PARTS`)
+through the one hook for experiments, :func:`add_replacement`; the loop asks :func:`part` for it. (p_hat is k / n,
+:func:`genenv.reward.success_rate`, and the oracle's level the frontier's, :func:`frontier_level`: their
+alternatives, posterior and band, were retired in issue 94.)
 
 Experiments come from plugins, through the ``genenv.strategies`` entry-point group (genenv's own options that lost
 their decision rule are one): nothing here imports them or knows their names. A plugin registers strategies into the
@@ -38,7 +38,6 @@ from genenv.reward import (
     level_gate,
     level_success,
     open_levels,
-    success_rate,
 )
 from genenv.text_difficulty import learnt_levels
 
@@ -157,37 +156,24 @@ class LearntFrontierSeeds(SeedDraw):
 # ============================================================================ level rules (the oracle's choice)
 
 
-class LevelRule(Strategy):
-    """The oracle's choice of a level from per-level statistics, after exploration and untried levels
-    (:func:`choose_level`)."""
-
-    @staticmethod
-    @abc.abstractmethod
-    def choose(stats: dict[int, LevelSuccess], alpha: float, rng: np.random.Generator, mastered: float) -> int:
-        """The level, from every level's statistics (none of them None)."""
-
-
-class FrontierLevel(LevelRule):
+def frontier_level(stats: dict[int, LevelSuccess], mastered: float) -> int:
     """The easiest level whose mean recent success is below ``mastered`` (alpha + k_min: not yet solved
     reliably); the hardest level when every level is mastered."""
-
-    @staticmethod
-    def choose(stats, alpha, rng, mastered):
-        levels = [lv for lv in sorted(stats) if stats[lv].mean < mastered]
-        return int(levels[0] if levels else max(stats))
+    levels = [lv for lv in sorted(stats) if stats[lv].mean < mastered]
+    return int(levels[0] if levels else max(stats))
 
 
-def choose_level(stats: dict[int, LevelSuccess | None], alpha: float, exploration: float,
-                 rng: np.random.Generator, rule: type[LevelRule] = FrontierLevel, mastered: float = 0.75) -> int:
-    """A uniform level with probability ``exploration``; else a level never tried; else the level ``rule`` picks
-    (the main path's :class:`FrontierLevel`, or the class an experiment put in its place: :func:`part`)."""
+def choose_level(stats: dict[int, LevelSuccess | None], exploration: float, rng: np.random.Generator,
+                 mastered: float = 0.75) -> int:
+    """A uniform level with probability ``exploration``; else a level never tried; else the frontier level
+    (:func:`frontier_level`)."""
     levels = list(stats)
     if rng.random() < exploration:
         return int(levels[rng.integers(len(levels))])
     untried = [lv for lv in levels if stats[lv] is None]
     if untried:
         return int(untried[rng.integers(len(untried))])
-    return rule.choose(stats, alpha, rng, mastered)
+    return frontier_level(stats, mastered)
 
 
 def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: float, k_min: float, window: int,
@@ -206,7 +192,7 @@ def frontier_seeds(pool: TaskPool, n: int, rng: np.random.Generator, *, alpha: f
     stats = group_success(pool, groups, window, alpha, k_min)
     seeds = []
     for _ in range(n):
-        group = choose_level(stats, alpha, exploration, rng, mastered=alpha + k_min)
+        group = choose_level(stats, exploration, rng, mastered=alpha + k_min)
         members = groups[group]
         seeds.append(pool.entries[members[rng.integers(len(members))]].task)
     return seeds
@@ -283,28 +269,10 @@ class AlphaSignal(Signal):
         return challenger_rewards(generated, self.paid, gate)
 
 
-# ============================================================================ p_hat estimates
-
-
-class SuccessEstimate(Strategy):
-    """p_hat of a group of rollout rewards."""
-
-    @staticmethod
-    @abc.abstractmethod
-    def rate(rewards, success_threshold: float) -> float:
-        """p_hat of a group's rewards, a rollout succeeding at ``success_threshold`` or above."""
-
-
-class EmpiricalSuccess(SuccessEstimate):
-    """k / n (paper Eq. 2)."""
-    rate = staticmethod(success_rate)
-
-
 # ============================================================================ the one hook for experiments
 
 # the main path's one answer for each part where it has no choice: the class an experiment may replace
-MAIN_PARTS: dict[str, type[Strategy]] = {"signal": AlphaSignal, "p_hat_estimate": EmpiricalSuccess,
-                                         "oracle_rule": FrontierLevel}
+MAIN_PARTS: dict[str, type[Strategy]] = {"signal": AlphaSignal}
 REPLACEMENTS: list[Callable[[RunConfig, str], type[Strategy] | None]] = []   # add_replacement
 
 

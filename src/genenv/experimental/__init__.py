@@ -6,8 +6,7 @@ draw as the best earlier level-free arm). Each is a strategy registered by :func
 ``genenv.strategies`` entry point calls: no module outside this package imports it, and the main path never tests
 one of its names. Where the main path has a choice, an option is one more entry of its registry, selected by the
 registry's field (``env.pg.gate=predicted``, ``env.seed_draw=progress``); where it has one answer, an option
-replaces it, selected by ``experimental.<part>`` (``experimental.signal=probe_gain``,
-``experimental.p_hat_estimate=posterior``, ``experimental.oracle_rule=band``). Its knobs live under
+replaces it, selected by ``experimental.<part>`` (``experimental.signal=probe_gain``). Its knobs live under
 ``experimental.<section>``; its old spellings are read by :mod:`genenv.experimental.old_spellings`.
 No preset selects one and no default depends on them. :data:`EXPERIMENTS` says, for each, what it does, where its
 measurement is and what the rule said; :data:`REMOVED` names the options that were taken out and the commit whose
@@ -17,6 +16,8 @@ code still runs them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from genenv.experimental.old_spellings import RETIRED_COMMIT
 
 
 def register() -> None:
@@ -55,12 +56,6 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "was a collapse onto one solved request, the held-out comparison was never run, and constrained "
                "decoding (93% valid) replaced it in the preset; G (repeats) was built and never run; no preset "
                "selects it"),
-    Experiment("experimental.oracle_rule=band", "the oracle writes at the level with the largest band share instead of "
-               "the easiest unmastered one", "docs/results-log/issue13-sixteen-seeds.md",
-               "dev, 8 seeds: 'frontier' minus 'band' +0.057 [+0.010, +0.108]; frontier adopted"),
-    Experiment("experimental.p_hat_estimate=posterior", "every p_hat the Beta(1,1) posterior mean (k+1)/(n+2)",
-               "none: moved here by issue 42 with the options no rule adopted (commit 87ec9e6)",
-               "no run on the record shows a gain; never a default"),
     Experiment("env.seed_draw=learnability", "the simulator's seed tasks drawn by p(1-p) of their last p_hat",
                "docs/results-log/issue13-attempts-1-4.md (attempt 3)",
                "dev, 8 seeds: +0.011 [-0.015, +0.050] over uniform seeds; not adopted"),
@@ -83,11 +78,15 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "the control that learning_progress did not beat; never a default"),
 )
 
-# options taken out of the code (issue 56), with the commit whose code still runs them and where they were measured
+# options taken out of the code (issues 56, 94), with the commit whose code still runs them and where they were measured
 REMOVED: dict[str, tuple[str, str]] = {
     "env.pg.gate=greedy": ("d99c82e", "docs/results-log/issue37-dev.md: the greedy gate lost on dev"),
     "domain.options.catalog (api-bank)": ("d99c82e", "docs/results-log/apibank-comparison.md: the API catalog in "
                                           "the simulator's prompt was not adopted"),
+    "experimental.oracle_rule=band": (RETIRED_COMMIT, "docs/results-log/issue13-sixteen-seeds.md: dev, 8 seeds, "
+                                      "'frontier' minus 'band' +0.057 [+0.010, +0.108] (off the main path: issue 94)"),
+    "experimental.p_hat_estimate=posterior": (RETIRED_COMMIT, "never measured to gain; never a default (off the main "
+                                              "path: issue 94)"),
 }
 
 

@@ -49,6 +49,20 @@ PENALTY_KNOBS = {"env.pg_invalid_reward": ("invalid_reward", 0.0), "env.pg.inval
 # an old name that is today's spelling of a part, at the main path's value then (experimental.oracle_rule named
 # baseline.oracle_rule before issue 76): dropped
 MAIN_VALUES = {"experimental.oracle_rule": "frontier"}
+# the values of the parts whose slots left the main path in issue 94, with the commit whose code still runs them
+# (genenv.experimental.REMOVED says where each was measured)
+RETIRED_COMMIT = "2039471"
+RETIRED_VALUES = {"p_hat_estimate": ("posterior",), "oracle_rule": ("band",)}
+
+
+def refuse_retired(data: dict) -> None:
+    """A retired part's value (:data:`RETIRED_VALUES`), under its name or an old one moved to it: a ConfigError
+    naming the commit whose code still runs it (:data:`RETIRED_COMMIT`)."""
+    for part, values in RETIRED_VALUES.items():
+        value = at(data, f"experimental.{part}")
+        if value in values:
+            raise ConfigError(f"experimental.{part}: {value!r} was removed (an option that lost its decision rule); "
+                              f"its runs repeat with the code of commit {RETIRED_COMMIT} (docs/results-log.md)")
 PENALISED = "penalised"
 LOST = "an option that lost its decision rule"
 
@@ -61,6 +75,7 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
     ``defaults``: today's config at its defaults, as a dict."""
     olds = (*PART_FIELDS, *MOVED_SWITCHES, *MOVED_KNOBS, *JOINED_KNOBS, *PENALTY_KNOBS)
     if all(at(data, old) is ABSENT for old in olds) and all(at(data, k) != v for k, v in MAIN_VALUES.items()):
+        refuse_retired(data)
         return data
     data = copy.deepcopy(data)
     for old, main in MAIN_VALUES.items():
@@ -70,13 +85,15 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
                           stacklevel=4)
     for old, part in PART_FIELDS.items():
         value = at(data, old)
-        if value not in PARTS[part]:   # (the main path's value, or none: genenv.old_spellings reads it)
+        retired = value in RETIRED_VALUES.get(part, ())
+        if value not in PARTS.get(part, {}) and not retired:   # (the main path's value, or none: read elsewhere)
             continue
         pop(data, old)
         new = f"experimental.{part}"
         if at(data, new) not in (ABSENT, value):
             raise ConfigError(f"{old}: set {new} alone ({old}={value} is its old spelling)")
-        warnings.warn(f"{old}={value} is deprecated: write {new}={value} ({LOST})", FutureWarning, stacklevel=4)
+        if not retired:   # (a retired one is refused by the config, naming the commit that runs it)
+            warnings.warn(f"{old}={value} is deprecated: write {new}={value} ({LOST})", FutureWarning, stacklevel=4)
         put(data, new, value)
     for old, (on, field_name, value) in MOVED_SWITCHES.items():   # (a switch's old name may be a new section)
         setting = at(data, old)
@@ -118,4 +135,5 @@ def read_old_spellings(data: dict, defaults: dict) -> dict:
                       f"({LOST})", FutureWarning, stacklevel=4)
         put(data, "experimental.signal", PENALISED)
         put(data, target, setting)
+    refuse_retired(data)
     return data

@@ -11,7 +11,7 @@ import numpy as np
 from genenv.config import knob
 from genenv.experimental.sections import Experimental, replaces
 from genenv.reward import alpha_reward, challenger_rewards
-from genenv.signals import SEED_DRAWS, AlphaSignal, LevelRule, SeedDraw, Signal, SuccessEstimate
+from genenv.signals import SEED_DRAWS, AlphaSignal, SeedDraw, Signal
 
 
 @SEED_DRAWS.register("learnability")
@@ -93,30 +93,3 @@ def penalised_rewards(candidates, valid_reward: Callable, invalid_reward: float 
         return float(valid_reward(c))
     return [reward(c) if c.valid else float(invalid_reward) for c in candidates]
 
-
-def posterior_success_rate(rewards, success_threshold: float = 1.0) -> float:
-    """The Beta(1,1) posterior mean (k + 1) / (n + 2) of a group's successes, which never sits at 0 or 1."""
-    values = np.asarray(rewards, dtype=float).ravel()
-    if values.size == 0:
-        raise ValueError("posterior_success_rate needs at least one reward")
-    return (float(np.sum(values >= success_threshold)) + 1.0) / (values.size + 2.0)
-
-
-@replaces("p_hat_estimate", "posterior")
-class PosteriorSuccess(Experimental, SuccessEstimate):
-    """Every p_hat the Beta(1,1) posterior mean instead of k / n."""
-    rate = staticmethod(posterior_success_rate)
-
-
-@replaces("oracle_rule", "band")
-class BandLevel(Experimental, LevelRule):
-    """The level with the largest share of recent tasks in the band; else (no level has one) the level whose mean is
-    closest to alpha. Ties at random."""
-
-    @staticmethod
-    def choose(stats, alpha, rng, mastered):
-        levels = list(stats)
-        shares = np.array([stats[lv].band_share for lv in levels])
-        scores = shares if shares.max() > 0 else -np.array([abs(stats[lv].mean - alpha) for lv in levels])
-        best = np.flatnonzero(scores == scores.max())
-        return int(levels[best[rng.integers(len(best))]])

@@ -15,7 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING, ClassVar
 
 from genenv.config import ConfigError, describe, from_dict
-from genenv.signals import MAIN_PARTS, REGISTRIES, LevelRule, Signal, SuccessEstimate, selected
+from genenv.signals import MAIN_PARTS, REGISTRIES, Signal, selected
 
 if TYPE_CHECKING:
     from genenv.config import RunConfig
@@ -40,7 +40,7 @@ class Experimental:
 # the experimental classes that may replace each main-path part (genenv.signals.MAIN_PARTS), by name: selected by
 # experimental.<part>=<name>
 PARTS: dict[str, dict[str, type]] = {name: {} for name in MAIN_PARTS}
-KINDS = {"signal": Signal, "p_hat_estimate": SuccessEstimate, "oracle_rule": LevelRule}   # what each part is
+KINDS = {"signal": Signal}   # what each part is
 
 
 def replaces(part: str, name: str):
