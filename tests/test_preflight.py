@@ -133,3 +133,20 @@ def test_models_random_writes_heads_vllms_cpu_build_takes(tmp_path, capsys, fami
     assert main(["models", "random", family, "--out", str(out), "--preset", "smoke"]) == 0
     assert json.loads((out / "config.json").read_text())["head_dim"] == 32
     assert vllm_refusal(str(out), "cpu", architecture=False) is None
+
+
+def test_the_memory_estimate_counts_the_vllm_engines(narrow_folder):
+    """`models check` left the vLLM engines out (5.7 GB for SmolLM2 with or without them; the run peaked at 10.0 GB
+    on vLLM, 6.9 GB on transformers). On CPU an engine holds a copy of the weights and its KV cache: for this folder
+    (2 layers, 1 KV head 16 wide, float32) 2 x 2 x 1 x 16 x 4 = 256 bytes a token, for 16,384 tokens."""
+    from transformers import AutoConfig
+
+    from genenv.model_check import memory_estimate
+    config = AutoConfig.from_pretrained(narrow_folder)
+    parameters = 100_000
+    for settings, engines in (([], 0), (["agent.sampler=vllm"], 1), (["agent.sampler=vllm", "env.sampler=vllm"], 2)):
+        estimate = memory_estimate(load_config("smoke", settings), parameters, config, 0, 10)
+        assert estimate["vllm"] == pytest.approx(engines * (parameters * 4 + 256 * 16384) / 2**20)
+        assert estimate["total"] >= estimate["process"] + estimate["agent"] + estimate["env"] + estimate["vllm"]
+    assert memory_estimate(load_config("smoke", ["agent.sampler=vllm", "device=cuda"]), parameters, config, 0,
+                           10)["vllm"] == 0   # (a GPU's engine lives in the GPU's memory)

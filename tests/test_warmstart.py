@@ -56,7 +56,7 @@ KEYED_WITHIN_A_PLAYER = {"tiny"}
 
 
 def _covered(path: str) -> bool:
-    listed = {path for role in ("agent", "env") for _, path in warmstart_fields(role)} | KEYED_WITHIN_A_PLAYER
+    listed = {path for role in ("agent", "env") for path in warmstart_fields(role)} | KEYED_WITHIN_A_PLAYER
     return any(path == name or path.startswith(name + ".") for name in listed) or path in NOT_IN_WARMSTART
 
 
@@ -310,21 +310,19 @@ def test_a_domain_moved_to_another_module_keeps_its_warm_start_cache_key(tmp_pat
     assert _cache_key("agent", cfg, cfg.agent, module.Moved()) != _cache_key("agent", cfg, cfg.agent, domains[0])
 
 
-def test_the_knobs_no_warm_start_read_are_gone_and_the_cache_keys_keep_them():
+def test_the_knobs_no_warm_start_read_are_gone_and_the_cache_keys_hold_none_of_them():
     """Issue 76: agent.warmstart.corpus_size and the simulator's success check never did anything; they are no
-    knobs now (an old spelling is dropped with a warning), and a warm start's cache key holds the values they always
-    had, so the warm starts cached before are found again."""
+    knobs (an old spelling is dropped with a warning). Issue 94: a cache key holds today's fields under today's names
+    only (the shims that kept the warm starts cached before issue 76 protected nothing: every cache retrained)."""
     import warnings
 
     from genenv.config import RunConfig
-    from genenv.old_spellings import DEAD_WARMSTART_KNOBS
     from genenv.warmstart import _config_value
     cfg = RunConfig()
     assert not hasattr(cfg.agent.warmstart, "corpus_size") and not hasattr(cfg.env.warmstart, "min_success")
-    assert _config_value(cfg, "agent.warmstart")["corpus_size"] == 20000
-    assert {k: _config_value(cfg, "env.warmstart")[k] for k in ("min_success", "max_rounds", "check_tasks")} == \
-        {"min_success": 0.9, "max_rounds": 3, "check_tasks": 256}
-    assert len(DEAD_WARMSTART_KNOBS) == 4
+    assert "corpus_size" not in _config_value(cfg, "agent.warmstart")
+    assert not {"min_success", "max_rounds", "check_tasks"} & set(_config_value(cfg, "env.warmstart"))
+    assert "dtype" in warmstart_fields("agent") and "agent.dtype" not in warmstart_fields("agent")
     with pytest.warns(FutureWarning, match="env.warmstart.check_tasks is removed"):
         read = load_config("smoke", ["env.warmstart.check_tasks=7"])
     with warnings.catch_warnings():

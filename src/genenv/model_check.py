@@ -118,6 +118,22 @@ def _activations_mb(cfg, config, sequences: int, tokens: int) -> float:
     return sequences * tokens * per_token / MB
 
 
+def vllm_engine_mb(cfg, parameters: int, config) -> float:
+    """MB of this process's memory one player's vLLM engine takes (``sampler=vllm``): on CPU a copy of the weights in
+    the run's dtype and the KV cache it allocates at start (:class:`genenv.models.vllm_engine.VllmSampler`: room for
+    ``max(window, 16384)`` tokens); on a GPU none of it is the host's (the engine's share of the GPU is
+    ``GPU_MEMORY_FOR_ENGINES``)."""
+    if cfg.device != "cpu":
+        return 0.0
+    from genenv.models.vllm_engine import head_size  # noqa: PLC0415
+
+    raw = config.to_dict()
+    kv_heads = int(raw.get("num_key_value_heads") or raw["num_attention_heads"])
+    per_token = 2 * int(raw["num_hidden_layers"]) * kv_heads * (head_size(raw) or 0) * BYTES[cfg.dtype]
+    tokens = max(int(raw.get("max_position_embeddings") or 2048), 16384)
+    return (parameters * BYTES[cfg.dtype] + per_token * tokens) / MB
+
+
 def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_tokens: int) -> dict[str, float]:
     """MB of a run of ``cfg`` with a model of ``parameters`` parameters (transformers ``config``) as both players.
 
@@ -125,7 +141,8 @@ def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_token
     AdamW moments and the copy it is reloaded from, its SFT batch's activations, beside the other player's weights.
     ``agent``/``env``: co-evolution's static part of each player (the policy, its KL reference, a gradient and two
     AdamW moments per trainable parameter; with LoRA the reference is the same weights, adapters off);
-    ``activations``: the largest GRPO step's. ``total``: the process baseline plus the larger of the two stages.
+    ``activations``: the largest GRPO step's; ``vllm``: the players' vLLM engines (:func:`vllm_engine_mb`), built
+    after the warm starts. ``total``: the process baseline plus the larger of the two stages.
     ``linear_lora``: the adapter parameters per unit of rank."""
     out: dict[str, float] = {}
     weights = {role: parameters * BYTES[cfg.dtype] / MB for role in ("agent", "env")}
@@ -142,8 +159,11 @@ def memory_estimate(cfg, parameters: int, config, linear_lora: int, prompt_token
     agent = cfg.agent
     out["activations"] = _activations_mb(cfg, config, agent.micro_batch or agent.minibatch_groups * agent.group_size,
                                          tokens)
+    out["vllm"] = sum(vllm_engine_mb(cfg, parameters, config) for player in (cfg.agent, cfg.env)
+                      if player.sampler == "vllm")
     out["process"] = PROCESS_BASELINE_MB
-    out["total"] = out["process"] + max(out["warm_start"], out["agent"] + out["env"] + out["activations"])
+    out["total"] = out["process"] + max(out["warm_start"],
+                                        out["agent"] + out["env"] + out["activations"] + out["vllm"])
     return out
 
 
@@ -299,11 +319,12 @@ def check_model(folder: str | Path, cfg=None) -> ModelReport:
         if prompt is not None:
             per_rank = sum(module.in_features + module.out_features for _, module in linears)
             estimate = memory_estimate(cfg, parameters, config, per_rank, prompt)
-            coevolution = estimate["agent"] + estimate["env"] + estimate["activations"]
+            coevolution = estimate["agent"] + estimate["env"] + estimate["activations"] + estimate["vllm"]
             report.rows.append(("memory", f"about {estimate['total'] / 1024:.1f} GB for this preset with the folder "
                                           f"as both players: the larger of a warm start trained here "
                                           f"({estimate['warm_start']:,.0f} MB) and co-evolution ({coevolution:,.0f} MB:"
                                           f" agent {estimate['agent']:,.0f}, simulator {estimate['env']:,.0f}, GRPO "
-                                          f"activations {estimate['activations']:,.0f} at {prompt} prompt tokens), "
-                                          f"plus the process ({estimate['process']:,.0f} MB)"))
+                                          f"activations {estimate['activations']:,.0f} at {prompt} prompt tokens"
+                                          + (f", vLLM engines {estimate['vllm']:,.0f}" if estimate["vllm"] else "")
+                                          + f"), plus the process ({estimate['process']:,.0f} MB)"))
     return report

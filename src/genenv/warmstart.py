@@ -31,7 +31,6 @@ from genenv.models.policy import Policy
 from genenv.models.registry import ModelNotAvailable, hub_id, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
-from genenv.old_spellings import DEAD_WARMSTART_KNOBS
 from genenv.progress import skip, warm_start_progress
 from genenv.prompts import context_budget, fit_contexts
 from genenv.provenance import source_fingerprint
@@ -39,27 +38,26 @@ from genenv.rollout import rollout
 from genenv.seeding import stream_seed
 from genenv.splits import data_split, training_seed_tasks
 
-CACHE_VERSION = 2   # 2: every field that shapes a warm start in the key; seed sets never hold evaluation tasks
+CACHE_VERSION = 3   # 3: the key names each field as today's config does (issue 94: no shims for older caches)
 
 # The config fields that shape each player's warm start (dotted paths; a section stands for all its fields).
 # The agent's: its seed tasks (seed, domain incl. heldout_per_level, which the seed set must avoid), its model,
 # the SFT settings, how its prompts are built and trimmed (max_new_tokens, max_context_tokens), and the
 # success check that decides whether another round is trained (generation_batch, success_threshold); device
 # and threads, which change floating-point results. tests/test_warmstart.py fails when a new config field is
-# neither listed here nor declared irrelevant there. A (name, path) pair is a field the key names as it was named
-# before it moved: the run's dtype is each player's "agent.dtype" / "env.dtype" (issue 76), so no warm start retrains.
-# "agent.tiny" / "env.tiny" hold the player's whole tiny model, the run's shape (tiny.*) with its window.
+# neither listed here nor declared irrelevant there. "agent.tiny" / "env.tiny" hold the player's whole tiny model,
+# the run's shape (tiny.*) with its window.
 WARMSTART_FIELDS = {
-    "agent": ("seed", "device", "threads", "domain", "agent.model", "agent.tiny", "agent.warmstart",
-              ("agent.dtype", "dtype"), "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
+    "agent": ("seed", "device", "threads", "dtype", "domain", "agent.model", "agent.tiny", "agent.warmstart",
+              "agent.max_new_tokens", "agent.max_context_tokens", "agent.generation_batch",
               "curriculum_reward.success_threshold"),
-    "env": ("seed", "device", "threads", "domain", "env.model", "env.tiny", "env.warmstart", ("env.dtype", "dtype")),
+    "env": ("seed", "device", "threads", "dtype", "domain", "env.model", "env.tiny", "env.warmstart"),
 }
 
 
-def warmstart_fields(role: str) -> list[tuple[str, str]]:
-    """(the name in the cache key, the config path) of every field that shapes ``role``'s warm start."""
-    return [(entry, entry) if isinstance(entry, str) else entry for entry in WARMSTART_FIELDS[role]]
+def warmstart_fields(role: str) -> tuple[str, ...]:
+    """The config path of every field that shapes ``role``'s warm start (its name in the cache key)."""
+    return WARMSTART_FIELDS[role]
 
 
 def _config_value(cfg: RunConfig, dotted: str):
@@ -69,14 +67,7 @@ def _config_value(cfg: RunConfig, dotted: str):
     value = cfg
     for part in dotted.split("."):
         value = getattr(value, part)
-    if not dataclasses.is_dataclass(value):
-        return value
-    out = to_dict(value)
-    # a section with knobs its player never read (removed in issue 76): the values they always had, as the keys of
-    # the warm starts cached before held them
-    out.update({dead.rpartition(".")[2]: default for dead, default in DEAD_WARMSTART_KNOBS.items()
-                if dead.rpartition(".")[0] == dotted})
-    return out
+    return to_dict(value) if dataclasses.is_dataclass(value) else value
 
 
 def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
@@ -90,7 +81,7 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
     cls, key = type(domain), domain.warm_start_key
     payload = {"v": CACHE_VERSION, "role": role, "format": key.format_version,
                "domain_class": cls.__qualname__, "domain_code": code_fingerprint(cls),
-               **{name: _config_value(cfg, path) for name, path in warmstart_fields(role)}}
+               **{path: _config_value(cfg, path) for path in warmstart_fields(role)}}
     options = payload["domain"]["options"]
     if role == "agent":  # options that shape only the simulator's corpus leave the agent's warm start alone
         options = {k: v for k, v in options.items() if k not in key.simulator_only_options}
