@@ -9,21 +9,9 @@ from.
 """
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
-
-from transformers.trainer_utils import get_last_checkpoint
-from trl import GRPOConfig, GRPOTrainer
-
-from genenv.config import ConfigError, load_config
-from genenv.integrations.trl import (
-    GenEnvCallback,
-    SaveAndStopOnSignal,
-    SimulatorSide,
-    domain_scorer,
-    grpo_batch,
-    task_stream,
-)
-from genenv.warmstart import warm_start_agent
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--preset", default="smoke")
@@ -37,25 +25,49 @@ parser.add_argument("--report-to", default="none", help="TRL's trackers: tensorb
 parser.add_argument("--use-vllm", action="store_true", help="TRL's vLLM colocate mode writes the agent's completions "
                     "(needs vLLM and an agent folder vLLM decodes; docs/trl.md)")
 parser.add_argument("overrides", nargs="*", help="genenv config overrides, e.g. curriculum=random")
-args = parser.parse_args()
+args = parser.parse_args()   # (before the heavy imports: --help answers at once)
+
+
+def refuse(message: str):
+    """A setting refused at start: one line per problem on stderr, exit status 2 (as genenv's own commands)."""
+    for line in message.splitlines():
+        print(f"genenv: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+if not args.use_vllm:   # TRL warns, five times on import, that the installed vLLM is newer than it tested; unused here
+    warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
+from transformers.trainer_utils import get_last_checkpoint  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from genenv.config import ConfigError, load_config  # noqa: E402
+from genenv.integrations.trl import (  # noqa: E402
+    GenEnvCallback,
+    SaveAndStopOnSignal,
+    SimulatorSide,
+    domain_scorer,
+    grpo_batch,
+    task_stream,
+)
+from genenv.warmstart import warm_start_agent  # noqa: E402
 
 resume_from = get_last_checkpoint(args.out) if Path(args.out).is_dir() else None
 if args.resume and resume_from is None:
-    raise SystemExit(f"--resume: no checkpoint-<step> under {args.out} to go on from")
+    refuse(f"--resume: no checkpoint-<step> under {args.out} to go on from")
 if resume_from and not args.resume:
-    raise SystemExit(f"--out {args.out} holds a run ({Path(resume_from).name}): add --resume, or choose another --out")
+    refuse(f"--out {args.out} holds a run ({Path(resume_from).name}): add --resume, or choose another --out")
 try:
     cfg = load_config(args.preset, args.overrides)
     if args.use_vllm and cfg.device == "cpu":   # measured: docs/trl.md
-        raise SystemExit("--use-vllm: on CPU, TRL 1.16's colocate mode fails at its first weight sync: it calls the "
-                         "engine model's load_weights, which vLLM 0.32's CPU backend refuses after the engine has "
-                         "repacked its linear weights (\"'Parameter' object has no attribute 'weight_loader'\"); on "
-                         "CPU use genenv's own loop with agent.sampler=vllm (docs/vllm.md), or TRL with vLLM on a GPU")
+        refuse("--use-vllm: on CPU, TRL 1.16's colocate mode fails at its first weight sync: it calls the engine "
+               "model's load_weights, which vLLM 0.32's CPU backend refuses after the engine has repacked its linear "
+               "weights (\"'Parameter' object has no attribute 'weight_loader'\"); on CPU use genenv's own loop with "
+               "agent.sampler=vllm (docs/vllm.md), or TRL with vLLM on a GPU")
     side = SimulatorSide(cfg, log=print)                        # the domain, curriculum, simulator and pools
     agent, _ = warm_start_agent(cfg, side.domain, log=print)    # or any causal LM and its tokenizer
     scorer = domain_scorer(side, agent.tokenizer)   # the domain's verifier: a reward function, or tools (multi-turn)
-except ConfigError as error:   # refused at start, naming the field
-    raise SystemExit(f"genenv: config error: {error}") from None
+except ConfigError as error:   # refused at start (the preflight: every problem, a line each naming its field)
+    refuse("\n".join(f"config error: {line}" for line in str(error).splitlines()))
 config = GRPOConfig(
     output_dir=args.out, max_steps=args.steps,   # grpo_batch: one round a step, split over the processes
     max_completion_length=cfg.agent.max_new_tokens * side.domain.max_turns, learning_rate=cfg.agent.lr,

@@ -169,7 +169,7 @@ def test_the_example_keeps_what_it_trained_and_a_stopped_run_resumes_to_the_unin
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     again = _example(*steps, "--out", "whole", cwd=tmp_path)   # a folder that holds a run is not started over
     out, err = again.communicate(timeout=600)
-    assert again.returncode == 1 and "holds a run (checkpoint-40): add --resume" in err
+    assert again.returncode == 2 and "holds a run (checkpoint-40): add --resume" in err
 
 
 def test_the_example_refuses_trls_vllm_mode_on_cpu_at_start_saying_why(tmp_path):
@@ -181,7 +181,7 @@ def test_the_example_refuses_trls_vllm_mode_on_cpu_at_start_saying_why(tmp_path)
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(root / "examples" / "trl_genenv.py"), "--use-vllm", "--out",
                            str(tmp_path), "threads=1"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert done.returncode == 1 and "'Parameter' object has no attribute 'weight_loader'" in done.stderr
+    assert done.returncode == 2 and "'Parameter' object has no attribute 'weight_loader'" in done.stderr
     assert "warm start" not in done.stdout and not any(tmp_path.iterdir())
 
 
