@@ -47,8 +47,8 @@ def measure(preset: str, seed: int, constrained: bool, epochs: int, overrides: l
     split = data_split(cfg, domain)
     env, _ = warm_start_simulator(cfg, domain, log=lambda m: None)
     if cfg.env.sampler == "vllm":   # the engine the run would decode with (env.sampler=vllm: its own masks applied)
-        from genenv.players import vllm_sampler
-        env.fast_sampler = vllm_sampler(cfg, "env", env, cfg.env)
+        from genenv.players import player_sampler
+        env.sampler = player_sampler(cfg, "env", env, cfg.env)
     state = RunState()
     for task in training_seed_tasks(cfg, domain, split):
         state.task_pool.add(task, "seed", -1)

@@ -70,12 +70,12 @@ def policy_on(engine: str, folder: str, model: str, args):
     policy.prefill_once = True
     if engine == "llama.cpp":
         from genenv.models.llamacpp import packaged_sampler
-        policy.fast_sampler = packaged_sampler(policy, model if model == "smollm2" else folder, threads=args.threads,
+        policy.sampler = packaged_sampler(policy, model if model == "smollm2" else folder, threads=args.threads,
                                                dtype=args.llamacpp_dtype,
                                                context=8192, parallel=args.samples)
     elif engine.startswith("vllm"):
-        from genenv.models.vllm_engine import engine_for
-        policy.fast_sampler = engine_for(policy, folder, args.device,
+        from genenv.models.vllm_sampler import engine_for
+        policy.sampler = engine_for(policy, folder, args.device,
                                          dtype=args.dtype, prefix_caching=engine == "vllm+prefix",
                                          max_model_len=args.prompt_tokens * 2 + args.max_new_tokens + 64)
     return policy
@@ -141,8 +141,8 @@ def main() -> int:
                 ratio = f"{rollouts / base:.2f}" if base else ""
                 print(f"| {engine} | {median:.2f} | {rollouts:.2f} | {tokens / median:.0f} | {ratio} | {load:.1f} |",
                       flush=True)
-                if policy.fast_sampler is not None and hasattr(policy.fast_sampler, "close"):
-                    policy.fast_sampler.close()
+                if policy.sampler is not None and hasattr(policy.sampler, "close"):
+                    policy.sampler.close()
                 del policy
             print(f"({statistics.mean(len(p) for p in prompt_ids):.0f} prompt tokens on average)")
     return 0

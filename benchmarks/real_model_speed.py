@@ -179,7 +179,7 @@ def bench_engine(args) -> None:
     tokens = {}
     for repeat in range(args.repeats):
         for name, sampler in engines.items():
-            policy.fast_sampler = sampler
+            policy.sampler = sampler
             begin = time.perf_counter()
             out = policy.generate(prompts[:args.groups], n=args.group_size, max_new_tokens=args.max_new_tokens,
                                   seed=repeat)
@@ -190,7 +190,7 @@ def bench_engine(args) -> None:
             tokens[name] = ([g.token_ids for group in out for g in group], [g[0].token_ids for g in greedy])
             print(f"  repeat {repeat + 1}: {name:12} sampled {times[name]['sampled'][-1]:.2f} s "
                   f"({sum(map(len, tokens[name][0]))} tokens), greedy {times[name]['greedy'][-1]:.2f} s", flush=True)
-    policy.fast_sampler = None
+    policy.sampler = None
     base = {kind: statistics.median(times["transformers"][kind]) for kind in ("sampled", "greedy")}
     for name in engines:
         same = [sum(a == b for a, b in zip(tokens["transformers"][k], tokens[name][k])) for k in (0, 1)]

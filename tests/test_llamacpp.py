@@ -53,14 +53,14 @@ def test_a_model_llama_cpp_cannot_decode_is_refused_naming_the_field(tiny_policy
     """A model llama.cpp cannot decode (the tiny model's character tokenizer) is refused, naming the field and why
     (issue 94: one rule for every decoder and entry point; it was decoded by transformers before); llama.cpp beside
     Ray workers is refused."""
-    from genenv.models.samplers import decoder_problem
-    from genenv.players import llama_cpp_sampler
+    from genenv.models.samplers import sampler_problem
+    from genenv.players import player_sampler
     cfg = load_config("smoke", ["agent.sampler=llama.cpp"])
     expected = ("agent.sampler: llama.cpp cannot decode 'tiny': its tokenizer is a character one, not a BPE; or set "
                 "agent.sampler=transformers")
-    assert decoder_problem("agent.sampler", "llama.cpp", "tiny", "cpu") == expected
+    assert sampler_problem("agent.sampler", "llama.cpp", "tiny", "cpu") == expected
     with pytest.raises(ConfigError) as refused:
-        llama_cpp_sampler(cfg, "agent", tiny_policy, cfg.agent)
+        player_sampler(cfg, "agent", tiny_policy, cfg.agent)
     assert str(refused.value) == expected
     with pytest.raises(ConfigError, match=r"env\.sampler: llama.cpp runs in the run's process"):
         load_config("smollm2-apibank", ["env.sampler=llama.cpp", "engine.workers=2"])
@@ -100,7 +100,7 @@ def test_smollm2_on_llama_cpp_answers_as_transformers_and_follows_the_weights(sm
     ids = policy.encode_prompts(prompts)
     reference = policy.generate(prompts, max_new_tokens=16, greedy=True)
     sampled_reference = policy.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, seed=7)
-    policy.fast_sampler = sampler
+    policy.sampler = sampler
     try:
         greedy = policy.generate(prompts, max_new_tokens=16, greedy=True)
         for answer in greedy:
@@ -138,7 +138,7 @@ def test_smollm2_on_llama_cpp_answers_as_transformers_and_follows_the_weights(sm
         changed = policy.generate(prompts[:1], max_new_tokens=2, greedy=True)[0][0].token_ids
         assert sampler.syncs == syncs + 1 and changed[0] != reference[0][0].token_ids[0]
     finally:
-        policy.fast_sampler = None
+        policy.sampler = None
 
 
 @pytest.mark.parametrize("recompute", [False, True])
@@ -183,7 +183,7 @@ def test_greedy_answers_on_llama_cpp_go_in_token_order_over_all_prompts_and_come
     from genenv.models.policy import Generation
 
     class Recording:
-        fast_sampler, decoded = object(), []
+        sampler, decoded = object(), []
 
         def encode_prompts(self, prompts):
             return [[int(c) for c in p] for p in prompts]
@@ -282,14 +282,14 @@ def test_a_constrained_simulator_on_llama_cpp_writes_only_the_shape_as_on_transf
     constraint = TokenConstraint(domain.task_shape(), policy.tokenizer, vocab, policy.eos_token_id, "addition")
     try:
         reference = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3, constraint=constraint)
-        policy.fast_sampler = sampler
+        policy.sampler = sampler
         engine = policy.generate(prompts, n=2, max_new_tokens=12, temperature=1.0, seed=3, constraint=constraint)
         for group in (*reference, *engine):
             assert all(g.finished and shape.fullmatch(g.text) for g in group), [g.text for g in group]
         same = sum(a.token_ids == b.token_ids for ga, gb in zip(reference, engine) for a, b in zip(ga, gb))
         assert same >= 2   # of 4: the same keyed draws where the two engines' logits agree
     finally:
-        policy.fast_sampler = None
+        policy.sampler = None
 
 
 def test_auto_decodes_on_llama_cpp_only_where_it_can(monkeypatch):

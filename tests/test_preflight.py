@@ -128,7 +128,7 @@ def test_config_shows_the_config_and_says_what_a_run_refuses(capsys):
 def test_models_random_writes_heads_vllms_cpu_build_takes(tmp_path, capsys, family):
     """These families set heads 16 wide in their configs: `genenv models random` wrote folders vLLM's CPU build
     refused where docs/models.md said it takes them."""
-    from genenv.models.vllm_engine import vllm_refusal
+    from genenv.models.vllm_sampler import vllm_refusal
     out = tmp_path / family
     assert main(["models", "random", family, "--out", str(out), "--preset", "smoke"]) == 0
     assert json.loads((out / "config.json").read_text())["head_dim"] == 32

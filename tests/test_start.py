@@ -80,13 +80,13 @@ def test_a_run_names_each_players_engine_first_and_config_yaml_records_it(tmp_pa
     from genenv.coevolve import run
     lines = []
     run(load_config("smoke", SMOKE), run_dir=tmp_path / "run", log=lines.append)
-    assert lines[0] == ("engines: agent: transformers on cpu (agent.sampler=transformers); simulator: transformers on "
+    assert lines[0] == ("samplers: agent: transformers on cpu (agent.sampler=transformers); simulator: transformers on "
                         "cpu (env.sampler=transformers)")
     assert lines[1] == ("band: the share of tasks with 0.00 <= p_hat <= 1.00 (curriculum_reward.alpha 0.5 +- k_min "
                         "0.5) (every task: a wide band, for checking the plumbing)")
     text = (tmp_path / "run" / "config.yaml").read_text()
-    assert text.splitlines()[-2:] == ["# engine of the agent: transformers on cpu (agent.sampler=transformers)",
-                                      "# engine of the simulator: transformers on cpu (env.sampler=transformers)"]
+    assert text.splitlines()[-2:] == ["# sampler of the agent: transformers on cpu (agent.sampler=transformers)",
+                                      "# sampler of the simulator: transformers on cpu (env.sampler=transformers)"]
 
 
 def test_models_random_writes_a_test_folder_and_its_template_decides_trl_multi_turn(tmp_path):

@@ -230,7 +230,7 @@ BAMBOOGLE = Path(os.environ.get("GENENV_BAMBOOGLE_DATA", Path(__file__).resolve(
 class AnswersByQuestion:
     """A policy for ``genenv eval --benchmark bamboogle`` that answers each question with a given reply."""
 
-    fast_sampler = None
+    sampler = None
 
     def __init__(self, replies: dict[str, str]):
         self.replies = replies

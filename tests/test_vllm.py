@@ -17,7 +17,7 @@ from genenv.io import read_jsonl
 from genenv.metrics import TIMING_KEYS
 from genenv.models.architectures import FAMILIES, random_folder
 from genenv.models.policy import Policy
-from genenv.models.vllm_engine import CPU_MIN_HEAD_SIZE, vllm_refusal
+from genenv.models.vllm_sampler import CPU_MIN_HEAD_SIZE, vllm_refusal
 
 # benchmarks/gpu.sh runs these on a GPU: GENENV_TEST_DEVICE=cuda
 DEVICE = os.environ.get("GENENV_TEST_DEVICE", "cpu")
@@ -56,11 +56,11 @@ def _prompts(policy, count=4, seed=0):
 
 
 def _greedy(policy, prompts, engine=None):
-    policy.fast_sampler = engine
+    policy.sampler = engine
     try:
         out = policy.generate(None, prompt_ids=prompts, n=1, max_new_tokens=12, greedy=True)
     finally:
-        policy.fast_sampler = None
+        policy.sampler = None
     return [g[0].token_ids for g in out]
 
 
@@ -82,7 +82,7 @@ def _grpo_step(policy, prompts):
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_vllm_decodes_the_greedy_tokens_of_transformers_before_and_after_a_grpo_step(folders, name):
     _needs_vllm()
-    from genenv.models.vllm_engine import engine_for
+    from genenv.models.vllm_sampler import engine_for
     folder = str(folders[name])
     assert vllm_refusal(folder, "cpu") is None
     policy = _policy(folder)
@@ -106,7 +106,7 @@ def test_an_engine_build_leaves_the_threads_and_the_global_streams_as_they_were(
     _needs_vllm()
     import random
 
-    from genenv.models.vllm_engine import engine_for
+    from genenv.models.vllm_sampler import engine_for
     folder = str(folders["qwen2"])
     policy = _policy(folder)
     torch.set_num_threads(2)
@@ -131,12 +131,12 @@ def test_a_seeded_sample_repeats_in_any_batch_and_its_stop_rule_cuts_it(folders)
     the drawn tokens' at the temperature (within float rounding of the trainer's). A stop rule cuts a sample where
     it first says True, after the tokens it drew."""
     _needs_vllm()
-    from genenv.models.vllm_engine import engine_for
+    from genenv.models.vllm_sampler import engine_for
     from genenv.seeding import grid_keys
     folder = str(folders["qwen2"])
     policy = _policy(folder)
     prompts = _prompts(policy, 3, seed=5)
-    policy.fast_sampler = engine_for(policy, folder, DEVICE, max_model_len=64)
+    policy.sampler = engine_for(policy, folder, DEVICE, max_model_len=64)
     try:
         first = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=10, temperature=1.0, seed=7)
         again = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=10, temperature=1.0, seed=7)
@@ -159,8 +159,8 @@ def test_a_seeded_sample_repeats_in_any_batch_and_its_stop_rule_cuts_it(folders)
                 assert part.token_ids == whole.token_ids[:3] or (len(whole.token_ids) < 3 and part.token_ids ==
                                                                  whole.token_ids)
     finally:
-        policy.fast_sampler.close()
-        policy.fast_sampler = None
+        policy.sampler.close()
+        policy.sampler = None
 
 
 def test_seeded_requests_past_one_steps_token_budget_decode_and_repeat(folders):
@@ -168,21 +168,21 @@ def test_seeded_requests_past_one_steps_token_budget_decode_and_repeat(folders):
     (vLLM 0.32 on CPU fails a seeded request whose prefill was split: "CPU Generator does not use offset"), and a
     sequence draws the same tokens as alone."""
     _needs_vllm()
-    from genenv.models.vllm_engine import engine_for
+    from genenv.models.vllm_sampler import engine_for
     from genenv.seeding import grid_keys
     folder = str(folders["qwen2"])
     policy = _policy(folder)
     rng = np.random.default_rng(0)
     prompts = [rng.integers(300, len(policy.tokenizer), size=300).tolist() for _ in range(40)]
-    policy.fast_sampler = engine_for(policy, folder, DEVICE, max_model_len=512)
+    policy.sampler = engine_for(policy, folder, DEVICE, max_model_len=512)
     try:
         together = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=6, temperature=1.0, seed=1)
         alone = policy.generate(None, prompt_ids=prompts[5:6], n=4, max_new_tokens=6, temperature=1.0, seed=1,
                                 keys=grid_keys(5, 1, 4))
         assert [g.token_ids for g in together[5]] == [g.token_ids for g in alone[0]]
     finally:
-        policy.fast_sampler.close()
-        policy.fast_sampler = None
+        policy.sampler.close()
+        policy.sampler = None
 
 
 def test_what_vllm_cannot_decode_is_refused_at_start_naming_the_field(tmp_path, folders):
@@ -209,7 +209,7 @@ def test_constrained_decoding_on_vllm_applies_genenvs_own_masks(folders):
 
     from genenv.constrained import TokenConstraint
     from genenv.domains.base import TaskShape
-    from genenv.models.vllm_engine import engine_for
+    from genenv.models.vllm_sampler import engine_for
     folder = str(folders["llama"])
     policy = _policy(folder)
     prompts = _prompts(policy, 3, seed=2)
@@ -224,7 +224,7 @@ def test_constrained_decoding_on_vllm_applies_genenvs_own_masks(folders):
             constraint = TokenConstraint(shape, policy.tokenizer, vocab, policy.eos_token_id, name, budget=40)
             texts = {}
             for engine_name, sampler in (("transformers", None), ("vllm", engine)):
-                policy.fast_sampler = sampler
+                policy.sampler = sampler
                 greedy = policy.generate(None, prompt_ids=prompts, n=1, max_new_tokens=40, greedy=True,
                                          constraint=constraint)
                 sampled = policy.generate(None, prompt_ids=prompts, n=4, max_new_tokens=40, temperature=1.0, seed=3,
@@ -239,7 +239,7 @@ def test_constrained_decoding_on_vllm_applies_genenvs_own_masks(folders):
                         assert set(value) == {"a", "b"} and 0 <= value["a"] <= 99 and value["b"] in ("plus", "minus")
             assert texts["vllm"] == texts["transformers"], name
     finally:
-        policy.fast_sampler = None
+        policy.sampler = None
         engine.close()
 
 
@@ -248,7 +248,7 @@ def test_eval_and_models_check_say_which_engine_a_folder_gets(folders, tmp_path)
     the CPU; `--sampler vllm` decodes on an engine; `genenv models check` says whether vLLM can and why not."""
     from genenv.eval_driver import eval_sampler, load_eval_policy
     from genenv.model_check import check_model
-    from genenv.models.vllm_engine import vllm_installed
+    from genenv.models.vllm_sampler import vllm_installed
     folder = str(folders["qwen2"])
     narrow = random_folder("qwen2", tmp_path / "narrow", TEXTS[:50], hidden_size=32, heads=2)
     assert eval_sampler("auto", folder, "cuda") == ("vllm" if vllm_installed() else "transformers")
@@ -259,7 +259,7 @@ def test_eval_and_models_check_say_which_engine_a_folder_gets(folders, tmp_path)
     with pytest.raises(ValueError, match="--sampler: vLLM cannot decode .* head size is 16"):
         load_eval_policy(str(narrow), print, "cpu", 1, sampler="vllm")
     policy = load_eval_policy(folder, print, "cpu", 1, sampler="vllm")
-    engine = policy.fast_sampler
+    engine = policy.sampler
     try:
         prompts = _prompts(policy)
         assert _greedy(policy, prompts, engine) == _greedy(policy, prompts)

@@ -43,7 +43,7 @@ from genenv.io import (
 from genenv.models.policy import Policy
 from genenv.models.registry import hub_revision
 from genenv.models.remote import REMOTE_FILE, RemoteSimulator
-from genenv.players import Players, RunState, engines, make_players
+from genenv.players import Players, RunState, make_players, samplers
 from genenv.run_config import CONFIG_HISTORY, RESUMABLE_FIELDS, changed_fields, resumable, run_config, run_config_dict
 from genenv.signals import check_config
 
@@ -169,9 +169,9 @@ def _event_line(event: dict) -> str:
 
 def save_config(cfg: RunConfig, run_dir: Path) -> None:
     """The run's config as YAML, and after it, as comments, what decodes each player
-    (:func:`genenv.players.engines`) and, for a Hugging Face Hub id, the commit its model resolved to."""
-    found = engines(cfg)
-    notes = "".join(f"# engine of the {'agent' if name == 'agent' else 'simulator'}: {text}\n"
+    (:func:`genenv.players.samplers`) and, for a Hugging Face Hub id, the commit its model resolved to."""
+    found = samplers(cfg)
+    notes = "".join(f"# sampler of the {'agent' if name == 'agent' else 'simulator'}: {text}\n"
                     for name, text in found.items())
     for name, player in (("agent", cfg.agent), ("simulator", cfg.env)):   # a Hub id: the commit it resolved to
         revision = hub_revision(player.model)

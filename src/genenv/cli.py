@@ -261,9 +261,9 @@ def _check_model(args) -> int:
     settings = " ".join([*machine, *args.overrides])
     print(f"{folder} (memory for --preset {preset}{' ' + settings if settings else ''})")
     print(report.text())
-    from genenv.players import engines  # noqa: PLC0415
+    from genenv.players import samplers  # noqa: PLC0415
     from genenv.preflight import survey  # noqa: PLC0415
-    for name, text in engines(cfg).items():
+    for name, text in samplers(cfg).items():
         print(f"decoder of the {'agent' if name == 'agent' else 'simulator'}: {text}")
     problems = [problem for problem in survey(cfg).problems if problem not in report.problems]
     for problem in problems:   # what `genenv run` with these settings refuses besides

@@ -77,7 +77,7 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState, engines, engines_line
+from genenv.players import Players, RunState, samplers, samplers_line
 from genenv.pool import TaskPool
 from genenv.preflight import preflight
 from genenv.progress import progress_bar
@@ -169,7 +169,7 @@ def update_agent(cfg: RunConfig, players: Players, state: RunState, groups: list
                                  entropy_coef=ac.entropy_coef, grad_clip=cfg.grad_clip, temperature=ac.temperature,
                                  micro_batch=ac.micro_batch, lr=ac.lr, warmup_steps=ac.warmup_steps,
                                  shared_prefix=ac.shared_prefix,
-                                 recompute_old_logprobs=players.agent.fast_sampler is not None)
+                                 recompute_old_logprobs=players.agent.sampler is not None)
     state.nonfinite_skips += skipped
     state.grpo_buffer = []
     state.total_agent_updates += len(steps)
@@ -277,7 +277,7 @@ def run(cfg: RunConfig, run_dir: str | Path | None = None, resume: bool = False,
     # the run's CPU threads are torch's: the tokenizer encodes on the calling thread unless the user says
     # otherwise (its own thread pool fought torch's for the cores: +50% time per prompt on average, measured)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    log(engines_line(engines(cfg)))
+    log(samplers_line(samplers(cfg)))
     log(band_line(cfg.curriculum_reward))
     note = level_free_note(cfg.curriculum, domain)
     if note:

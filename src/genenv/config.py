@@ -113,11 +113,11 @@ class PlayerConfig:
                           "(peft) instead of all weights; 0 = full fine-tuning", lo=0)
     generation_batch: int = knob(512, "sequences per generate() call", lo=1)
     sampler: str = knob("transformers", "where generations are decoded: 'transformers' (the trainer's model); 'vllm' "
-                       "(a vLLM engine in the run's process: the engine for GPUs; a real model with heads 32 wide or "
+                       "(a vLLM engine in the run's process: the sampler for GPUs; a real model with heads 32 wide or "
                        "more on CPU; docs/vllm.md); 'llama.cpp' (llama-cpp-python, built by "
-                       "`make install`: the engine for CPUs; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 "
+                       "`make install`: a sampler for CPUs; smollm2 or a folder of Llama, Mistral, Qwen2/3, Gemma 3 "
                        "or Phi-3 with a BPE tokenizer; a model a decoder cannot decode is refused at the start; "
-                       "its settings llamacpp.*: docs/llamacpp.md). Either engine gets the weights after every update "
+                       "its settings llamacpp.*: docs/llamacpp.md). Either sampler gets the weights after every update "
                        "that changed them and is reproducible on one machine and build, not bit for bit across them",
                        choices=("transformers", "vllm", "llama.cpp"))
 
@@ -526,7 +526,7 @@ def _check_shared_prefix(cfg: RunConfig) -> None:
 def _check_sampler(cfg: RunConfig) -> None:
     """``{agent,env}.sampler=llama.cpp`` runs in the run's own process (vLLM: an engine in each Ray actor, or in the
     run's process). (A model the decoder cannot decode is refused by the preflight:
-    :func:`genenv.models.samplers.decoder_problem`.)"""
+    :func:`genenv.models.samplers.sampler_problem`.)"""
     for name, player in (("agent", cfg.agent), ("env", cfg.env)):
         if player.sampler == "llama.cpp" and cfg.engine.workers > 0:
             raise ConfigError(f"{name}.sampler: llama.cpp runs in the run's process; set engine.workers=0 or "

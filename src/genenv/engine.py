@@ -124,8 +124,8 @@ class _Worker:
             if hasattr(policy, "model"):   # (a remote simulator has no local model)
                 policy.device = device
                 policy.model.to(device)
-            if hasattr(getattr(policy, "fast_sampler", None), "attach"):   # sampler=vllm: an engine of its own
-                policy.fast_sampler.attach(policy)
+            if hasattr(getattr(policy, "sampler", None), "attach"):   # sampler=vllm: an engine of its own
+                policy.sampler.attach(policy)
         self.versions = dict(versions)
 
     def load(self, role: str, version: int, state: dict) -> int:

@@ -5,5 +5,5 @@ class ConfigError(ValueError):
     """A bad config value or key; the message names the field."""
 
 
-class DecoderNotAvailable(RuntimeError):
+class SamplerNotAvailable(RuntimeError):
     """A decoder a player or an evaluation asked for (``sampler=llama.cpp`` or ``vllm``) is not installed here."""

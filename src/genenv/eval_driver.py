@@ -13,8 +13,8 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
-from genenv.models.samplers import decoder_problem
-from genenv.models.vllm_engine import vllm_installed, vllm_refusal
+from genenv.models.samplers import build_sampler, sampler_problem
+from genenv.models.vllm_sampler import vllm_installed, vllm_refusal
 from genenv.progress import progress_bar
 from genenv.prompts import context_budget
 
@@ -60,7 +60,7 @@ def greedy_responses(policy, prompts: list, max_new_tokens: int, batch_size: int
     fits = [i for i, ids in enumerate(prompt_ids) if len(ids) <= budget]
     order = sorted(fits, key=lambda i: answer_order_key(policy, prompt_ids[i]))
     responses: list[str | None] = [None] * len(prompts)
-    step = len(order) if getattr(policy, "fast_sampler", None) is not None else batch_size  # llama.cpp: windows
+    step = len(order) if getattr(policy, "sampler", None) is not None else batch_size  # llama.cpp: windows
     for first in range(0, len(order), max(1, step)):
         chunk = order[first:first + step]
         gens = policy.generate([prompts[i] for i in chunk], greedy=True, max_new_tokens=max_new_tokens,
@@ -76,7 +76,7 @@ def answer_order_key(policy, prompt_ids: list[int]):
     on transformers (batches with less padding); in token order on llama.cpp, which decodes prompt by prompt and
     keeps the KV cells a prompt shares with the one before it, so neighbours in token order prefill only what they
     do not share (API-Bank level 1: 74% of the prompt tokens are shared with the previous prompt)."""
-    return prompt_ids if policy.fast_sampler is not None else -len(prompt_ids)
+    return prompt_ids if policy.sampler is not None else -len(prompt_ids)
 
 
 def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size: int, label: str,
@@ -84,7 +84,7 @@ def greedy_with_progress(policy, prompts: list, max_new_tokens: int, batch_size:
     """:func:`greedy_responses` over many prompts, a few batches at a time, with a progress bar. On llama.cpp the
     prompts go in token order over all of them (:func:`answer_order_key`), not slice by slice."""
     prompt_ids, order = None, list(range(len(prompts)))
-    if getattr(policy, "fast_sampler", None) is not None:
+    if getattr(policy, "sampler", None) is not None:
         prompt_ids = policy.encode_prompts(prompts)
         order.sort(key=lambda i: answer_order_key(policy, prompt_ids[i]))
     responses: list[str | None] = [None] * len(prompts)
@@ -118,8 +118,8 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     """The evaluated model; with ``sampler="llama.cpp"`` (``--sampler``) its greedy answers decoded by llama.cpp from
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
     q8_0; :mod:`genenv.models.llamacpp`), 16 answers side by side; ``vllm``: on a vLLM engine in this process
-    (:mod:`genenv.models.vllm_engine`, the model's own dtype); ``auto``: :func:`eval_sampler`. A decoder that cannot
-    decode the model is refused before it loads, as a run refuses it (:func:`genenv.models.samplers.decoder_problem`).
+    (:mod:`genenv.models.vllm_sampler`, the model's own dtype); ``auto``: :func:`eval_sampler`. A decoder that cannot
+    decode the model is refused before it loads, as a run refuses it (:func:`genenv.models.samplers.sampler_problem`).
     ``dtype``: the weights' dtype in torch (None: the folder's)."""
     if sampler not in ("auto", "transformers", "llama.cpp", "vllm"):
         raise ValueError(f"--sampler: {sampler!r} is not auto, transformers, llama.cpp or vllm")
@@ -128,20 +128,16 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
         log(f"sampler: {sampler} (--sampler auto; --sampler transformers, llama.cpp or vllm to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
-    refusal = decoder_problem("--sampler", sampler, model, device)
+    refusal = sampler_problem("--sampler", sampler, model, device)
     if refusal:   # refused before any model loads
         raise ValueError(refusal)
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template,
                          **({"dtype": dtype} if dtype else {}))
-    if sampler == "llama.cpp":
-        from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
-
-        policy.fast_sampler = packaged_sampler(policy, model, threads=threads, dtype=sampler_dtype, context=8192,
-                                              parallel=16)
-    elif sampler == "vllm":
-        from genenv.models.vllm_engine import engine_for  # noqa: PLC0415
-
-        policy.fast_sampler = engine_for(policy, model, device, dtype=str(policy.model.dtype).removeprefix("torch."))
+    # the one factory a run's players use too: llama.cpp 16 answers side by side in an 8192-token context, vLLM in
+    # the model's own dtype
+    policy.sampler = build_sampler(sampler, policy, model, device=device, threads=threads,
+                                   dtype=str(policy.model.dtype).removeprefix("torch."), llamacpp_dtype=sampler_dtype,
+                                   context=8192, parallel=16)
     return policy
 
 

@@ -37,7 +37,7 @@ from genenv.models.registry import (
     packaged_file,
     packaged_image,
 )
-from genenv.models.vllm_engine import vllm_installed, vllm_refusal
+from genenv.models.vllm_sampler import vllm_installed, vllm_refusal
 
 # the resident memory of a run's process beside its models: Python, torch, transformers, genenv, the domain's data
 # (`python benchmarks/memory.py --preset smoke --epochs 2 threads=1`: a peak of 408 MB with models under 1 MB)
@@ -120,12 +120,12 @@ def _activations_mb(cfg, config, sequences: int, tokens: int) -> float:
 
 def vllm_engine_mb(cfg, parameters: int, config) -> float:
     """MB of this process's memory one player's vLLM engine takes (``sampler=vllm``): on CPU a copy of the weights in
-    the run's dtype and the KV cache it allocates at start (:class:`genenv.models.vllm_engine.VllmSampler`: room for
+    the run's dtype and the KV cache it allocates at start (:class:`genenv.models.vllm_sampler.VllmSampler`: room for
     ``max(window, 16384)`` tokens); on a GPU none of it is the host's (the engine's share of the GPU is
     ``GPU_MEMORY_FOR_ENGINES``)."""
     if cfg.device != "cpu":
         return 0.0
-    from genenv.models.vllm_engine import head_size  # noqa: PLC0415
+    from genenv.models.vllm_sampler import head_size  # noqa: PLC0415
 
     raw = config.to_dict()
     kv_heads = int(raw.get("num_key_value_heads") or raw["num_attention_heads"])

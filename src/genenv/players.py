@@ -10,10 +10,11 @@ import torch
 
 from genenv.algos.grpo import PolicySample
 from genenv.config import ConfigError, RunConfig
-from genenv.errors import DecoderNotAvailable
-from genenv.models import vllm_engine  # (vLLM itself is imported where an engine is built)
+from genenv.errors import SamplerNotAvailable
 from genenv.models.policy import Policy
 from genenv.models.remote import RemoteSimulator
+from genenv.models.samplers import build_sampler
+from genenv.models.vllm_sampler import GPU_MEMORY_FOR_ENGINES
 from genenv.pool import EnvPool, TaskPool
 from genenv.seeding import phase_seed
 
@@ -65,26 +66,29 @@ class RunState:
         return state
 
 
-def llama_cpp_sampler(cfg: RunConfig, name: str, policy: Policy, player):
-    """``{name}.sampler=llama.cpp``: a :class:`genenv.models.llamacpp.LlamaCppSampler` writing the policy's weights
-    as GGUF (in the image of its packaged file, or from its own config and tokenizer), loaded once here. A model
-    llama.cpp cannot decode, or llama-cpp-python missing, was refused by the preflight
-    (:func:`genenv.models.samplers.decoder_problem`); what the files still refuse here is a ConfigError naming the
-    field."""
-    from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415
-
+def player_sampler(cfg: RunConfig, name: str, policy: Policy, player):
+    """Player ``name``'s ``sampler`` (:func:`genenv.models.samplers.build_sampler`, the factory evaluations use too;
+    None for transformers), built and given the policy's weights here so a failure is found at the start, or with
+    ``engine.workers`` > 0 built in each Ray actor for vLLM (llama.cpp runs in the run's process). llama.cpp decodes
+    ``max(group_size, variations)`` sequences side by side; on a GPU the run's vLLM engines share
+    :data:`~genenv.models.vllm_sampler.GPU_MEMORY_FOR_ENGINES` of its memory equally. The preflight refused a sampler
+    that is missing or cannot decode the model; what the files still refuse is a ConfigError naming the field."""
+    engines = sum(p.sampler == "vllm" for p in (cfg.agent, cfg.env))
     try:
-        sampler = packaged_sampler(policy, player.model, threads=cfg.threads, dtype=cfg.llamacpp.dtype,
-                                   context=cfg.llamacpp.context,
-                                   parallel=max(cfg.agent.group_size, cfg.env.variations))
-    except (DecoderNotAvailable, ValueError) as error:
+        sampler = build_sampler(player.sampler, policy, player.model, device=cfg.device, dtype=cfg.dtype,
+                                threads=cfg.threads, llamacpp_dtype=cfg.llamacpp.dtype, context=cfg.llamacpp.context,
+                                parallel=max(cfg.agent.group_size, cfg.env.variations),
+                                prefix_caching=cfg.prefix_cached_sampling,
+                                gpu_memory_utilization=GPU_MEMORY_FOR_ENGINES / max(engines, 1))
+    except (SamplerNotAvailable, ValueError) as error:
         raise ConfigError(f"{name}.sampler: {str(error).splitlines()[0]}; or set {name}.sampler=transformers") \
             from None
-    sampler.sync()
+    if sampler is not None and (player.sampler == "llama.cpp" or cfg.engine.workers == 0):
+        sampler.sync()
     return sampler
 
 
-def engines(cfg: RunConfig) -> dict[str, str]:
+def samplers(cfg: RunConfig) -> dict[str, str]:
     """What decodes each player's generations (``agent``, ``env``), in words, from the config (the preflight has
     refused a decoder that cannot decode its model): a run logs it first and records it in config.yaml."""
     out = {}
@@ -100,25 +104,8 @@ def engines(cfg: RunConfig) -> dict[str, str]:
     return out
 
 
-def engines_line(found: dict[str, str]) -> str:
-    return f"engines: agent: {found['agent']}; simulator: {found['env']}"
-
-
-def vllm_sampler(cfg: RunConfig, name: str, policy: Policy, player):
-    """``{name}.sampler=vllm``: a :class:`genenv.models.vllm_engine.VllmSampler` of the player's own, built and
-    given the policy's weights here, or with ``engine.workers`` > 0 in each Ray actor (an architecture vLLM lacks is
-    a ConfigError naming the field). Its length is the model's window; on a GPU the run's engines share
-    :data:`~genenv.models.vllm_engine.GPU_MEMORY_FOR_ENGINES` of its memory equally."""
-    engines = sum(p.sampler == "vllm" for p in (cfg.agent, cfg.env))
-    try:
-        sampler = vllm_engine.engine_for(policy, player.model, cfg.device, dtype=cfg.dtype,
-                             prefix_caching=cfg.prefix_cached_sampling,
-                             gpu_memory_utilization=vllm_engine.GPU_MEMORY_FOR_ENGINES / engines)
-    except ValueError as error:
-        raise ConfigError(f"{name}.sampler: {error} ({name}.model)") from None
-    if cfg.engine.workers == 0:   # built here, so that a failure is found at the start (Ray actors build their own)
-        sampler.sync()
-    return sampler
+def samplers_line(found: dict[str, str]) -> str:
+    return f"samplers: agent: {found['agent']}; simulator: {found['env']}"
 
 
 def simulator_constraint(cfg: RunConfig, domain, env: Policy):
@@ -164,10 +151,8 @@ def prepare_player(cfg: RunConfig, name: str, policy) -> tuple:
         reference = policy.frozen_copy()
     policy.set_gradient_checkpointing(cfg.gradient_checkpointing)
     policy.prefill_once = cfg.prefix_cached_sampling
-    if player.sampler == "llama.cpp":
-        policy.fast_sampler = llama_cpp_sampler(cfg, name, policy, player)
-    elif player.sampler == "vllm" and policy.fast_sampler is None:
-        policy.fast_sampler = vllm_sampler(cfg, name, policy, player)
+    if policy.sampler is None:
+        policy.sampler = player_sampler(cfg, name, policy, player)
     policy.autocast_bf16 = reference.autocast_bf16 = cfg.autocast == "bfloat16"   # the KL's two sides
     optimiser = torch.optim.AdamW(policy.trainable_parameters(), lr=player.lr, weight_decay=player.weight_decay)
     return reference, optimiser

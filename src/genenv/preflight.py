@@ -9,7 +9,7 @@ anything is trained, downloaded or written.
 - each player's model (``agent.model``, ``env.model``): a packaged name whose package is there, a model folder
   genenv can load (:func:`genenv.model_check.model_problem`);
 - each player's decoder (``agent.sampler``, ``env.sampler``): installed, and able to decode that model on that
-  device, as the model's ``config.json`` says (:func:`decoder_problem`: one rule everywhere, a refusal naming the
+  device, as the model's ``config.json`` says (:func:`sampler_problem`: one rule everywhere, a refusal naming the
   decoder and why);
 - the curriculum and the strategies the config selects (their names, the plugins' checks of their knobs);
 - what the curriculum and the settings need of the domain (:func:`domain_problems`: a written task it can
@@ -25,7 +25,7 @@ from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, make_curriculum
 from genenv.domains import Domain, domain_class, make_domain
 from genenv.model_check import TOOL_CALL_ADVICE, device_problem, model_problem
-from genenv.models.samplers import decoder_problem
+from genenv.models.samplers import sampler_problem
 from genenv.signals import GATES, check_config, part
 
 
@@ -44,7 +44,7 @@ def player_problems(cfg: RunConfig, players: tuple[str, ...] = ("agent", "env"))
             model_line = model_problem(f"{name}.model", player.model)
             problems.append(model_line)
         if model_line is None:   # (a model that cannot load: its decoder is not asked about it)
-            problems.append(decoder_problem(f"{name}.sampler", player.sampler, player.model, cfg.device))
+            problems.append(sampler_problem(f"{name}.sampler", player.sampler, player.model, cfg.device))
     return [problem for problem in problems if problem]
 
 
@@ -158,5 +158,5 @@ def eval_problems(model: str, sampler: str, device: str) -> list[str]:
     """What ``genenv eval`` refuses before its model loads: the device, ``--model`` and ``--sampler``."""
     problems = [device_problem(device), model_problem("--model", model)]
     if problems[1] is None:
-        problems.append(decoder_problem("--sampler", sampler, model, device))
+        problems.append(sampler_problem("--sampler", sampler, model, device))
     return [problem for problem in problems if problem]

@@ -61,7 +61,7 @@ class PolicyGradientUpdate(SimulatorUpdate):
         return pg_update(players.env, players.env_ref, players.env_opt, groups, steps=ec.pg.steps,
                          minibatch_groups=ec.pg.minibatch_groups, clip_eps=ec.pg.clip_eps, kl_coef=ec.kl_coef,
                          max_kl=ec.max_kl, grad_clip=self.cfg.grad_clip, temperature=ec.temperature, rng=rng,
-                         recompute_old_logprobs=players.env.fast_sampler is not None,
+                         recompute_old_logprobs=players.env.sampler is not None,
                          constraint=players.env_constraint)
 
 

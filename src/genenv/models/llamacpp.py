@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from genenv.errors import DecoderNotAvailable
+from genenv.errors import SamplerNotAvailable
 from genenv.models.packing import common_prefix_length
 from genenv.models.policy import keyed_draw, masked_scores
 
@@ -40,7 +40,7 @@ def llama_cpp_module():
     try:
         import llama_cpp  # noqa: PLC0415
     except ImportError as error:
-        raise DecoderNotAvailable("sampler=llama.cpp needs llama-cpp-python (`make install` builds it from its "
+        raise SamplerNotAvailable("sampler=llama.cpp needs llama-cpp-python (`make install` builds it from its "
                                   f"source distribution): {error}") from error
     from llama_cpp._logger import set_verbose  # noqa: PLC0415
 

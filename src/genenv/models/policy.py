@@ -215,7 +215,7 @@ class Policy:
         # sample a prompt's n responses from one prefill of it (PlayerConfig.prefix_cached_sampling)
         self.prefill_once = False
         self.autocast_bf16 = False   # PlayerConfig.autocast: bf16 matrix products, float32 weights
-        self.fast_sampler = None     # PlayerConfig.sampler=llama.cpp: a LlamaCppSampler draws the tokens
+        self.sampler = None     # what draws the tokens instead of this model (sampler=llama.cpp or vllm): None, itself
 
         self._prompt_cache_bytes = 0
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -395,7 +395,7 @@ class Policy:
                 raise ValueError(f"generate: {len(keys)} keys for {len(flat)} sequences ({len(prompt_ids)} prompts "
                                  f"x n={n}); give one key per sequence")
             uniforms = torch.from_numpy(sequence_uniforms(seed, keys, max_new_tokens))
-        if self.fast_sampler is not None:
+        if self.sampler is not None:
             return self._generate_on_engine(prompt_ids, flat, n, max_new_tokens, temperature, uniforms, stop,
                                             constraint)
         # Decoding is generate()'s greedy step either way: a sampled rollout's tokens are drawn by _KeyedSampler,
@@ -414,11 +414,11 @@ class Policy:
 
     def _generate_on_engine(self, prompt_ids, flat, n, max_new_tokens, temperature,
                             uniforms, stop=None, constraint=None) -> list[list[Generation]]:
-        """``generate`` with the tokens drawn by ``fast_sampler`` (:mod:`genenv.models.llamacpp`) from the same
-        per-sequence ``uniforms`` (None: greedy). The log-probs are the engine's: an update recomputes what it
+        """``generate`` with the tokens drawn by ``sampler`` (:mod:`genenv.models.llamacpp`) from the same
+        per-sequence ``uniforms`` (None: greedy). The log-probs are the sampler's: an update recomputes what it
         trains on (``recompute_old_logprobs``)."""
         with self.timed():
-            drawn = [pair for samples in self.fast_sampler.sample(prompt_ids, n, max_new_tokens, temperature,
+            drawn = [pair for samples in self.sampler.sample(prompt_ids, n, max_new_tokens, temperature,
                                                                   uniforms, stop, constraint) for pair in samples]
         eos = self.eos_token_id
         texts = self.decode_many([tokens for tokens, _ in drawn])
@@ -625,7 +625,7 @@ class Policy:
 
     def merged_state_dict(self) -> dict[str, torch.Tensor]:
         """The weights under the checkpoint's names, LoRA adapters merged into a copy (the trainer keeps its
-        adapters): what another engine decodes with (llama.cpp's GGUF, vLLM's weight reload)."""
+        adapters): what another sampler decodes with (llama.cpp's GGUF, vLLM's weight reload)."""
         model = copy.deepcopy(self.model).merge_and_unload() if self.has_lora else self.model
         return {name: tensor.detach() for name, tensor in model.state_dict().items()}
 

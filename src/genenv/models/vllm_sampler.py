@@ -38,7 +38,7 @@ import time
 import numpy as np
 import torch
 
-from genenv.errors import DecoderNotAvailable
+from genenv.errors import SamplerNotAvailable
 
 # the share of a GPU's memory a run's vLLM engines take together (weights, activations, KV cache), split equally
 # between them; the trainer keeps the rest (TRL's colocate mode gives its one engine 0.3 by default)
@@ -114,7 +114,7 @@ def vllm_version() -> str:
 
 def vllm_module():
     if not vllm_installed():
-        raise DecoderNotAvailable(install_hint())
+        raise SamplerNotAvailable(install_hint())
     # the engine in this process (no engine-core subprocess: the weights are synced by reference), unless the user
     # chose otherwise; vLLM's CPU backend reads its KV cache size from the engine's own argument below
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
