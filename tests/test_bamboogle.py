@@ -69,7 +69,7 @@ def test_closed_book_eval_end_to_end_with_a_tiny_model(tiny_policy, tmp_path):
 
 def test_eval_command_rejects_a_missing_file_with_one_line(tmp_path, capsys):
     from genenv.cli import main
-    assert main(["eval", "--benchmark", "bamboogle", "--model", "x", "--data", str(tmp_path / "none.jsonl")]) == 2
+    assert main(["eval", "--benchmark", "bamboogle", "--model", "tiny", "--data", str(tmp_path / "none.jsonl")]) == 2
     assert capsys.readouterr().err.strip().endswith("does not exist")
 
 
