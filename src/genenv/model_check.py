@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from huggingface_hub import HfApi, constants, is_offline_mode
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from genenv.config import ConfigError, sliding_window_of
@@ -37,7 +38,7 @@ from genenv.models.registry import (
     packaged_file,
     packaged_image,
 )
-from genenv.models.vllm_sampler import vllm_installed, vllm_refusal
+from genenv.models.vllm_sampler import head_size, vllm_installed, vllm_refusal
 
 # the resident memory of a run's process beside its models: Python, torch, transformers, genenv, the domain's data
 # (`python benchmarks/memory.py --preset smoke --epochs 2 threads=1`: a peak of 408 MB with models under 1 MB)
@@ -125,8 +126,6 @@ def vllm_engine_mb(cfg, parameters: int, config) -> float:
     ``GPU_MEMORY_FOR_ENGINES``)."""
     if cfg.device != "cpu":
         return 0.0
-    from genenv.models.vllm_sampler import head_size  # noqa: PLC0415
-
     raw = config.to_dict()
     kv_heads = int(raw.get("num_key_value_heads") or raw["num_attention_heads"])
     per_token = 2 * int(raw["num_hidden_layers"]) * kv_heads * (head_size(raw) or 0) * BYTES[cfg.dtype]
@@ -203,8 +202,6 @@ def hub_problem(model: str) -> str | None:
     """Why Hub model ``model``, in no local cache, cannot be downloaded: offline (``HF_HUB_OFFLINE``), or the Hub
     does not answer for it (no network, no such repository or revision, a gated one without a token); None when it
     does. Asks the Hub for the repository's metadata only."""
-    from huggingface_hub import HfApi, constants, is_offline_mode  # noqa: PLC0415
-
     repo, revision = hub_id(model)
     where = f"not a folder here nor in the Hugging Face cache ({constants.HF_HUB_CACHE})"
     if is_offline_mode():

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformers import AutoTokenizer
+
 from genenv.config import ConfigError, RunConfig
 from genenv.curricula import Curriculum, make_curriculum
 from genenv.domains import Domain, domain_class, make_domain
-from genenv.model_check import TOOL_CALL_ADVICE, device_problem, model_problem
+from genenv.model_check import TOOL_CALL_ADVICE, device_problem, model_problem, tool_call_problem
+from genenv.models.registry import resolve_model
 from genenv.models.samplers import sampler_problem
 from genenv.signals import GATES, check_config, part
 
@@ -98,10 +101,6 @@ def agent_tool_call_problem(model: str) -> str | None:
     """Why TRL cannot take a multi-turn domain's actions as tool calls from ``model``'s chat template, or None."""
     if model == "tiny":
         return "the tiny model has no chat template"
-    from transformers import AutoTokenizer  # noqa: PLC0415
-
-    from genenv.model_check import tool_call_problem  # noqa: PLC0415
-    from genenv.models.registry import resolve_model  # noqa: PLC0415
     return tool_call_problem(AutoTokenizer.from_pretrained(resolve_model(model)))
 
 

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -187,9 +189,6 @@ def hub_snapshot(model: str, download: bool = False) -> Path | None:
     ``HF_HUB_OFFLINE=1`` as without); with ``download``, fetched into that cache when it is not there (its
     :data:`HUB_FILES`). None when it is in no cache and is not downloaded. A download that fails is a
     ModelNotAvailable naming the id."""
-    from huggingface_hub import snapshot_download  # noqa: PLC0415
-    from huggingface_hub.errors import LocalEntryNotFoundError  # noqa: PLC0415
-
     repo, revision = hub_id(model)
     try:
         return Path(snapshot_download(repo, revision=revision, allow_patterns=list(HUB_FILES), local_files_only=True))

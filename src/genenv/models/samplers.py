@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from genenv.models.llamacpp import packaged_sampler
 from genenv.models.registry import llamacpp_refusal
 from genenv.models.vllm_sampler import GPU_MEMORY_FOR_ENGINES, engine_for, install_hint, vllm_installed, vllm_refusal
 
@@ -47,8 +48,6 @@ def build_sampler(sampler: str, policy, model: str, *, device: str, dtype: str, 
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler: {sampler!r} is not one of {', '.join(SAMPLERS)}")
     if sampler == "llama.cpp":
-        from genenv.models.llamacpp import packaged_sampler  # noqa: PLC0415 (llama-cpp-python loads when asked)
-
         return packaged_sampler(policy, model, threads=threads, dtype=llamacpp_dtype, context=context,
                                 parallel=parallel)
     if sampler == "vllm":

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from genenv.errors import SamplerNotAvailable
+from genenv.models.registry import local_folder
 
 # the share of a GPU's memory a run's vLLM engines take together (weights, activations, KV cache), split equally
 # between them; the trainer keeps the rest (TRL's colocate mode gives its one engine 0.3 by default)
@@ -82,8 +83,6 @@ def vllm_refusal(model: str, device: str, architecture: bool = False) -> str | N
     if model == "tiny":
         return ("vLLM cannot decode the tiny model: its tokenizer is a character one built on the spot and its heads "
                 f"are under {CPU_MIN_HEAD_SIZE} wide; use sampler=transformers")
-    from genenv.models.registry import local_folder  # noqa: PLC0415 (the registry loads transformers)
-
     config_file = local_folder(model) / "config.json"
     if not config_file.is_file():
         return None   # a packaged name (smollm2: 64-wide heads), or a path refused where the model is loaded
