@@ -405,7 +405,8 @@ def test_eval_command_rejects_bad_data_and_levels_with_one_line(tmp_path, capsys
     from genenv.cli import main
     assert main(["eval", "--benchmark", "api-bank", "--model", "tiny", "--data", str(tmp_path)]) == 2
     assert "has no init_database/" in capsys.readouterr().err
-    assert main(["eval", "--benchmark", "api-bank", "--model", "tiny", "--data", str(FIXTURE_DATA), "--levels", "4"]) == 2
+    assert main(["eval", "--benchmark", "api-bank", "--model", "tiny", "--data", str(FIXTURE_DATA), "--levels",
+                 "4"]) == 2
     assert "--levels: 4 is not an API-Bank level" in capsys.readouterr().err
     assert main(["eval", "--benchmark", "api-bank", "--model", "tiny", "--levels", "one"]) == 2
 

@@ -288,6 +288,13 @@ def test_a_run_with_vllm_for_both_players_resumes_with_the_same_metrics(folders,
     split = run(load_config("smoke", [*settings, "epochs=2"]), run_dir=tmp_path / "split", log=lambda m: None)
     resumed = run(load_config("smoke", [*settings, "epochs=4"]), run_dir=split, resume=True, log=lambda m: None)
     assert _stable(read_jsonl(resumed / "metrics.jsonl")) == _stable(rows)
+    # a finished run frees its engines (vLLM's in-process engine freezes the collector at its start: without a
+    # shutdown, three SmolLM2 runs left 16 GB resident in a test session) and unfreezes what it froze
+    import gc
+
+    from genenv.models.vllm_sampler import VllmSampler
+    assert [o for o in gc.get_objects() if isinstance(o, VllmSampler) and o.llm is not None] == []
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.slow

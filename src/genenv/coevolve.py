@@ -77,7 +77,7 @@ from genenv.metrics import (
     write_samples,
 )
 from genenv.models.policy import Policy
-from genenv.players import Players, RunState, samplers, samplers_line
+from genenv.players import Players, RunState, close_samplers, samplers, samplers_line
 from genenv.pool import TaskPool
 from genenv.preflight import preflight
 from genenv.progress import progress_bar
@@ -311,6 +311,7 @@ def _run_locked(cfg: RunConfig, curriculum: Curriculum, domain: Domain, split: D
     finally:
         engine.close()
         trackers.close()
+        close_samplers(players)
     bar.close()
     export_final(players, run_dir)
     return run_dir

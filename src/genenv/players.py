@@ -4,6 +4,7 @@ run's state (the pools, the GRPO buffer, counters). :mod:`genenv.checkpoint` sav
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 import torch
@@ -86,6 +87,19 @@ def player_sampler(cfg: RunConfig, name: str, policy: Policy, player):
     if sampler is not None and (player.sampler == "llama.cpp" or cfg.engine.workers == 0):
         sampler.sync()
     return sampler
+
+
+def close_samplers(players: Players) -> None:
+    """Free each player's llama.cpp or vLLM sampler, and let the collector see again what the run froze
+    (``gc.freeze`` after each epoch: pools, caches and models live for the whole run), so that a process running
+    several runs (a test session, a notebook) gets their memory back once they are gone."""
+    for policy in (players.agent, players.env):
+        sampler = getattr(policy, "sampler", None)
+        if sampler is not None and hasattr(sampler, "close"):
+            sampler.close()
+            policy.sampler = None
+    gc.unfreeze()
+    gc.collect()
 
 
 def samplers(cfg: RunConfig) -> dict[str, str]:
