@@ -30,10 +30,12 @@ import contextlib
 import functools
 import importlib.util
 import json
+import logging
 import os
 import random
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -118,9 +120,27 @@ def vllm_module():
     # chose otherwise; vLLM's CPU backend reads its KV cache size from the engine's own argument below
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    import vllm  # noqa: PLC0415
+    with _library_noise_quiet():
+        import vllm  # noqa: PLC0415
 
     return vllm
+
+
+@contextlib.contextmanager
+def _library_noise_quiet():
+    """Around vLLM's import and an engine's build: its own use of a torch name torch deprecates (two FutureWarnings
+    a build) and torch's "Triton not available" line, which a CPU build always meets, are not the run's news. (Two
+    NUMA-binding lines torch's C++ prints on CPU are left: no Python switch reaches them.)"""
+    logger = logging.getLogger("torch._library.triton")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="`torch.distributed.reduce_op` is deprecated",
+                                    category=FutureWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -250,7 +270,7 @@ class VllmSampler:
         else:
             args["gpu_memory_utilization"] = options["gpu_memory_utilization"]
         start = time.perf_counter()
-        with _process_state_kept():
+        with _process_state_kept(), _library_noise_quiet():
             self.llm = self.vllm.LLM(**args)
         self.load_seconds = time.perf_counter() - start
 
