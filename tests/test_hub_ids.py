@@ -91,3 +91,32 @@ def test_the_warm_start_key_and_the_run_folder_record_the_resolved_revision(serv
     text = (tmp_path / "config.yaml").read_text()
     assert yaml.safe_load(text)["agent"]["model"] == REPO
     assert f"# model of the agent: {REPO} at revision {COMMIT}" in text.splitlines()
+
+
+def test_the_warm_start_key_of_an_id_not_in_the_cache_asks_the_hub_its_commit_and_downloads_nothing(
+        served, tmp_path, monkeypatch):
+    """The key needs the commit a branch resolves to, not the weights: with an empty cache it is asked of the Hub
+    (its metadata), the same key as with the model cached, and no file is fetched; offline it is a
+    ModelNotAvailable naming the id."""
+    from huggingface_hub import constants
+
+    from genenv.domains import make_domain
+    from genenv.models.registry import ModelNotAvailable
+    from genenv.warmstart import _cache_key
+    hub, cache = served
+    if not (cache / "models--acme--tiny-llama").exists():   # (run alone: fill the cache as the first test does)
+        assert _genenv(served, "models", "check", REPO, "--preset", "smoke").returncode == 0
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    cfg, domain = load_config("smoke", [f"agent.model={REPO}"]), make_domain("addition")
+    cached = _cache_key("agent", cfg, cfg.agent, domain)
+    empty = tmp_path / "empty-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(empty))
+    asked = len(hub.requests)
+    assert _cache_key("agent", cfg, cfg.agent, domain) == cached
+    assert hub.requests[asked:] and not [path for _, path in hub.requests[asked:] if "/resolve/" in path]
+    assert not list(empty.rglob("*.safetensors"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelNotAvailable, match=REPO):
+        _cache_key("agent", cfg, cfg.agent, domain)

@@ -168,20 +168,25 @@ def _eval(args) -> int:
     from genenv.eval_driver import eval_sampler  # noqa: PLC0415
     from genenv.io import atomic_write_json  # noqa: PLC0415
     from genenv.preflight import eval_problems  # noqa: PLC0415
-    # heldout's auto is the decoder the run config's agent has (its sets scored as the run scores them)
-    sampler = args.sampler if args.benchmark == "heldout" else eval_sampler(args.sampler, args.model, args.device)
-    problems = [] if sampler == "auto" else eval_problems(args.model, sampler, args.device)
+    module = benchmark_module(args.benchmark)
+    if args.sampler == "auto" and hasattr(module, "auto_sampler"):   # its own auto (heldout: the config's)
+        sampler = module.auto_sampler(args)
+        print(f"sampler: {sampler} (--sampler auto: the one the config's agent decodes with)")
+    elif args.sampler == "auto":
+        sampler = eval_sampler("auto", args.model, args.device)
+        print(f"sampler: {sampler} (--sampler auto: vLLM on a GPU, llama.cpp on the CPU, where it can decode the "
+              "model; --sampler transformers, llama.cpp or vllm to choose)")
+    else:
+        sampler = args.sampler
+    problems = eval_problems(args.model, sampler, args.device)   # the one preflight of an evaluation
     if problems:   # before any model loads or file is written
         for problem in problems:
             print(f"genenv: {problem}", file=sys.stderr)
         return 2
-    if args.sampler == "auto" and args.benchmark != "heldout":
-        print(f"sampler: {sampler} (--sampler auto: vLLM on a GPU, llama.cpp on the CPU, where it can decode the "
-              "model; --sampler transformers, llama.cpp or vllm to choose)")
     common = dict(limit=args.limit, device=args.device, threads=args.threads, sampler=sampler,
                   sampler_dtype=args.sampler_dtype)
     try:
-        benchmark_module(args.benchmark).from_command_line(args, common)
+        module.from_command_line(args, common)
     except (ValueError, ModelNotAvailable, RuntimeError, OSError) as err:
         print(f"genenv: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

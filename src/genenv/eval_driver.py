@@ -13,7 +13,7 @@ from genenv.io import atomic_write_json, atomic_write_jsonl
 from genenv.models.gguf_export import DTYPES as GGUF_DTYPES
 from genenv.models.policy import Policy
 from genenv.models.registry import llamacpp_refusal, resolve_model
-from genenv.models.samplers import build_sampler, sampler_problem
+from genenv.models.samplers import build_sampler
 from genenv.models.vllm_sampler import vllm_installed, vllm_refusal
 from genenv.progress import progress_bar
 from genenv.prompts import context_budget
@@ -119,7 +119,8 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
     weights written in its packaged GGUF's image as ``sampler_dtype`` (``--sampler-dtype``: f16, bf16, f32 or
     q8_0; :mod:`genenv.models.llamacpp`), 16 answers side by side; ``vllm``: on a vLLM engine in this process
     (:mod:`genenv.models.vllm_sampler`, the model's own dtype); ``auto``: :func:`eval_sampler`. A decoder that cannot
-    decode the model is refused before it loads, as a run refuses it (:func:`genenv.models.samplers.sampler_problem`).
+    decode the model is a ValueError from the sampler factory (``genenv eval`` asks the preflight before anything
+    loads: :func:`genenv.preflight.eval_problems`).
     ``dtype``: the weights' dtype in torch (None: the folder's)."""
     if sampler not in ("auto", "transformers", "llama.cpp", "vllm"):
         raise ValueError(f"--sampler: {sampler!r} is not auto, transformers, llama.cpp or vllm")
@@ -128,9 +129,6 @@ def load_eval_policy(model: str, log, device: str, threads: int, sampler: str = 
         log(f"sampler: {sampler} (--sampler auto; --sampler transformers, llama.cpp or vllm to choose)")
     if sampler_dtype not in GGUF_DTYPES:
         raise ValueError(f"--sampler-dtype: {sampler_dtype!r} is not one of {', '.join(GGUF_DTYPES)}")
-    refusal = sampler_problem("--sampler", sampler, model, device)
-    if refusal:   # refused before any model loads
-        raise ValueError(refusal)
     policy = Policy.load(resolve_model(model, log), device=device, use_chat_template=use_chat_template,
                          **({"dtype": dtype} if dtype else {}))
     # the one factory a run's players use too: llama.cpp 16 answers side by side in an 8192-token context, vLLM in

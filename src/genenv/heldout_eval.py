@@ -11,11 +11,10 @@ from pathlib import Path
 
 import torch
 
-from genenv.config import ConfigError, RunConfig
+from genenv.config import RunConfig
 from genenv.domains import make_domain
 from genenv.eval_driver import fmt, load_eval_policy, save_results
 from genenv.evaluation import evaluate_all
-from genenv.preflight import eval_problems
 from genenv.splits import data_split
 
 
@@ -52,17 +51,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--run", default=None, metavar="RUN_DIR", help="take the config of this run folder")
 
 
-def from_command_line(args, common: dict) -> dict:
-    """``genenv eval --benchmark heldout``: the config of ``--run`` (with the overrides a resume may take) or of
-    ``--preset``/``--config`` and overrides, its sets scored on ``common``'s device and threads, decoded by
-    ``--sampler`` (auto: the config's ``agent.sampler``, as its run decodes them)."""
+def run_config(args) -> RunConfig:
+    """The config whose sets are scored: ``--run``'s (with the overrides a resume may take), or ``--preset``/
+    ``--config`` and the overrides; a bad one is a ConfigError."""
     from genenv.checkpoint import load_run_config  # noqa: PLC0415
     from genenv.config import load_config  # noqa: PLC0415
-    cfg = (load_run_config(Path(args.run), args.overrides) if args.run  # a bad one: ConfigError, exit 2
-           else load_config(args.preset or "default", args.overrides, args.config))
-    sampler = cfg.agent.sampler if common["sampler"] == "auto" else common["sampler"]
-    problems = eval_problems(args.model, sampler, common["device"])
-    if problems:
-        raise ConfigError("\n".join(problems))
+    return (load_run_config(Path(args.run), args.overrides) if args.run
+            else load_config(args.preset or "default", args.overrides, args.config))
+
+
+def auto_sampler(args) -> str:
+    """What ``--sampler auto`` decodes with here: the config's ``agent.sampler``, as its run decodes its sets."""
+    return run_config(args).agent.sampler
+
+
+def from_command_line(args, common: dict) -> dict:
+    """``genenv eval --benchmark heldout``: the sets of :func:`run_config`, scored on ``common``'s device and
+    threads, decoded by its sampler (the CLI asked the preflight about it)."""
+    cfg = run_config(args)
     return eval_split(dataclasses.replace(cfg, device=common["device"], threads=common["threads"]), args.model,
-                      args.out, sampler=sampler, sampler_dtype=common["sampler_dtype"])
+                      args.out, sampler=common["sampler"], sampler_dtype=common["sampler_dtype"])

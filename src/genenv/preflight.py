@@ -32,21 +32,20 @@ from genenv.models.samplers import sampler_problem
 from genenv.signals import GATES, check_config, part
 
 
-def player_problems(cfg: RunConfig, players: tuple[str, ...] = ("agent", "env")) -> list[str]:
-    """The device, then each of ``players``' model and decoder (a frozen endpoint's simulator is the endpoint's:
-    nothing local to check). A folder both players share is checked once, named by the first field."""
+def player_problems(cfg: RunConfig, decoded: tuple[str, ...] = ("agent", "env")) -> list[str]:
+    """The device, then each player's model, and the decoder of each player genenv decodes (``decoded``; TRL's
+    trainer decodes the agent itself). A frozen endpoint's simulator is the endpoint's: nothing local to check. A
+    folder both players share is checked once, named by the first field."""
     problems = [device_problem(cfg.device)]
-    checked: set[str] = set()
-    for name in players:
+    model_lines: dict[str, str | None] = {}   # each folder's problem, asked once
+    for name in ("agent", "env"):
         player = cfg.agent if name == "agent" else cfg.env
         if name == "env" and cfg.env.backend != "local":
             continue
-        model_line = None
-        if player.model not in checked:
-            checked.add(player.model)
-            model_line = model_problem(f"{name}.model", player.model)
-            problems.append(model_line)
-        if model_line is None:   # (a model that cannot load: its decoder is not asked about it)
+        if player.model not in model_lines:
+            model_lines[player.model] = model_problem(f"{name}.model", player.model)
+            problems.append(model_lines[player.model])
+        if model_lines[player.model] is None and name in decoded:   # (a model that cannot load: no decoder asked)
             problems.append(sampler_problem(f"{name}.sampler", player.sampler, player.model, cfg.device))
     return [problem for problem in problems if problem]
 
@@ -121,9 +120,7 @@ class Survey:
 def survey(cfg: RunConfig, trl: bool = False) -> Survey:
     """Every problem of ``cfg`` (see the module's docstring); ``trl``: as TRL's side runs it (TRL decodes the
     agent: only the simulator's decoder is asked about)."""
-    problems = player_problems(cfg, ("agent", "env"))
-    if trl:   # TRL's trainer decodes the agent: its sampler knob is not read
-        problems = [p for p in problems if not p.startswith("agent.sampler")]
+    problems = player_problems(cfg, decoded=("env",) if trl else ("agent", "env"))
     curriculum = domain = None
     try:
         curriculum = make_curriculum(cfg.curriculum)

@@ -28,7 +28,7 @@ from genenv.config import ConfigError, RunConfig, TinyModelConfig, tiny_model, t
 from genenv.domains.base import Domain, Task, code_fingerprint
 from genenv.io import atomic_write_json, build_then_swap, cache_entry_lock, cache_root, publish_dir
 from genenv.models.policy import Policy
-from genenv.models.registry import ModelNotAvailable, hub_id, resolve_model
+from genenv.models.registry import ModelNotAvailable, hub_id, hub_revision, resolve_model
 from genenv.models.remote import RemoteSimulator
 from genenv.models.tiny import build_tiny_policy, tokenizer_fingerprint
 from genenv.progress import skip, warm_start_progress
@@ -92,8 +92,8 @@ def _cache_key(role: str, cfg: RunConfig, player_cfg, domain: Domain) -> str:
         payload["data"] = fingerprint
     if player_cfg.model == "tiny" and domain.alphabet is not None:
         payload["tokenizer"] = tokenizer_fingerprint(domain.alphabet, domain.tiny_words)
-    if hub_id(player_cfg.model) is not None:   # a Hub id: the commit it resolves to (a branch moves)
-        payload["revision"] = resolve_model(player_cfg.model).name
+    if hub_id(player_cfg.model) is not None:   # a Hub id: the commit it resolves to (a branch moves), not downloaded
+        payload["revision"] = hub_revision(player_cfg.model, ask_hub=True)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
     return f"{re.sub(r'[^A-Za-z0-9_-]+', '_', cfg.domain.name)}-{role}-{digest}"
 

@@ -33,7 +33,8 @@ BENCHMARK_ENTRY_POINTS = "genenv.benchmarks"   # an installed package's benchmar
 
 def benchmark_modules() -> dict[str, str]:
     """``genenv eval --benchmark NAME``: every benchmark, name -> the module that runs it (its
-    ``add_arguments(parser)`` declares its command-line options, its ``from_command_line(args, common)`` runs it):
+    ``add_arguments(parser)`` declares its command-line options, its ``from_command_line(args, common)`` runs it,
+    an ``auto_sampler(args)`` it may declare says what ``--sampler auto`` decodes with):
     ``heldout`` (a config's own sets, :mod:`genenv.heldout_eval`), each built-in domain package's ``BENCHMARKS``, and
     each installed package's ``genenv.benchmarks`` entry points (a plugin domain's benchmark)."""
     out = {"heldout": "genenv.heldout_eval"}

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from huggingface_hub import snapshot_download
+from huggingface_hub import HfApi, snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
@@ -202,13 +202,23 @@ def hub_snapshot(model: str, download: bool = False) -> Path | None:
                                 f"{str(error).splitlines()[0]}") from None
 
 
-def hub_revision(model: str) -> str | None:
-    """The commit a cached Hub model ``model`` resolves to (its snapshot folder's name); None for a model that is
-    not a Hub id, or not in the cache."""
+def hub_revision(model: str, ask_hub: bool = False) -> str | None:
+    """The commit Hub model ``model`` resolves to: its cached snapshot's (the folder's name); not cached, with
+    ``ask_hub`` the commit the Hub names for it (its metadata only, no file downloaded; a failure is a
+    ModelNotAvailable naming the id), else None. None for a model that is not a Hub id."""
     if hub_id(model) is None:
         return None
     folder = hub_snapshot(model)
-    return None if folder is None else folder.name
+    if folder is not None:
+        return folder.name
+    if not ask_hub:
+        return None
+    repo, revision = hub_id(model)
+    try:
+        return HfApi().model_info(repo, revision=revision).sha
+    except Exception as error:  # noqa: BLE001 (the hub's errors: offline, no such repo, gated, a network failure)
+        raise ModelNotAvailable(f"{model}: not in the Hugging Face cache, and the Hub cannot say its commit: "
+                                f"{str(error).splitlines()[0]}") from None
 
 
 def local_folder(model: str) -> Path:
