@@ -171,7 +171,8 @@ def _eval(args) -> int:
     module = benchmark_module(args.benchmark)
     if args.sampler == "auto" and hasattr(module, "auto_sampler"):   # its own auto (heldout: the config's)
         sampler = module.auto_sampler(args)
-        print(f"sampler: {sampler} (--sampler auto: the one the config's agent decodes with)")
+        print(f"sampler: {sampler} (--sampler auto: what --benchmark {args.benchmark} decodes with; --sampler "
+              "transformers, llama.cpp or vllm to choose)")
     elif args.sampler == "auto":
         sampler = eval_sampler("auto", args.model, args.device)
         print(f"sampler: {sampler} (--sampler auto: vLLM on a GPU, llama.cpp on the CPU, where it can decode the "
